@@ -1,0 +1,149 @@
+//! The one typed error of the library: every failure a caller can meet, with
+//! enough context (operator, node, value, path) to act on it.
+
+use std::path::PathBuf;
+
+/// Everything that can go wrong while loading or running a model.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// Reading a file failed.
+    #[error("cannot read {path}: {source}")]
+    Io {
+        /// The file that could not be read.
+        path: PathBuf,
+        /// The operating system's reason.
+        source: std::io::Error,
+    },
+    /// The bytes are not a valid ONNX protobuf message.
+    #[error("malformed model: {0}")]
+    Malformed(String),
+    /// The model is valid protobuf but breaks an ONNX rule.
+    #[error("invalid model: {0}")]
+    InvalidModel(String),
+    /// The graph's nodes depend on each other in a cycle.
+    #[error("the graph has a cycle through node {node:?}")]
+    Cycle {
+        /// One node on the cycle.
+        node: String,
+    },
+    /// A node reads a value that no node, input or initializer produces.
+    #[error("node {node:?} reads value {value:?}, which nothing produces (missing initializer?)")]
+    MissingValue {
+        /// The node that reads it.
+        node: String,
+        /// The value's name.
+        value: String,
+    },
+    /// The model imports an operator-set domain ramify does not implement.
+    #[error("unsupported operator-set domain {domain:?} (version {version})")]
+    UnsupportedDomain {
+        /// The domain, e.g. `com.microsoft`.
+        domain: String,
+        /// The imported version.
+        version: i64,
+    },
+    /// No kernel exists for this operator at this opset.
+    #[error("unsupported operator {op:?} in domain {domain:?} at opset {opset} (node {node:?})")]
+    UnsupportedOperator {
+        /// The operator type, e.g. `NonMaxSuppression`.
+        op: String,
+        /// Its domain (`""` is the default ONNX domain).
+        domain: String,
+        /// The opset version the model imports for that domain.
+        opset: i64,
+        /// The node's name.
+        node: String,
+    },
+    /// An element type that ramify (or this operator) does not handle.
+    #[error("unsupported element type {0}")]
+    UnsupportedType(String),
+    /// External tensor data that cannot be used.
+    #[error("external data for tensor {tensor:?}: {reason}")]
+    ExternalData {
+        /// The tensor whose data is external.
+        tensor: String,
+        /// Why it is refused.
+        reason: String,
+    },
+    /// An attribute is missing or has the wrong kind or value.
+    #[error("node {node:?} ({op}): attribute {attribute:?}: {reason}")]
+    Attribute {
+        /// The node's name.
+        node: String,
+        /// The operator type.
+        op: String,
+        /// The attribute's name.
+        attribute: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// The caller named an input the model does not have.
+    #[error("unknown input {name:?}; the model's inputs are {expected:?}")]
+    UnknownInput {
+        /// The name given.
+        name: String,
+        /// The names the model accepts.
+        expected: Vec<String>,
+    },
+    /// The caller did not give a value for a model input.
+    #[error("missing input {0:?}")]
+    MissingInput(String),
+    /// An input has a shape that the model's declaration rules out.
+    #[error("input {name:?} has shape {actual:?}, but the model declares {expected}")]
+    InputShape {
+        /// The input's name.
+        name: String,
+        /// The shape given.
+        actual: Vec<usize>,
+        /// The declared shape, with symbolic dimensions by name.
+        expected: String,
+    },
+    /// An input has the wrong element type.
+    #[error("input {name:?} has element type {actual}, but the model declares {expected}")]
+    InputType {
+        /// The input's name.
+        name: String,
+        /// The type given.
+        actual: String,
+        /// The declared type.
+        expected: String,
+    },
+    /// An operator met inputs it cannot work with (shapes, types, values).
+    #[error("{op}: {reason}")]
+    Op {
+        /// The operator type.
+        op: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// An operator failed inside a node; wraps the operator's error with the node.
+    #[error("node {node:?} ({op}): {source}")]
+    Node {
+        /// The node's name.
+        node: String,
+        /// The operator type.
+        op: String,
+        /// The underlying error.
+        source: Box<Error>,
+    },
+    /// A run exceeded the time budget it was given.
+    #[error("deadline exceeded: {0}")]
+    Deadline(String),
+    /// Invalid configuration given to the runtime.
+    #[error("invalid configuration: {0}")]
+    Config(String),
+}
+
+/// The library's result type.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    /// Shorthand for an operator error.
+    pub fn op(op: &str, reason: impl Into<String>) -> Self {
+        Error::Op {
+            op: op.to_string(),
+            reason: reason.into(),
+        }
+    }
+}

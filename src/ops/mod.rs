@@ -1,0 +1,184 @@
+//! Operators: the kernels, their shape rules and FLOP counts, and the registry
+//! that maps ONNX operator names to them. Operators depend only on the tensor
+//! type, attributes and errors.
+
+use crate::attributes::Attributes;
+use crate::error::{Error, Result};
+use crate::tensor::{DType, Tensor};
+use std::collections::HashMap;
+use std::fmt::Debug;
+use std::sync::OnceLock;
+
+pub mod util;
+
+mod activation;
+mod binary;
+mod conv;
+mod gemm;
+mod misc;
+mod norm;
+mod pool;
+mod reduce;
+mod resize;
+mod shape;
+mod unary;
+
+/// What is known about a value before running: its element type and, when
+/// fixed, its shape.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Fact {
+    /// Element type.
+    pub dtype: DType,
+    /// Concrete shape, or `None` when it depends on data.
+    pub shape: Option<Vec<usize>>,
+}
+
+impl Fact {
+    /// A fact with a known shape.
+    pub fn new(dtype: DType, shape: Vec<usize>) -> Fact {
+        Fact {
+            dtype,
+            shape: Some(shape),
+        }
+    }
+
+    /// A fact whose shape is unknown.
+    pub fn unknown_shape(dtype: DType) -> Fact {
+        Fact { dtype, shape: None }
+    }
+
+    /// The fact describing a tensor.
+    pub fn of(t: &Tensor) -> Fact {
+        Fact::new(t.dtype(), t.shape().to_vec())
+    }
+
+    /// Number of elements, when the shape is known.
+    pub fn len(&self) -> Option<usize> {
+        self.shape.as_ref().map(|s| s.iter().product())
+    }
+}
+
+/// One input as shape inference sees it: absent (optional input left out),
+/// or its fact plus its value when the value is a constant.
+#[derive(Debug, Clone, Copy)]
+pub struct InferInput<'a> {
+    /// The input's fact, `None` when the optional input is absent.
+    pub fact: Option<&'a Fact>,
+    /// The input's value when it is constant.
+    pub value: Option<&'a Tensor>,
+}
+
+/// What an operator is built from: its attributes, the opset the model
+/// imports, and the inputs that are constants at load time.
+#[derive(Debug, Clone, Copy)]
+pub struct BuildContext<'a> {
+    /// The node's attributes.
+    pub attrs: &'a Attributes,
+    /// Opset version of the operator's domain.
+    pub opset: i64,
+    /// Per input: the constant value, if the input is a constant.
+    pub consts: &'a [Option<&'a Tensor>],
+    /// How many inputs the node has (absent optional ones included).
+    pub num_inputs: usize,
+    /// How many outputs the node has.
+    pub num_outputs: usize,
+}
+
+impl BuildContext<'_> {
+    /// The constant value of input `i`, if any.
+    pub fn constant(&self, i: usize) -> Option<&Tensor> {
+        self.consts.get(i).copied().flatten()
+    }
+}
+
+/// An operator instance, built once per node.
+pub trait Operator: Send + Sync + Debug {
+    /// Output facts from input facts (and constant input values).
+    fn infer(&self, inputs: &[InferInput]) -> Result<Vec<Fact>>;
+    /// Floating-point (or integer) operations for these input and output facts.
+    fn flops(&self, inputs: &[Option<&Fact>], outputs: &[Fact]) -> u64;
+    /// Computes the outputs. Absent optional inputs are `None`. Kernels split
+    /// their work over the threads of the current rayon pool and only over
+    /// independent outputs, so results do not depend on the thread count.
+    fn run(&self, inputs: &[Option<&Tensor>]) -> Result<Vec<Tensor>>;
+}
+
+/// Builds an operator for one node.
+pub type Builder = fn(&BuildContext) -> Result<Box<dyn Operator>>;
+
+/// The registry entry of one operator type.
+#[derive(Clone, Copy)]
+pub struct OpEntry {
+    /// Lowest opset version this implementation covers.
+    pub since: i64,
+    /// The builder.
+    pub build: Builder,
+}
+
+/// Maps operator names of the default ONNX domain to their builders.
+pub struct Registry {
+    ops: HashMap<&'static str, OpEntry>,
+}
+
+impl Registry {
+    /// Registers `name` from opset `since`.
+    pub fn add(&mut self, name: &'static str, since: i64, build: Builder) {
+        self.ops.insert(name, OpEntry { since, build });
+    }
+
+    /// The entry for `name`, if supported.
+    pub fn get(&self, name: &str) -> Option<&OpEntry> {
+        self.ops.get(name)
+    }
+
+    /// All supported operator names, sorted.
+    pub fn names(&self) -> Vec<&'static str> {
+        let mut v: Vec<_> = self.ops.keys().copied().collect();
+        v.sort_unstable();
+        v
+    }
+}
+
+/// The process-wide registry of built-in operators.
+pub fn registry() -> &'static Registry {
+    static REGISTRY: OnceLock<Registry> = OnceLock::new();
+    REGISTRY.get_or_init(|| {
+        let mut r = Registry {
+            ops: HashMap::new(),
+        };
+        activation::register(&mut r);
+        binary::register(&mut r);
+        conv::register(&mut r);
+        gemm::register(&mut r);
+        misc::register(&mut r);
+        norm::register(&mut r);
+        pool::register(&mut r);
+        reduce::register(&mut r);
+        resize::register(&mut r);
+        shape::register(&mut r);
+        unary::register(&mut r);
+        r
+    })
+}
+
+/// The domains whose operators ramify implements.
+pub fn is_supported_domain(domain: &str) -> bool {
+    matches!(domain, "" | "ai.onnx")
+}
+
+/// Builds the operator for a node of type `op_type` in `domain` at `opset`.
+pub fn build(domain: &str, op_type: &str, ctx: &BuildContext) -> Result<Box<dyn Operator>> {
+    let unsupported = || Error::UnsupportedOperator {
+        op: op_type.to_string(),
+        domain: domain.to_string(),
+        opset: ctx.opset,
+        node: ctx.attrs.node().to_string(),
+    };
+    if !is_supported_domain(domain) {
+        return Err(unsupported());
+    }
+    match registry().get(op_type) {
+        Some(entry) if ctx.opset >= entry.since => (entry.build)(ctx),
+        _ => Err(unsupported()),
+    }
+}

@@ -1,0 +1,5 @@
+//! TODO family header.
+
+use super::Registry;
+
+pub(crate) fn register(_r: &mut Registry) {}

@@ -1,0 +1,238 @@
+//! Helpers shared by operator implementations: input access, axis and
+//! broadcast rules, float-type dispatch, and deterministic work splitting.
+
+use super::{Fact, InferInput};
+use crate::error::{Error, Result};
+use crate::tensor::Tensor;
+
+/// Input `i`, which the operator requires.
+pub fn input<'a>(op: &str, inputs: &[Option<&'a Tensor>], i: usize) -> Result<&'a Tensor> {
+    inputs
+        .get(i)
+        .copied()
+        .flatten()
+        .ok_or_else(|| Error::op(op, format!("required input {i} is missing")))
+}
+
+/// Input `i` if present (optional inputs).
+pub fn opt_input<'a>(inputs: &[Option<&'a Tensor>], i: usize) -> Option<&'a Tensor> {
+    inputs.get(i).copied().flatten()
+}
+
+/// The fact of input `i`, which the operator requires.
+pub fn fact<'a>(op: &str, inputs: &[InferInput<'a>], i: usize) -> Result<&'a Fact> {
+    inputs
+        .get(i)
+        .and_then(|x| x.fact)
+        .ok_or_else(|| Error::op(op, format!("required input {i} is missing")))
+}
+
+/// The fact of input `i` if present.
+pub fn opt_fact<'a>(inputs: &[InferInput<'a>], i: usize) -> Option<&'a Fact> {
+    inputs.get(i).and_then(|x| x.fact)
+}
+
+/// The constant value of input `i`, if it is a constant.
+pub fn const_value<'a>(inputs: &[InferInput<'a>], i: usize) -> Option<&'a Tensor> {
+    inputs.get(i).and_then(|x| x.value)
+}
+
+/// Normalizes a possibly negative axis against `rank`.
+pub fn axis(op: &str, axis: i64, rank: usize) -> Result<usize> {
+    let r = rank as i64;
+    let a = if axis < 0 { axis + r } else { axis };
+    if a < 0 || a >= r.max(1) {
+        return Err(Error::op(
+            op,
+            format!("axis {axis} is out of range for rank {rank}"),
+        ));
+    }
+    Ok(a as usize)
+}
+
+/// Normalizes a list of possibly negative axes against `rank`.
+pub fn axes(op: &str, list: &[i64], rank: usize) -> Result<Vec<usize>> {
+    list.iter().map(|&a| axis(op, a, rank)).collect()
+}
+
+/// The numpy-style broadcast of two shapes.
+pub fn broadcast_shapes(op: &str, a: &[usize], b: &[usize]) -> Result<Vec<usize>> {
+    let n = a.len().max(b.len());
+    let mut out = vec![0; n];
+    for (i, o) in out.iter_mut().enumerate() {
+        let da = if i + a.len() >= n {
+            a[i + a.len() - n]
+        } else {
+            1
+        };
+        let db = if i + b.len() >= n {
+            b[i + b.len() - n]
+        } else {
+            1
+        };
+        *o = if da == db || db == 1 {
+            da
+        } else if da == 1 {
+            db
+        } else {
+            return Err(Error::op(
+                op,
+                format!("shapes {a:?} and {b:?} do not broadcast"),
+            ));
+        };
+    }
+    Ok(out)
+}
+
+/// The broadcast of several shapes.
+pub fn broadcast_all(op: &str, shapes: &[&[usize]]) -> Result<Vec<usize>> {
+    let mut out: Vec<usize> = Vec::new();
+    for s in shapes {
+        out = broadcast_shapes(op, &out, s)?;
+    }
+    Ok(out)
+}
+
+/// Broadcasts the facts of all present inputs; the type is input 0's.
+pub fn infer_broadcast(op: &str, inputs: &[InferInput]) -> Result<Fact> {
+    let first = fact(op, inputs, 0)?;
+    let mut shapes = Vec::new();
+    for f in inputs.iter().filter_map(|x| x.fact) {
+        match &f.shape {
+            Some(s) => shapes.push(s.as_slice()),
+            None => return Ok(Fact::unknown_shape(first.dtype)),
+        }
+    }
+    Ok(Fact::new(first.dtype, broadcast_all(op, &shapes)?))
+}
+
+/// Output 0 has input 0's fact (elementwise unary operators).
+pub fn infer_same(op: &str, inputs: &[InferInput]) -> Result<Vec<Fact>> {
+    Ok(vec![fact(op, inputs, 0)?.clone()])
+}
+
+/// The element count of output `i`, 0 when unknown.
+pub fn out_len(outputs: &[Fact], i: usize) -> u64 {
+    outputs.get(i).and_then(|f| f.len()).unwrap_or(0) as u64
+}
+
+/// Rejects an input whose type is not floating point.
+pub fn require_float(op: &str, t: &Tensor) -> Result<()> {
+    if t.dtype().is_float() {
+        Ok(())
+    } else {
+        Err(Error::op(
+            op,
+            format!("expected a floating-point input, found {}", t.dtype()),
+        ))
+    }
+}
+
+/// Runs `$body` with `$a` bound to the array of a floating-point tensor
+/// (generic over f32, f64, f16, bf16) and wraps the resulting array back
+/// into a tensor of the same type; other types are an error.
+#[macro_export]
+#[doc(hidden)]
+macro_rules! float_map {
+    ($op:expr, $t:expr, $a:ident => $body:expr) => {
+        match $t {
+            $crate::Tensor::F32($a) => Ok($crate::Tensor::F32($body)),
+            $crate::Tensor::F64($a) => Ok($crate::Tensor::F64($body)),
+            $crate::Tensor::F16($a) => Ok($crate::Tensor::F16($body)),
+            $crate::Tensor::BF16($a) => Ok($crate::Tensor::BF16($body)),
+            other => Err($crate::Error::op(
+                $op,
+                format!("expected a floating-point input, found {}", other.dtype()),
+            )),
+        }
+    };
+}
+
+/// Like [`float_map!`] for numeric types: floats and all integer types.
+#[macro_export]
+#[doc(hidden)]
+macro_rules! numeric_map {
+    ($op:expr, $t:expr, $a:ident => $body:expr) => {
+        match $t {
+            $crate::Tensor::F32($a) => Ok($crate::Tensor::F32($body)),
+            $crate::Tensor::F64($a) => Ok($crate::Tensor::F64($body)),
+            $crate::Tensor::F16($a) => Ok($crate::Tensor::F16($body)),
+            $crate::Tensor::BF16($a) => Ok($crate::Tensor::BF16($body)),
+            $crate::Tensor::I8($a) => Ok($crate::Tensor::I8($body)),
+            $crate::Tensor::I16($a) => Ok($crate::Tensor::I16($body)),
+            $crate::Tensor::I32($a) => Ok($crate::Tensor::I32($body)),
+            $crate::Tensor::I64($a) => Ok($crate::Tensor::I64($body)),
+            $crate::Tensor::U8($a) => Ok($crate::Tensor::U8($body)),
+            $crate::Tensor::U16($a) => Ok($crate::Tensor::U16($body)),
+            $crate::Tensor::U32($a) => Ok($crate::Tensor::U32($body)),
+            $crate::Tensor::U64($a) => Ok($crate::Tensor::U64($body)),
+            other => Err($crate::Error::op(
+                $op,
+                format!("expected a numeric input, found {}", other.dtype()),
+            )),
+        }
+    };
+}
+
+/// Minimum work items per parallel task, so tiny operators stay on one thread.
+pub const MIN_PARALLEL_GRAIN: usize = 1 << 14;
+
+/// Splits `out` into contiguous chunks of whole rows of `row` elements and
+/// fills them in parallel on the current rayon pool: `f(first_row, chunk)`.
+/// Each output element is written by exactly one call, so the result does not
+/// depend on the number of threads.
+pub fn par_rows<T: Send>(out: &mut [T], row: usize, f: impl Fn(usize, &mut [T]) + Sync) {
+    use rayon::prelude::*;
+    let row = row.max(1);
+    let rows = out.len() / row;
+    let threads = rayon::current_num_threads();
+    if threads <= 1 || out.len() < MIN_PARALLEL_GRAIN || rows < 2 {
+        f(0, out);
+        return;
+    }
+    let tasks = (threads * 4).min(rows);
+    let rows_per = rows.div_ceil(tasks);
+    out.par_chunks_mut(rows_per * row)
+        .enumerate()
+        .for_each(|(i, chunk)| f(i * rows_per, chunk));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn broadcast_rules() {
+        assert_eq!(
+            broadcast_shapes("t", &[2, 1, 3], &[4, 1]).unwrap(),
+            vec![2, 4, 3]
+        );
+        assert_eq!(broadcast_shapes("t", &[], &[5]).unwrap(), vec![5]);
+        assert!(broadcast_shapes("t", &[2, 3], &[4, 3]).is_err());
+    }
+
+    #[test]
+    fn axis_rules() {
+        assert_eq!(axis("t", -1, 4).unwrap(), 3);
+        assert_eq!(axis("t", 0, 1).unwrap(), 0);
+        assert!(axis("t", 4, 4).is_err());
+        assert!(axis("t", -5, 4).is_err());
+    }
+
+    #[test]
+    fn par_rows_covers_every_row_once() {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(3)
+            .build()
+            .unwrap();
+        let mut v = vec![0usize; 1 << 16];
+        pool.install(|| {
+            par_rows(&mut v, 16, |first, chunk| {
+                for (i, x) in chunk.iter_mut().enumerate() {
+                    *x = first * 16 + i;
+                }
+            })
+        });
+        assert!(v.iter().enumerate().all(|(i, &x)| i == x));
+    }
+}

@@ -1,0 +1,439 @@
+//! `Tensor`: an element type, a shape and row-major data, stored as an ndarray
+//! array of the matching Rust type. Every kernel sees and produces tensors in
+//! standard (C-contiguous) layout.
+
+use crate::error::{Error, Result};
+use half::{bf16, f16};
+use ndarray::{ArrayD, ArrayViewD, IxDyn};
+use std::fmt;
+
+/// The element types a tensor can hold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum DType {
+    /// 32-bit float.
+    F32,
+    /// 64-bit float.
+    F64,
+    /// IEEE half precision.
+    F16,
+    /// bfloat16.
+    BF16,
+    /// Signed 8-bit integer.
+    I8,
+    /// Signed 16-bit integer.
+    I16,
+    /// Signed 32-bit integer.
+    I32,
+    /// Signed 64-bit integer.
+    I64,
+    /// Unsigned 8-bit integer.
+    U8,
+    /// Unsigned 16-bit integer.
+    U16,
+    /// Unsigned 32-bit integer.
+    U32,
+    /// Unsigned 64-bit integer.
+    U64,
+    /// Boolean.
+    Bool,
+    /// UTF-8 string.
+    String,
+}
+
+impl DType {
+    /// Size in bytes of one element (strings report the size of a `String`).
+    pub fn size_of(self) -> usize {
+        match self {
+            DType::F32 | DType::I32 | DType::U32 => 4,
+            DType::F64 | DType::I64 | DType::U64 => 8,
+            DType::F16 | DType::BF16 | DType::I16 | DType::U16 => 2,
+            DType::I8 | DType::U8 | DType::Bool => 1,
+            DType::String => std::mem::size_of::<String>(),
+        }
+    }
+
+    /// True for the floating-point types.
+    pub fn is_float(self) -> bool {
+        matches!(self, DType::F32 | DType::F64 | DType::F16 | DType::BF16)
+    }
+
+    /// The ONNX `TensorProto.DataType` code of this type.
+    pub fn onnx_code(self) -> i32 {
+        match self {
+            DType::F32 => 1,
+            DType::U8 => 2,
+            DType::I8 => 3,
+            DType::U16 => 4,
+            DType::I16 => 5,
+            DType::I32 => 6,
+            DType::I64 => 7,
+            DType::String => 8,
+            DType::Bool => 9,
+            DType::F16 => 10,
+            DType::F64 => 11,
+            DType::U32 => 12,
+            DType::U64 => 13,
+            DType::BF16 => 16,
+        }
+    }
+
+    /// The type for an ONNX `TensorProto.DataType` code.
+    pub fn from_onnx_code(code: i32) -> Result<DType> {
+        Ok(match code {
+            1 => DType::F32,
+            2 => DType::U8,
+            3 => DType::I8,
+            4 => DType::U16,
+            5 => DType::I16,
+            6 => DType::I32,
+            7 => DType::I64,
+            8 => DType::String,
+            9 => DType::Bool,
+            10 => DType::F16,
+            11 => DType::F64,
+            12 => DType::U32,
+            13 => DType::U64,
+            16 => DType::BF16,
+            other => return Err(Error::UnsupportedType(onnx_type_name(other))),
+        })
+    }
+}
+
+/// A readable name for an ONNX data-type code, known or not.
+pub fn onnx_type_name(code: i32) -> String {
+    let name = match code {
+        0 => "UNDEFINED",
+        14 => "COMPLEX64",
+        15 => "COMPLEX128",
+        17 => "FLOAT8E4M3FN",
+        18 => "FLOAT8E4M3FNUZ",
+        19 => "FLOAT8E5M2",
+        20 => "FLOAT8E5M2FNUZ",
+        21 => "UINT4",
+        22 => "INT4",
+        23 => "FLOAT4E2M1",
+        _ => match DType::from_onnx_code(code) {
+            Ok(t) => return t.to_string(),
+            Err(_) => return format!("data type {code}"),
+        },
+    };
+    name.to_string()
+}
+
+impl fmt::Display for DType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let s = match self {
+            DType::F32 => "float32",
+            DType::F64 => "float64",
+            DType::F16 => "float16",
+            DType::BF16 => "bfloat16",
+            DType::I8 => "int8",
+            DType::I16 => "int16",
+            DType::I32 => "int32",
+            DType::I64 => "int64",
+            DType::U8 => "uint8",
+            DType::U16 => "uint16",
+            DType::U32 => "uint32",
+            DType::U64 => "uint64",
+            DType::Bool => "bool",
+            DType::String => "string",
+        };
+        f.write_str(s)
+    }
+}
+
+/// An n-dimensional array of one element type.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Tensor {
+    /// 32-bit float data.
+    F32(ArrayD<f32>),
+    /// 64-bit float data.
+    F64(ArrayD<f64>),
+    /// Half-precision data.
+    F16(ArrayD<f16>),
+    /// bfloat16 data.
+    BF16(ArrayD<bf16>),
+    /// Signed 8-bit data.
+    I8(ArrayD<i8>),
+    /// Signed 16-bit data.
+    I16(ArrayD<i16>),
+    /// Signed 32-bit data.
+    I32(ArrayD<i32>),
+    /// Signed 64-bit data.
+    I64(ArrayD<i64>),
+    /// Unsigned 8-bit data.
+    U8(ArrayD<u8>),
+    /// Unsigned 16-bit data.
+    U16(ArrayD<u16>),
+    /// Unsigned 32-bit data.
+    U32(ArrayD<u32>),
+    /// Unsigned 64-bit data.
+    U64(ArrayD<u64>),
+    /// Boolean data.
+    Bool(ArrayD<bool>),
+    /// String data.
+    String(ArrayD<String>),
+}
+
+/// Runs `$body` with `$a` bound to the tensor's array, whatever its type.
+#[macro_export]
+#[doc(hidden)]
+macro_rules! dispatch {
+    ($t:expr, $a:ident => $body:expr) => {
+        match $t {
+            $crate::Tensor::F32($a) => $body,
+            $crate::Tensor::F64($a) => $body,
+            $crate::Tensor::F16($a) => $body,
+            $crate::Tensor::BF16($a) => $body,
+            $crate::Tensor::I8($a) => $body,
+            $crate::Tensor::I16($a) => $body,
+            $crate::Tensor::I32($a) => $body,
+            $crate::Tensor::I64($a) => $body,
+            $crate::Tensor::U8($a) => $body,
+            $crate::Tensor::U16($a) => $body,
+            $crate::Tensor::U32($a) => $body,
+            $crate::Tensor::U64($a) => $body,
+            $crate::Tensor::Bool($a) => $body,
+            $crate::Tensor::String($a) => $body,
+        }
+    };
+}
+
+/// Like [`dispatch!`] but rebuilds a tensor of the same variant from the body's array.
+#[macro_export]
+#[doc(hidden)]
+macro_rules! map_same {
+    ($t:expr, $a:ident => $body:expr) => {
+        match $t {
+            $crate::Tensor::F32($a) => $crate::Tensor::F32($body),
+            $crate::Tensor::F64($a) => $crate::Tensor::F64($body),
+            $crate::Tensor::F16($a) => $crate::Tensor::F16($body),
+            $crate::Tensor::BF16($a) => $crate::Tensor::BF16($body),
+            $crate::Tensor::I8($a) => $crate::Tensor::I8($body),
+            $crate::Tensor::I16($a) => $crate::Tensor::I16($body),
+            $crate::Tensor::I32($a) => $crate::Tensor::I32($body),
+            $crate::Tensor::I64($a) => $crate::Tensor::I64($body),
+            $crate::Tensor::U8($a) => $crate::Tensor::U8($body),
+            $crate::Tensor::U16($a) => $crate::Tensor::U16($body),
+            $crate::Tensor::U32($a) => $crate::Tensor::U32($body),
+            $crate::Tensor::U64($a) => $crate::Tensor::U64($body),
+            $crate::Tensor::Bool($a) => $crate::Tensor::Bool($body),
+            $crate::Tensor::String($a) => $crate::Tensor::String($body),
+        }
+    };
+}
+
+/// Rust element types that a [`Tensor`] can hold.
+pub trait Element: Clone + Send + Sync + fmt::Debug + Default + 'static {
+    /// The matching element type.
+    const DTYPE: DType;
+    /// Wraps an array in a tensor.
+    fn into_tensor(a: ArrayD<Self>) -> Tensor;
+    /// Borrows the array if the tensor holds this type.
+    fn view(t: &Tensor) -> Option<&ArrayD<Self>>;
+    /// Takes the array if the tensor holds this type.
+    fn take(t: Tensor) -> std::result::Result<ArrayD<Self>, Tensor>;
+}
+
+macro_rules! element {
+    ($ty:ty, $var:ident) => {
+        impl Element for $ty {
+            const DTYPE: DType = DType::$var;
+            fn into_tensor(a: ArrayD<Self>) -> Tensor {
+                Tensor::$var(a)
+            }
+            fn view(t: &Tensor) -> Option<&ArrayD<Self>> {
+                match t {
+                    Tensor::$var(a) => Some(a),
+                    _ => None,
+                }
+            }
+            fn take(t: Tensor) -> std::result::Result<ArrayD<Self>, Tensor> {
+                match t {
+                    Tensor::$var(a) => Ok(a),
+                    other => Err(other),
+                }
+            }
+        }
+        impl From<ArrayD<$ty>> for Tensor {
+            fn from(a: ArrayD<$ty>) -> Tensor {
+                Tensor::$var(a)
+            }
+        }
+    };
+}
+element!(f32, F32);
+element!(f64, F64);
+element!(f16, F16);
+element!(bf16, BF16);
+element!(i8, I8);
+element!(i16, I16);
+element!(i32, I32);
+element!(i64, I64);
+element!(u8, U8);
+element!(u16, U16);
+element!(u32, U32);
+element!(u64, U64);
+element!(bool, Bool);
+element!(String, String);
+
+impl Tensor {
+    /// The element type.
+    pub fn dtype(&self) -> DType {
+        match self {
+            Tensor::F32(_) => DType::F32,
+            Tensor::F64(_) => DType::F64,
+            Tensor::F16(_) => DType::F16,
+            Tensor::BF16(_) => DType::BF16,
+            Tensor::I8(_) => DType::I8,
+            Tensor::I16(_) => DType::I16,
+            Tensor::I32(_) => DType::I32,
+            Tensor::I64(_) => DType::I64,
+            Tensor::U8(_) => DType::U8,
+            Tensor::U16(_) => DType::U16,
+            Tensor::U32(_) => DType::U32,
+            Tensor::U64(_) => DType::U64,
+            Tensor::Bool(_) => DType::Bool,
+            Tensor::String(_) => DType::String,
+        }
+    }
+
+    /// The dimensions.
+    pub fn shape(&self) -> &[usize] {
+        dispatch!(self, a => a.shape())
+    }
+
+    /// Number of elements.
+    pub fn len(&self) -> usize {
+        dispatch!(self, a => a.len())
+    }
+
+    /// True when the tensor has no elements.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Bytes of element data (strings count their UTF-8 bytes).
+    pub fn byte_size(&self) -> usize {
+        match self {
+            Tensor::String(a) => a.iter().map(|s| s.len()).sum(),
+            other => other.len() * other.dtype().size_of(),
+        }
+    }
+
+    /// A tensor of zeros (false, empty strings) of the given type and shape.
+    pub fn zeros(dtype: DType, shape: &[usize]) -> Tensor {
+        fn z<T: Element>(shape: &[usize]) -> Tensor {
+            T::into_tensor(ArrayD::default(IxDyn(shape)))
+        }
+        match dtype {
+            DType::F32 => z::<f32>(shape),
+            DType::F64 => z::<f64>(shape),
+            DType::F16 => z::<f16>(shape),
+            DType::BF16 => z::<bf16>(shape),
+            DType::I8 => z::<i8>(shape),
+            DType::I16 => z::<i16>(shape),
+            DType::I32 => z::<i32>(shape),
+            DType::I64 => z::<i64>(shape),
+            DType::U8 => z::<u8>(shape),
+            DType::U16 => z::<u16>(shape),
+            DType::U32 => z::<u32>(shape),
+            DType::U64 => z::<u64>(shape),
+            DType::Bool => z::<bool>(shape),
+            DType::String => z::<String>(shape),
+        }
+    }
+
+    /// Builds a tensor from a shape and row-major data.
+    ///
+    /// ```
+    /// use ramify::Tensor;
+    /// let t = Tensor::from_vec(&[2, 2], vec![1.0f32, 2.0, 3.0, 4.0]).unwrap();
+    /// assert_eq!(t.shape(), &[2, 2]);
+    /// ```
+    pub fn from_vec<T: Element>(shape: &[usize], data: Vec<T>) -> Result<Tensor> {
+        let n = data.len();
+        ArrayD::from_shape_vec(IxDyn(shape), data)
+            .map(T::into_tensor)
+            .map_err(|_| {
+                Error::op(
+                    "Tensor",
+                    format!("{n} elements do not fill shape {shape:?}"),
+                )
+            })
+    }
+
+    /// A rank-0 tensor holding one value.
+    pub fn scalar<T: Element>(v: T) -> Tensor {
+        T::into_tensor(ArrayD::from_elem(IxDyn(&[]), v))
+    }
+
+    /// Borrows the data as an array of `T`, or `None` if the type differs.
+    pub fn array<T: Element>(&self) -> Option<&ArrayD<T>> {
+        T::view(self)
+    }
+
+    /// Borrows the data as a view of `T`, or an error naming both types.
+    pub fn view<T: Element>(&self) -> Result<ArrayViewD<'_, T>> {
+        T::view(self).map(|a| a.view()).ok_or_else(|| {
+            Error::op(
+                "Tensor",
+                format!("expected {} data, found {}", T::DTYPE, self.dtype()),
+            )
+        })
+    }
+
+    /// Takes the data as an array of `T`, or an error naming both types.
+    pub fn into_array<T: Element>(self) -> Result<ArrayD<T>> {
+        T::take(self).map_err(|t| {
+            Error::op(
+                "Tensor",
+                format!("expected {} data, found {}", T::DTYPE, t.dtype()),
+            )
+        })
+    }
+
+    /// This tensor with its data laid out in standard (row-major, contiguous) order.
+    pub fn into_standard_layout(self) -> Tensor {
+        map_same!(self, a => if a.is_standard_layout() { a } else { a.as_standard_layout().into_owned() })
+    }
+
+    /// Reads an integer tensor (any integer type) as `i64` values.
+    pub fn to_i64_vec(&self) -> Result<Vec<i64>> {
+        Ok(match self {
+            Tensor::I64(a) => a.iter().copied().collect(),
+            Tensor::I32(a) => a.iter().map(|&v| v as i64).collect(),
+            Tensor::I16(a) => a.iter().map(|&v| v as i64).collect(),
+            Tensor::I8(a) => a.iter().map(|&v| v as i64).collect(),
+            Tensor::U8(a) => a.iter().map(|&v| v as i64).collect(),
+            Tensor::U16(a) => a.iter().map(|&v| v as i64).collect(),
+            Tensor::U32(a) => a.iter().map(|&v| v as i64).collect(),
+            Tensor::U64(a) => a.iter().map(|&v| v as i64).collect(),
+            Tensor::Bool(a) => a.iter().map(|&v| v as i64).collect(),
+            other => {
+                return Err(Error::op(
+                    "Tensor",
+                    format!("expected integer data, found {}", other.dtype()),
+                ))
+            }
+        })
+    }
+
+    /// Reads a numeric tensor as `f64` values (for summaries and comparisons).
+    pub fn to_f64_vec(&self) -> Result<Vec<f64>> {
+        Ok(match self {
+            Tensor::F32(a) => a.iter().map(|&v| v as f64).collect(),
+            Tensor::F64(a) => a.iter().copied().collect(),
+            Tensor::F16(a) => a.iter().map(|v| v.to_f64()).collect(),
+            Tensor::BF16(a) => a.iter().map(|v| v.to_f64()).collect(),
+            Tensor::String(_) => return Err(Error::op("Tensor", "string data is not numeric")),
+            other => other.to_i64_vec()?.into_iter().map(|v| v as f64).collect(),
+        })
+    }
+}
+
+impl fmt::Display for Tensor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}{:?}", self.dtype(), self.shape())
+    }
+}
