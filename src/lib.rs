@@ -4,11 +4,30 @@
 //! the graph, estimates each sibling's single-thread time from operator FLOPs,
 //! and decides at every fork, from the device's current load, whether to run
 //! the siblings in parallel on CPU pools, on shrunk pools, or one after another.
+//!
+//! Data flows one way through the modules: [`onnx`] → [`graph`] → `analysis`
+//! → `sched` → [`exec`], with [`ops`] below them all.
+//!
+//! ```no_run
+//! use ramify::{Session, Tensor};
+//!
+//! let session = Session::builder().threads(2).build_from_file("models/inception_mini.onnx")?;
+//! let input = Tensor::from_vec(&[1, 3, 96, 96], vec![0.5f32; 3 * 96 * 96])?;
+//! for (name, value) in session.run([("input", input)])? {
+//!     println!("{name}: {value}");
+//! }
+//! # Ok::<(), ramify::Error>(())
+//! ```
 
 pub mod attributes;
 pub mod error;
+pub mod exec;
+pub mod graph;
+pub mod onnx;
 pub mod ops;
+pub mod session;
 pub mod tensor;
 
 pub use error::{Error, Result};
+pub use session::{IoInfo, Session, SessionBuilder};
 pub use tensor::{DType, Element, Tensor};

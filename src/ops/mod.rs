@@ -101,6 +101,12 @@ pub trait Operator: Send + Sync + Debug {
     /// their work over the threads of the current rayon pool and only over
     /// independent outputs, so results do not depend on the thread count.
     fn run(&self, inputs: &[Option<&Tensor>]) -> Result<Vec<Tensor>>;
+    /// The outputs computed from input facts alone, for operators whose
+    /// result depends only on shapes and types (`Shape`, `Size`); this lets
+    /// constant folding remove them once shapes are known.
+    fn fold_from_facts(&self, _inputs: &[InferInput]) -> Option<Vec<Tensor>> {
+        None
+    }
 }
 
 /// Builds an operator for one node.

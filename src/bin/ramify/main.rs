@@ -1,1 +1,52 @@
-fn main() {}
+//! The `ramify` command line: run a model on test data, benchmark it, inspect it.
+
+mod bench;
+mod inputs;
+mod run;
+mod stats;
+
+use anyhow::Result;
+use clap::{Parser, Subcommand};
+use std::path::PathBuf;
+
+#[derive(Parser)]
+#[command(
+    name = "ramify",
+    version,
+    about = "Run ONNX models on the CPU, branches in parallel"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run a model once and print (or save) its outputs.
+    Run(run::RunArgs),
+    /// Measure a model's latency over repeated runs.
+    Bench(bench::BenchArgs),
+}
+
+/// The example model shipped in `models/`, found from the working directory
+/// or from the source tree this binary was built from.
+pub fn default_model() -> PathBuf {
+    let rel = PathBuf::from("models/inception_mini.onnx");
+    if rel.exists() {
+        rel
+    } else {
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(rel)
+    }
+}
+
+fn main() {
+    let cli = Cli::parse();
+    let result: Result<()> = match cli.command {
+        Command::Run(a) => run::main(a),
+        Command::Bench(a) => bench::main(a),
+    };
+    if let Err(e) = result {
+        eprintln!("error: {e:#}");
+        std::process::exit(1);
+    }
+}

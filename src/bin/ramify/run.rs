@@ -1,0 +1,70 @@
+//! `ramify run`: run a model once on given or synthesised inputs, print a
+//! summary of each output and the time, optionally save the outputs.
+
+use crate::inputs;
+use anyhow::{Context, Result};
+use clap::Args;
+use ramify::{Session, Tensor};
+use std::path::PathBuf;
+use std::time::Instant;
+
+#[derive(Args)]
+pub struct RunArgs {
+    /// The model file (default: the example model in models/).
+    model: Option<PathBuf>,
+    /// Folder with input_0.pb, input_1.pb, … (serialized TensorProto).
+    #[arg(long)]
+    input_dir: Option<PathBuf>,
+    /// Folder to write output_0.pb, output_1.pb, … into.
+    #[arg(long)]
+    output_dir: Option<PathBuf>,
+    /// Number of CPU threads to use (default: all).
+    #[arg(long, alias = "cpus")]
+    threads: Option<usize>,
+}
+
+fn summary(t: &Tensor) -> String {
+    match t.to_f64_vec() {
+        Ok(v) if !v.is_empty() => {
+            let min = v.iter().copied().fold(f64::INFINITY, f64::min);
+            let max = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+            let mean = v.iter().sum::<f64>() / v.len() as f64;
+            let head: Vec<String> = v.iter().take(4).map(|x| format!("{x:.5}")).collect();
+            format!(
+                "min {min:.5} max {max:.5} mean {mean:.5} first [{}]",
+                head.join(", ")
+            )
+        }
+        Ok(_) => "empty".to_string(),
+        Err(_) => format!("{} values", t.len()),
+    }
+}
+
+pub fn main(a: RunArgs) -> Result<()> {
+    let model = a.model.unwrap_or_else(crate::default_model);
+    let mut builder = Session::builder();
+    if let Some(n) = a.threads {
+        builder = builder.threads(n);
+    }
+    let t0 = Instant::now();
+    let session = builder
+        .build_from_file(&model)
+        .with_context(|| format!("loading {}", model.display()))?;
+    let load_ms = t0.elapsed().as_secs_f64() * 1e3;
+    let feeds = inputs::load(&session, a.input_dir.as_deref())?;
+    let t1 = Instant::now();
+    let outputs = session.run(feeds)?;
+    let run_ms = t1.elapsed().as_secs_f64() * 1e3;
+    println!("model {} (loaded in {load_ms:.1} ms)", model.display());
+    for (name, t) in &outputs {
+        println!("  {name}: {t}  {}", summary(t));
+    }
+    println!("run time {run_ms:.2} ms");
+    if let Some(dir) = a.output_dir {
+        std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+        for (i, (name, t)) in outputs.iter().enumerate() {
+            ramify::onnx::write_tensor_file(&dir.join(format!("output_{i}.pb")), t, name)?;
+        }
+    }
+    Ok(())
+}

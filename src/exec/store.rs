@@ -1,0 +1,50 @@
+//! The values of one run in flight: each slot is written once by its producer
+//! and released after its last reader, so intermediate tensors are freed as
+//! early as possible. Slots are individually locked so that parallel siblings
+//! can read and write their own values concurrently.
+
+use super::Plan;
+use crate::graph::ValueId;
+use crate::tensor::Tensor;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+
+/// The values of one run.
+pub struct ValueStore {
+    slots: Vec<Mutex<Option<Arc<Tensor>>>>,
+    remaining: Vec<AtomicU32>,
+}
+
+impl ValueStore {
+    /// An empty store for `plan`'s values.
+    pub fn new(plan: &Plan) -> ValueStore {
+        ValueStore {
+            slots: (0..plan.uses.len()).map(|_| Mutex::new(None)).collect(),
+            remaining: plan.uses.iter().map(|&u| AtomicU32::new(u)).collect(),
+        }
+    }
+
+    fn slot(&self, id: ValueId) -> std::sync::MutexGuard<'_, Option<Arc<Tensor>>> {
+        // A poisoned slot only means another reader panicked; the data is intact.
+        self.slots[id].lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Stores a value (dropped at once if nothing reads it).
+    pub fn put(&self, id: ValueId, t: Arc<Tensor>) {
+        if self.remaining[id].load(Ordering::Acquire) > 0 {
+            *self.slot(id) = Some(t);
+        }
+    }
+
+    /// The value, if present.
+    pub fn get(&self, id: ValueId) -> Option<Arc<Tensor>> {
+        self.slot(id).clone()
+    }
+
+    /// Marks one read of `id` done; frees the value after its last read.
+    pub fn release(&self, id: ValueId) {
+        if self.remaining[id].fetch_sub(1, Ordering::AcqRel) == 1 {
+            self.slot(id).take();
+        }
+    }
+}

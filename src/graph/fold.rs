@@ -1,0 +1,88 @@
+//! Specialisation of a graph: shape and type inference from the input facts,
+//! and constant folding of every node whose result is known before running
+//! (all inputs constant, or a shape-only operator with known input shapes).
+
+use super::{wrap, Graph, ValueId};
+use crate::error::Result;
+use crate::ops::{Fact, InferInput};
+use crate::tensor::Tensor;
+use std::sync::Arc;
+
+/// What is known about each value, indexed by [`ValueId`].
+pub type Facts = Vec<Option<Fact>>;
+
+/// Infers facts for every value from the given input facts and folds the
+/// nodes whose outputs are known constants, removing them from the graph.
+///
+/// With `strict`, an inference error is returned; without it (at load time,
+/// when input shapes may be unknown), the node's outputs are left unknown.
+pub fn specialize(graph: &mut Graph, inputs: &[(ValueId, Fact)], strict: bool) -> Result<Facts> {
+    let mut facts: Facts = vec![None; graph.values.len()];
+    for (id, c) in graph.constants.iter().enumerate() {
+        if let Some(t) = c {
+            facts[id] = Some(Fact::of(t));
+        }
+    }
+    for (id, f) in inputs {
+        facts[*id] = Some(f.clone());
+    }
+    let nodes = std::mem::take(&mut graph.nodes);
+    let mut kept = Vec::with_capacity(nodes.len());
+    for node in nodes {
+        let consts: Vec<Option<Arc<Tensor>>> = node
+            .inputs
+            .iter()
+            .map(|i| i.and_then(|id| graph.constant(id).cloned()))
+            .collect();
+        let all_const = node
+            .inputs
+            .iter()
+            .zip(&consts)
+            .all(|(i, c)| i.is_none() || c.is_some());
+        let infer_inputs: Vec<InferInput> = node
+            .inputs
+            .iter()
+            .zip(&consts)
+            .map(|(i, c)| InferInput {
+                fact: i.and_then(|id| facts[id].as_ref()),
+                value: c.as_deref(),
+            })
+            .collect();
+        let folded = if all_const {
+            let args: Vec<Option<&Tensor>> = consts.iter().map(|c| c.as_deref()).collect();
+            Some(node.op.run(&args).map_err(|e| wrap(&node, e))?)
+        } else {
+            node.op.fold_from_facts(&infer_inputs)
+        };
+        if let Some(outs) = folded {
+            for (slot, t) in node.outputs.iter().zip(outs) {
+                if let Some(id) = slot {
+                    facts[*id] = Some(Fact::of(&t));
+                    graph.constants[*id] = Some(Arc::new(t));
+                }
+            }
+            continue;
+        }
+        let known = node
+            .inputs
+            .iter()
+            .zip(&infer_inputs)
+            .all(|(i, x)| i.is_none() || x.fact.is_some());
+        if known {
+            match node.op.infer(&infer_inputs) {
+                Ok(out) => {
+                    for (slot, f) in node.outputs.iter().zip(out) {
+                        if let Some(id) = slot {
+                            facts[*id] = Some(f);
+                        }
+                    }
+                }
+                Err(e) if strict => return Err(wrap(&node, e)),
+                Err(_) => {}
+            }
+        }
+        kept.push(node);
+    }
+    graph.nodes = kept;
+    Ok(facts)
+}

@@ -1,0 +1,10 @@
+//! The ONNX front end: protobuf model files to the graph IR, and TensorProto
+//! to and from [`Tensor`](crate::Tensor). Nothing after this stage sees protobuf.
+
+mod attributes;
+mod external;
+mod model;
+mod tensor_proto;
+
+pub use model::{load_model_bytes, load_model_file, MAX_IR_VERSION, MIN_IR_VERSION};
+pub use tensor_proto::{read_tensor_file, tensor_from_proto, tensor_to_proto, write_tensor_file};

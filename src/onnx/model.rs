@@ -1,0 +1,223 @@
+//! ModelProto → [`Graph`]: IR version and opset checks, initializers (IR 3
+//! models that list them among the inputs included), declared input and output
+//! types, and nodes with their operators built.
+
+use super::attributes::convert_attributes;
+use super::tensor_proto::tensor_from_proto;
+use crate::error::{Error, Result};
+use crate::graph::{topological_sort, Declared, Dim, Graph, Node, Value, ValueId};
+use crate::ops;
+use crate::tensor::DType;
+use onnx_protobuf::{
+    tensor_shape_proto::dimension::Value as DimValue, type_proto::Value as TypeValue, Message,
+    ModelProto, ValueInfoProto,
+};
+use std::collections::HashMap;
+use std::io::BufReader;
+use std::path::Path;
+use std::sync::Arc;
+
+/// Oldest ONNX IR version accepted.
+pub const MIN_IR_VERSION: i64 = 3;
+/// Newest ONNX IR version accepted.
+pub const MAX_IR_VERSION: i64 = 14;
+
+/// Loads a model file; external data is read relative to the file's folder.
+pub fn load_model_file(path: &Path) -> Result<Graph> {
+    let io = |source| Error::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let file = std::fs::File::open(path).map_err(io)?;
+    let mut reader = BufReader::with_capacity(1 << 20, file);
+    let proto =
+        ModelProto::parse_from_reader(&mut reader).map_err(|e| Error::Malformed(e.to_string()))?;
+    build(proto, path.parent())
+}
+
+/// Loads a model from bytes. Models with external data need a file path.
+pub fn load_model_bytes(bytes: &[u8]) -> Result<Graph> {
+    let proto = ModelProto::parse_from_bytes(bytes).map_err(|e| Error::Malformed(e.to_string()))?;
+    build(proto, None)
+}
+
+fn declared(v: &ValueInfoProto) -> Result<Option<Declared>> {
+    let Some(tp) = v.type_.as_ref() else {
+        return Ok(None);
+    };
+    let Some(TypeValue::TensorType(tt)) = &tp.value else {
+        return Err(Error::UnsupportedType(format!(
+            "value {:?} is not a tensor (sequences, maps and optionals are not supported)",
+            v.name
+        )));
+    };
+    if tt.elem_type == 0 {
+        return Ok(None);
+    }
+    let dtype = DType::from_onnx_code(tt.elem_type).map_err(|_| {
+        Error::UnsupportedType(format!(
+            "{} (value {:?})",
+            crate::tensor::onnx_type_name(tt.elem_type),
+            v.name
+        ))
+    })?;
+    let dims = tt.shape.as_ref().map(|s| {
+        s.dim
+            .iter()
+            .map(|d| match &d.value {
+                Some(DimValue::DimValue(n)) if *n >= 0 => Dim::Fixed(*n as usize),
+                Some(DimValue::DimParam(p)) => Dim::Symbolic(p.clone()),
+                _ => Dim::Symbolic(String::new()),
+            })
+            .collect()
+    });
+    Ok(Some(Declared { dtype, dims }))
+}
+
+struct Values {
+    ids: HashMap<String, ValueId>,
+    list: Vec<Value>,
+}
+
+impl Values {
+    fn id(&mut self, name: &str) -> ValueId {
+        if let Some(&id) = self.ids.get(name) {
+            return id;
+        }
+        let id = self.list.len();
+        self.list.push(Value {
+            name: name.to_string(),
+            declared: None,
+        });
+        self.ids.insert(name.to_string(), id);
+        id
+    }
+}
+
+fn build(mut model: ModelProto, base: Option<&Path>) -> Result<Graph> {
+    if !(MIN_IR_VERSION..=MAX_IR_VERSION).contains(&model.ir_version) {
+        return Err(Error::InvalidModel(format!(
+            "IR version {} is not supported (ramify reads {MIN_IR_VERSION} to {MAX_IR_VERSION})",
+            model.ir_version
+        )));
+    }
+    let mut opsets: HashMap<String, i64> = HashMap::new();
+    for o in &model.opset_import {
+        let domain = if o.domain == "ai.onnx" {
+            ""
+        } else {
+            o.domain.as_str()
+        };
+        if !ops::is_supported_domain(domain) && domain != "ai.onnx.ml" {
+            return Err(Error::UnsupportedDomain {
+                domain: o.domain.clone(),
+                version: o.version,
+            });
+        }
+        opsets.insert(domain.to_string(), o.version);
+    }
+    if opsets.is_empty() {
+        return Err(Error::InvalidModel(
+            "the model imports no operator set".into(),
+        ));
+    }
+    let mut g = model
+        .graph
+        .take()
+        .ok_or_else(|| Error::InvalidModel("the model has no graph".into()))?;
+    if !g.sparse_initializer.is_empty() {
+        return Err(Error::UnsupportedType("sparse initializers".into()));
+    }
+    let mut values = Values {
+        ids: HashMap::new(),
+        list: Vec::new(),
+    };
+    let mut constants = Vec::new();
+    for mut init in std::mem::take(&mut g.initializer) {
+        if init.name.is_empty() {
+            return Err(Error::InvalidModel("an initializer has no name".into()));
+        }
+        let id = values.id(&init.name);
+        let t = tensor_from_proto(&mut init, base)?;
+        drop(init);
+        if constants.len() <= id {
+            constants.resize(id + 1, None);
+        }
+        constants[id] = Some(Arc::new(t));
+    }
+    let mut inputs = Vec::new();
+    for vi in &g.input {
+        let id = values.id(&vi.name);
+        values.list[id].declared = declared(vi)?;
+        let is_initializer = constants.get(id).is_some_and(|c| c.is_some());
+        if !is_initializer && !inputs.contains(&id) {
+            inputs.push(id);
+        }
+    }
+    let mut outputs = Vec::new();
+    for vi in &g.output {
+        let id = values.id(&vi.name);
+        values.list[id].declared = declared(vi)?;
+        outputs.push(id);
+    }
+    let mut raw_nodes = Vec::with_capacity(g.node.len());
+    for (i, mut np) in std::mem::take(&mut g.node).into_iter().enumerate() {
+        let name = if np.name.is_empty() {
+            format!(
+                "{}_{}",
+                np.op_type,
+                np.output.first().cloned().unwrap_or_else(|| i.to_string())
+            )
+        } else {
+            np.name.clone()
+        };
+        let domain = if np.domain == "ai.onnx" {
+            String::new()
+        } else {
+            np.domain.clone()
+        };
+        let opset = *opsets.get(&domain).ok_or_else(|| {
+            Error::InvalidModel(format!(
+                "node {name:?} ({}) uses domain {:?}, which the model does not import",
+                np.op_type, np.domain
+            ))
+        })?;
+        let attrs = convert_attributes(&mut np.attribute, base, &name, &np.op_type)?;
+        let ins: Vec<Option<ValueId>> = np
+            .input
+            .iter()
+            .map(|n| (!n.is_empty()).then(|| values.id(n)))
+            .collect();
+        let outs: Vec<Option<ValueId>> = np
+            .output
+            .iter()
+            .map(|n| (!n.is_empty()).then(|| values.id(n)))
+            .collect();
+        raw_nodes.push((name, np.op_type, domain, opset, ins, outs, attrs));
+    }
+    constants.resize(values.list.len(), None);
+    let mut graph = Graph {
+        values: values.list,
+        nodes: Vec::new(),
+        inputs,
+        outputs,
+        constants,
+    };
+    for (name, op_type, domain, opset, inputs, outputs, attrs) in raw_nodes {
+        let (op, built_with_consts) =
+            graph.build_op_for(&op_type, &domain, opset, &inputs, outputs.len(), &attrs)?;
+        graph.nodes.push(Node {
+            name,
+            op_type,
+            domain,
+            opset,
+            inputs,
+            outputs,
+            attrs,
+            op,
+            built_with_consts,
+        });
+    }
+    topological_sort(&mut graph)?;
+    Ok(graph)
+}

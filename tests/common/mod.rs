@@ -1,0 +1,129 @@
+//! Helpers for integration tests: small ONNX models built in code, and the
+//! paths of generated test data.
+#![allow(dead_code)]
+
+use onnx_protobuf::{
+    tensor_shape_proto::{dimension::Value as DimValue, Dimension},
+    type_proto::{Tensor as TypeTensor, Value as TypeValue},
+    AttributeProto, GraphProto, Message, ModelProto, NodeProto, OperatorSetIdProto, TensorProto,
+    TensorShapeProto, TypeProto, ValueInfoProto,
+};
+use std::path::PathBuf;
+
+/// A value info of a float tensor with the given dims (negative = symbolic).
+pub fn value_info(name: &str, elem_type: i32, dims: &[i64]) -> ValueInfoProto {
+    let mut shape = TensorShapeProto::new();
+    for &d in dims {
+        let mut dim = Dimension::new();
+        dim.value = Some(if d >= 0 {
+            DimValue::DimValue(d)
+        } else {
+            DimValue::DimParam("N".into())
+        });
+        shape.dim.push(dim);
+    }
+    let mut tt = TypeTensor::new();
+    tt.elem_type = elem_type;
+    tt.shape = Some(shape).into();
+    let mut tp = TypeProto::new();
+    tp.value = Some(TypeValue::TensorType(tt));
+    let mut vi = ValueInfoProto::new();
+    vi.name = name.into();
+    vi.type_ = Some(tp).into();
+    vi
+}
+
+/// A node.
+pub fn node(op: &str, inputs: &[&str], outputs: &[&str]) -> NodeProto {
+    let mut n = NodeProto::new();
+    n.op_type = op.into();
+    n.name = format!("{op}_{}", outputs.first().unwrap_or(&""));
+    n.input = inputs.iter().map(|s| s.to_string()).collect();
+    n.output = outputs.iter().map(|s| s.to_string()).collect();
+    n
+}
+
+/// An integer attribute.
+pub fn int_attr(name: &str, v: i64) -> AttributeProto {
+    let mut a = AttributeProto::new();
+    a.name = name.into();
+    a.i = v;
+    a.type_ = onnx_protobuf::attribute_proto::AttributeType::INT.into();
+    a
+}
+
+/// A float tensor initializer with raw data.
+pub fn initializer(name: &str, dims: &[i64], data: &[f32]) -> TensorProto {
+    let mut t = TensorProto::new();
+    t.name = name.into();
+    t.data_type = 1;
+    t.dims = dims.to_vec();
+    t.raw_data = data.iter().flat_map(|v| v.to_le_bytes()).collect();
+    t
+}
+
+/// A model around a graph, importing the default domain at `opset`.
+pub fn model(graph: GraphProto, opset: i64) -> ModelProto {
+    let mut m = ModelProto::new();
+    m.ir_version = 8;
+    let mut o = OperatorSetIdProto::new();
+    o.version = opset;
+    m.opset_import.push(o);
+    m.graph = Some(graph).into();
+    m
+}
+
+/// A graph from nodes, inputs, outputs and initializers.
+pub fn graph(
+    nodes: Vec<NodeProto>,
+    inputs: Vec<ValueInfoProto>,
+    outputs: Vec<ValueInfoProto>,
+    inits: Vec<TensorProto>,
+) -> GraphProto {
+    let mut g = GraphProto::new();
+    g.name = "test".into();
+    g.node = nodes;
+    g.input = inputs;
+    g.output = outputs;
+    g.initializer = inits;
+    g
+}
+
+/// x[1,4] → Relu → Add(bias) → y[1,4]: a small valid model.
+pub fn relu_add_model() -> ModelProto {
+    model(
+        graph(
+            vec![
+                node("Relu", &["x"], &["r"]),
+                node("Add", &["r", "b"], &["y"]),
+            ],
+            vec![value_info("x", 1, &[-1, 4])],
+            vec![value_info("y", 1, &[-1, 4])],
+            vec![initializer("b", &[4], &[1.0, 2.0, 3.0, 4.0])],
+        ),
+        13,
+    )
+}
+
+/// Serialized bytes of a model.
+pub fn bytes(m: &ModelProto) -> Vec<u8> {
+    m.write_to_bytes().expect("serializable")
+}
+
+/// The repository root.
+pub fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The generated test data folder (made by scripts/gen_test_data.py).
+pub fn generated() -> PathBuf {
+    repo().join("tests/data/generated")
+}
+
+/// A fresh, empty temporary folder for one test.
+pub fn temp_dir(tag: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("ramify-test-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).expect("temp dir");
+    d
+}
