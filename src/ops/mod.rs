@@ -53,7 +53,7 @@ impl Fact {
     }
 
     /// Number of elements, when the shape is known.
-    pub fn len(&self) -> Option<usize> {
+    pub fn elements(&self) -> Option<usize> {
         self.shape.as_ref().map(|s| s.iter().product())
     }
 }
