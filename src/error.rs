@@ -130,6 +130,9 @@ pub enum Error {
     /// A run exceeded the time budget it was given.
     #[error("deadline exceeded: {0}")]
     Deadline(String),
+    /// A bug inside ramify (a caught panic); the session stays usable.
+    #[error("internal error: {0}")]
+    Internal(String),
     /// Invalid configuration given to the runtime.
     #[error("invalid configuration: {0}")]
     Config(String),

@@ -19,15 +19,19 @@
 //! # Ok::<(), ramify::Error>(())
 //! ```
 
+pub mod analysis;
 pub mod attributes;
 pub mod error;
 pub mod exec;
 pub mod graph;
+pub mod load;
 pub mod onnx;
 pub mod ops;
+pub mod sched;
 pub mod session;
 pub mod tensor;
 
 pub use error::{Error, Result};
-pub use session::{IoInfo, Session, SessionBuilder};
+pub use sched::Mode;
+pub use session::{IoInfo, RunReport, Session, SessionBuilder};
 pub use tensor::{DType, Element, Tensor};

@@ -2,12 +2,16 @@
 //! times, from any thread. It validates inputs, keeps one specialised plan per
 //! set of input shapes, and runs the plan on its thread pool.
 
+use crate::analysis::CostModel;
 use crate::error::{Error, Result};
-use crate::exec::{run_serial, Plan};
+use crate::exec::{self, Plan};
 use crate::graph::{prune, specialize, Declared, Graph, ValueId};
+use crate::load::{HostState, LoadConfig, LoadMonitor, LoadSource};
 use crate::ops::Fact;
+use crate::sched::{ForkReport, Mode, PolicyConfig, Scheduler, SchedulerConfig};
 use crate::tensor::Tensor;
 use std::collections::HashMap;
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
@@ -21,32 +25,127 @@ pub struct IoInfo {
 }
 
 /// Configures and builds a [`Session`].
+///
+/// ```
+/// use ramify::{Mode, SessionBuilder};
+/// let builder = SessionBuilder::new().cpus(2).mode(Mode::Adaptive).thresholds(0.7, 0.5);
+/// ```
 #[derive(Debug, Clone, Default)]
 pub struct SessionBuilder {
-    threads: Option<usize>,
+    cpus: Option<usize>,
+    mode: Mode,
+    thresholds: Option<(f64, f64)>,
+    presets: Option<(usize, usize)>,
+    pin_threads: Option<bool>,
+    load_sources: Option<Vec<LoadSource>>,
+    fixed_load: Option<f64>,
 }
 
 impl SessionBuilder {
-    /// A builder with default settings (all CPUs).
+    /// A builder with default settings: all CPUs, adaptive mode, the method's
+    /// thresholds, load from the system CPU use and our threads' run-queue delay.
     pub fn new() -> Self {
         Self::default()
     }
 
-    /// Limits the number of CPU threads the session uses (at least 1).
-    pub fn threads(mut self, n: usize) -> Self {
-        self.threads = Some(n.max(1));
+    /// Limits the CPUs (m) the session uses; at least 1.
+    pub fn cpus(mut self, n: usize) -> Self {
+        self.cpus = Some(n.max(1));
         self
+    }
+
+    /// Alias of [`cpus`](Self::cpus).
+    pub fn threads(self, n: usize) -> Self {
+        self.cpus(n)
+    }
+
+    /// How forks are run.
+    pub fn mode(mut self, mode: Mode) -> Self {
+        self.mode = mode;
+        self
+    }
+
+    /// The load thresholds θ1 (serial at or above) and θ2 (shrunk pool at or above).
+    pub fn thresholds(mut self, theta1: f64, theta2: f64) -> Self {
+        self.thresholds = Some((theta1, theta2));
+        self
+    }
+
+    /// The pool presets M1 (shrunk pool) and M2 (threads per operator when serial).
+    pub fn presets(mut self, m1: usize, m2: usize) -> Self {
+        self.presets = Some((m1, m2));
+        self
+    }
+
+    /// Pin pool threads to the CPUs they are given (default: where the OS allows).
+    pub fn pin_threads(mut self, pin: bool) -> Self {
+        self.pin_threads = Some(pin);
+        self
+    }
+
+    /// Which load sources the monitor combines.
+    pub fn load_sources(mut self, sources: Vec<LoadSource>) -> Self {
+        self.load_sources = Some(sources);
+        self
+    }
+
+    /// Uses a fixed utilisation instead of measuring (for experiments and tests).
+    pub fn fixed_load(mut self, n: f64) -> Self {
+        self.fixed_load = Some(n.clamp(0.0, 1.0));
+        self
+    }
+
+    fn scheduler(&self) -> Result<Scheduler> {
+        let cpus = self.cpus.unwrap_or_else(num_cpus::get).max(1);
+        let mut policy = PolicyConfig::for_cpus(cpus);
+        if let Some((t1, t2)) = self.thresholds {
+            policy.theta1 = t1;
+            policy.theta2 = t2;
+        }
+        if let Some((m1, m2)) = self.presets {
+            policy.m1 = m1;
+            policy.m2 = m2;
+        }
+        let mut config = SchedulerConfig {
+            mode: self.mode,
+            policy,
+            ..SchedulerConfig::default()
+        };
+        if let Some(pin) = self.pin_threads {
+            config.pin_threads = pin;
+        }
+        if let Some(sources) = &self.load_sources {
+            config.load = LoadConfig {
+                sources: sources.clone(),
+                ..LoadConfig::default()
+            };
+        }
+        let monitor = match (self.fixed_load, self.mode) {
+            (Some(n), _) => LoadMonitor::fixed(n),
+            (None, Mode::Adaptive) => LoadMonitor::start(config.load.clone()),
+            (None, _) => LoadMonitor::fixed(0.0),
+        };
+        Scheduler::new(config, monitor)
     }
 
     /// Loads a model file (external data is read from beside it).
     pub fn build_from_file(self, path: impl AsRef<Path>) -> Result<Session> {
-        Session::new(crate::onnx::load_model_file(path.as_ref())?, self)
+        let sched = self.scheduler()?;
+        Session::new(crate::onnx::load_model_file(path.as_ref())?, sched)
     }
 
     /// Loads a model from bytes in memory.
     pub fn build_from_bytes(self, bytes: &[u8]) -> Result<Session> {
-        Session::new(crate::onnx::load_model_bytes(bytes)?, self)
+        let sched = self.scheduler()?;
+        Session::new(crate::onnx::load_model_bytes(bytes)?, sched)
     }
+}
+
+/// The decisions of one run: the load seen and what was chosen at each fork.
+#[derive(Debug, Clone, Default)]
+pub struct RunReport {
+    /// One entry per fork reached, in the order decided.
+    pub forks: Vec<ForkReport>,
 }
 
 /// A loaded model, ready to run. `Session` is `Send + Sync`: runs from
@@ -65,7 +164,8 @@ pub struct Session {
     inputs: Vec<IoInfo>,
     outputs: Vec<IoInfo>,
     plans: Mutex<HashMap<Vec<Vec<usize>>, Arc<Plan>>>,
-    pool: rayon::ThreadPool,
+    sched: Scheduler,
+    cost: CostModel,
 }
 
 impl std::fmt::Debug for Session {
@@ -94,13 +194,7 @@ impl Session {
         SessionBuilder::new().build_from_bytes(bytes)
     }
 
-    fn new(mut graph: Graph, options: SessionBuilder) -> Result<Session> {
-        let threads = options.threads.unwrap_or_else(num_cpus::get).max(1);
-        let pool = rayon::ThreadPoolBuilder::new()
-            .num_threads(threads)
-            .thread_name(|i| format!("ramify-{i}"))
-            .build()
-            .map_err(|e| Error::Config(format!("cannot start {threads} threads: {e}")))?;
+    fn new(mut graph: Graph, sched: Scheduler) -> Result<Session> {
         // Fold what does not depend on the inputs once, at load.
         let declared: Vec<(ValueId, Fact)> = graph
             .inputs
@@ -120,7 +214,7 @@ impl Session {
                 ))
             })
             .collect();
-        pool.install(|| specialize(&mut graph, &declared, false))?;
+        specialize(&mut graph, &declared, false)?;
         prune(&mut graph);
         graph.rebuild_ops()?;
         let info = |ids: &[ValueId]| -> Vec<IoInfo> {
@@ -138,7 +232,8 @@ impl Session {
             inputs,
             outputs,
             plans: Mutex::new(HashMap::new()),
-            pool,
+            sched,
+            cost: CostModel::default(),
         })
     }
 
@@ -197,6 +292,16 @@ impl Session {
             .collect()
     }
 
+    /// The plan for these named inputs' shapes (built on first use), e.g. to
+    /// inspect forks and costs without running.
+    pub fn plan<N: AsRef<str>>(
+        &self,
+        inputs: impl IntoIterator<Item = (N, Tensor)>,
+    ) -> Result<Arc<Plan>> {
+        let bound = self.bind(inputs)?;
+        self.plan_for(&bound)
+    }
+
     /// The plan for these input tensors' shapes, built on first use.
     pub fn plan_for(&self, inputs: &[Arc<Tensor>]) -> Result<Arc<Plan>> {
         let key: Vec<Vec<usize>> = inputs.iter().map(|t| t.shape().to_vec()).collect();
@@ -215,7 +320,7 @@ impl Session {
             .zip(inputs)
             .map(|(&id, t)| (id, Fact::of(t)))
             .collect();
-        let plan = Arc::new(self.pool.install(|| Plan::new(&self.graph, &facts))?);
+        let plan = Arc::new(Plan::new(&self.graph, &facts, &self.cost)?);
         self.plans
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -229,21 +334,68 @@ impl Session {
         &self,
         inputs: impl IntoIterator<Item = (N, Tensor)>,
     ) -> Result<Vec<(String, Tensor)>> {
+        self.run_with_report(inputs).map(|(outputs, _)| outputs)
+    }
+
+    /// Like [`run`](Self::run), and also returns the decision taken at each
+    /// fork (load seen, band, serial or parallel, pool sizes).
+    pub fn run_with_report<N: AsRef<str>>(
+        &self,
+        inputs: impl IntoIterator<Item = (N, Tensor)>,
+    ) -> Result<(Vec<(String, Tensor)>, RunReport)> {
         let bound = self.bind(inputs)?;
         let plan = self.plan_for(&bound)?;
         let feeds: Vec<(ValueId, Arc<Tensor>)> =
             self.graph.inputs.iter().copied().zip(bound).collect();
-        let outs = self.pool.install(|| run_serial(&plan, feeds))?;
-        Ok(self
+        let result = catch_unwind(AssertUnwindSafe(|| exec::run(&plan, &self.sched, feeds)))
+            .map_err(|p| Error::Internal(panic_message(&p)))??;
+        let outputs = self
             .outputs
             .iter()
-            .zip(outs)
+            .zip(result.outputs)
             .map(|(info, t)| {
                 let t = Arc::try_unwrap(t).unwrap_or_else(|shared| (*shared).clone());
                 (info.name.clone(), t)
             })
-            .collect())
+            .collect();
+        Ok((
+            outputs,
+            RunReport {
+                forks: result.forks,
+            },
+        ))
     }
+
+    /// The scheduler (its configuration, load monitor and pools).
+    pub fn scheduler(&self) -> &Scheduler {
+        &self.sched
+    }
+
+    /// Pushes state the host app measured (CPU use, battery, thermal) into the
+    /// session's load monitor; it counts from the next fork on.
+    pub fn push_host_state(&self, state: HostState) {
+        self.sched.monitor().push_host(state);
+    }
+
+    /// The plans built so far, one per set of input shapes.
+    pub fn plans(&self) -> Vec<Arc<Plan>> {
+        self.plans
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .values()
+            .cloned()
+            .collect()
+    }
+}
+
+/// The message of a caught panic.
+fn panic_message(p: &Box<dyn std::any::Any + Send>) -> String {
+    let what = p
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| p.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "unknown panic".to_string());
+    format!("panic while running: {what}")
 }
 
 #[cfg(test)]

@@ -1,14 +1,165 @@
-//! The executor: runs a plan's nodes, reading inputs from the value store or
-//! the plan's constants and releasing each value after its last reader.
+//! The executor: walks a plan's step tree. Plain steps run one node on the
+//! current pool; at a fork it asks the scheduler for a decision and runs the
+//! siblings serially on the current pool or in parallel on their own pools
+//! (fork-join through nested rayon scopes). Inputs come from the value store
+//! or the plan's constants; each value is released after its last reader.
 
 use super::{Plan, ValueStore};
+use crate::analysis::Step;
 use crate::error::{Error, Result};
 use crate::graph::{wrap, ValueId};
+use crate::sched::{Decision, ForkReport, Pool, PoolPlan, Scheduler};
 use crate::tensor::Tensor;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
-/// Runs node `index` of the plan against the store.
-pub fn run_node(plan: &Plan, store: &ValueStore, index: usize) -> Result<()> {
+/// The shared state of one run in flight.
+struct Run<'a> {
+    plan: &'a Plan,
+    store: ValueStore,
+    sched: &'a Scheduler,
+    reports: Mutex<Vec<ForkReport>>,
+    error: Mutex<Option<Error>>,
+}
+
+impl Run<'_> {
+    fn fail(&self, e: Error) {
+        let mut slot = self.error.lock().unwrap_or_else(|p| p.into_inner());
+        slot.get_or_insert(e);
+    }
+
+    fn failed(&self) -> bool {
+        self.error
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_some()
+    }
+}
+
+/// The outputs of a run and the decisions taken at its forks.
+pub struct RunResult {
+    /// Graph outputs, in order.
+    pub outputs: Vec<Arc<Tensor>>,
+    /// One entry per fork reached, in the order decided.
+    pub forks: Vec<ForkReport>,
+}
+
+/// Runs the plan under the scheduler's decisions.
+pub fn run(
+    plan: &Plan,
+    sched: &Scheduler,
+    inputs: Vec<(ValueId, Arc<Tensor>)>,
+) -> Result<RunResult> {
+    let run = Run {
+        plan,
+        store: ValueStore::new(plan),
+        sched,
+        reports: Mutex::new(Vec::new()),
+        error: Mutex::new(None),
+    };
+    for (id, t) in inputs {
+        run.store.put(id, t);
+    }
+    let (_, band) = sched.observe();
+    let threads = sched.serial_threads(band);
+    let pool = sched.pool(0, 0, threads, &sched.least_loaded_cpus(threads))?;
+    pool.pool
+        .install(|| run_steps(&run, &plan.structure.steps, &pool, false))?;
+    let outputs = collect_outputs(plan, &run.store)?;
+    let forks = run.reports.into_inner().unwrap_or_else(|p| p.into_inner());
+    Ok(RunResult { outputs, forks })
+}
+
+fn run_steps(run: &Run, steps: &[Step], pool: &Arc<Pool>, nested: bool) -> Result<()> {
+    for step in steps {
+        match step {
+            Step::Node(i) => run_node(run.plan, &run.store, *i, pool.size)?,
+            Step::Fork { fork, siblings } => {
+                let (n, band) = run.sched.observe();
+                let times = run.plan.sibling_times(*fork);
+                let decision = run.sched.decide(n, band, pool.size, nested, &times);
+                run.reports
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .push(ForkReport {
+                        fork: *fork,
+                        load: n,
+                        band,
+                        decision: decision.clone(),
+                    });
+                match &decision {
+                    Decision::Serial { threads } if *threads == pool.size => {
+                        for s in siblings {
+                            run_steps(run, s, pool, nested)?;
+                        }
+                    }
+                    Decision::Serial { threads } => {
+                        let cpus = run.sched.least_loaded_cpus(*threads);
+                        let p = run.sched.pool(pool.id, 0, *threads, &cpus)?;
+                        p.pool.install(|| {
+                            siblings
+                                .iter()
+                                .try_for_each(|s| run_steps(run, s, &p, nested))
+                        })?;
+                    }
+                    Decision::Parallel(plans) => run_parallel(run, plans, siblings, pool)?,
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+fn run_parallel(
+    run: &Run,
+    plans: &[PoolPlan],
+    siblings: &[Vec<Step>],
+    parent: &Arc<Pool>,
+) -> Result<()> {
+    let total: usize = plans.iter().map(|p| p.cpus).sum();
+    let cpus = run.sched.least_loaded_cpus(total);
+    let mut assigned = Vec::with_capacity(plans.len());
+    let mut offset = 0;
+    for (position, p) in plans.iter().enumerate() {
+        let chunk = cpus.get(offset..offset + p.cpus).unwrap_or(&[]);
+        offset += p.cpus;
+        assigned.push((
+            run.sched.pool(parent.id, position, p.cpus, chunk)?,
+            p.siblings.as_slice(),
+        ));
+    }
+    spawn_on_pools(run, &assigned, siblings);
+    match run.error.lock().unwrap_or_else(|p| p.into_inner()).take() {
+        Some(e) => Err(e),
+        None => Ok(()),
+    }
+}
+
+/// Starts each pool's siblings in its own rayon scope, nesting the scopes so
+/// that all pools work at once and the caller waits for all of them.
+fn spawn_on_pools(run: &Run, assigned: &[(Arc<Pool>, &[usize])], siblings: &[Vec<Step>]) {
+    let Some(((pool, mine), rest)) = assigned.split_first() else {
+        return;
+    };
+    pool.pool.in_place_scope(|scope| {
+        scope.spawn(|_| {
+            for &s in mine.iter() {
+                if run.failed() {
+                    break;
+                }
+                if let Err(e) = run_steps(run, &siblings[s], pool, true) {
+                    run.fail(e);
+                    break;
+                }
+            }
+        });
+        spawn_on_pools(run, rest, siblings);
+    });
+}
+
+/// Runs node `index` of the plan against the store on the current pool of
+/// `threads` threads, recording its time when it ran single-threaded.
+pub fn run_node(plan: &Plan, store: &ValueStore, index: usize, threads: usize) -> Result<()> {
     let node = &plan.graph.nodes[index];
     let mut held: Vec<Option<Arc<Tensor>>> = Vec::with_capacity(node.inputs.len());
     for &input in &node.inputs {
@@ -21,7 +172,11 @@ pub fn run_node(plan: &Plan, store: &ValueStore, index: usize) -> Result<()> {
         });
     }
     let args: Vec<Option<&Tensor>> = held.iter().map(|t| t.as_deref()).collect();
+    let start = Instant::now();
     let outs = node.op.run(&args).map_err(|e| wrap(node, e))?;
+    if threads == 1 {
+        plan.record(index, start.elapsed().as_nanos() as u64);
+    }
     drop(args);
     drop(held);
     for &input in node.inputs.iter().flatten() {
@@ -38,19 +193,6 @@ pub fn run_node(plan: &Plan, store: &ValueStore, index: usize) -> Result<()> {
 /// A value from the store, or the plan's constant.
 pub fn value(plan: &Plan, store: &ValueStore, id: ValueId) -> Option<Arc<Tensor>> {
     plan.graph.constant(id).cloned().or_else(|| store.get(id))
-}
-
-/// Runs every node in order on the current thread pool and returns the graph
-/// outputs in order.
-pub fn run_serial(plan: &Plan, inputs: Vec<(ValueId, Arc<Tensor>)>) -> Result<Vec<Arc<Tensor>>> {
-    let store = ValueStore::new(plan);
-    for (id, t) in inputs {
-        store.put(id, t);
-    }
-    for i in 0..plan.graph.nodes.len() {
-        run_node(plan, &store, i)?;
-    }
-    collect_outputs(plan, &store)
 }
 
 /// The graph outputs from a finished run.

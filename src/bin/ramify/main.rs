@@ -1,7 +1,10 @@
 //! The `ramify` command line: run a model on test data, benchmark it, inspect it.
 
 mod bench;
+mod burn;
 mod inputs;
+mod inspect;
+mod options;
 mod run;
 mod stats;
 
@@ -26,6 +29,15 @@ enum Command {
     Run(run::RunArgs),
     /// Measure a model's latency over repeated runs.
     Bench(bench::BenchArgs),
+    /// Show a model's forks, siblings, costs and the plan for a load.
+    Inspect(inspect::InspectArgs),
+    /// Spin one core for a bounded time (background load for experiments).
+    #[command(hide = true)]
+    Burn {
+        /// How long to spin.
+        #[arg(long, default_value_t = 60.0)]
+        seconds: f64,
+    },
 }
 
 /// The example model shipped in `models/`, found from the working directory
@@ -44,6 +56,11 @@ fn main() {
     let result: Result<()> = match cli.command {
         Command::Run(a) => run::main(a),
         Command::Bench(a) => bench::main(a),
+        Command::Inspect(a) => inspect::main(a),
+        Command::Burn { seconds } => {
+            burn::spin(seconds);
+            Ok(())
+        }
     };
     if let Err(e) = result {
         eprintln!("error: {e:#}");

@@ -2,9 +2,10 @@
 //! summary of each output and the time, optionally save the outputs.
 
 use crate::inputs;
+use crate::options::SchedArgs;
 use anyhow::{Context, Result};
 use clap::Args;
-use ramify::{Session, Tensor};
+use ramify::Tensor;
 use std::path::PathBuf;
 use std::time::Instant;
 
@@ -18,9 +19,8 @@ pub struct RunArgs {
     /// Folder to write output_0.pb, output_1.pb, … into.
     #[arg(long)]
     output_dir: Option<PathBuf>,
-    /// Number of CPU threads to use (default: all).
-    #[arg(long, alias = "cpus")]
-    threads: Option<usize>,
+    #[command(flatten)]
+    sched: SchedArgs,
 }
 
 fn summary(t: &Tensor) -> String {
@@ -42,10 +42,7 @@ fn summary(t: &Tensor) -> String {
 
 pub fn main(a: RunArgs) -> Result<()> {
     let model = a.model.unwrap_or_else(crate::default_model);
-    let mut builder = Session::builder();
-    if let Some(n) = a.threads {
-        builder = builder.threads(n);
-    }
+    let builder = a.sched.builder();
     let t0 = Instant::now();
     let session = builder
         .build_from_file(&model)

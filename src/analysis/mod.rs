@@ -1,0 +1,10 @@
+//! Graph analysis for the scheduler: the sibling subgraphs under every fork
+//! (and the execution step tree built from them), and the cost model that
+//! estimates each sibling's single-thread time from operator FLOPs.
+
+mod cost;
+mod dominators;
+mod siblings;
+
+pub use cost::{CostModel, OpClass};
+pub use siblings::{find_structure, Fork, Sibling, Step, Structure};

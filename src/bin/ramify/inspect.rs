@@ -1,0 +1,100 @@
+//! `ramify inspect`: every fork of a model with its siblings (operator count,
+//! FLOPs, estimated single-thread time) and the plan the policy would choose
+//! at a given load and CPU count.
+
+use crate::inputs;
+use anyhow::{Context, Result};
+use clap::Args;
+use ramify::analysis::Fork;
+use ramify::exec::Plan;
+use ramify::sched::{band, decide, Decision, PolicyConfig};
+use ramify::SessionBuilder;
+use std::path::PathBuf;
+
+#[derive(Args)]
+pub struct InspectArgs {
+    /// The model file (default: the example model in models/).
+    model: Option<PathBuf>,
+    /// The device utilisation n in [0, 1] to plan for.
+    #[arg(long, default_value_t = 0.0)]
+    load: f64,
+    /// CPUs m to plan for (default: all).
+    #[arg(long)]
+    cpus: Option<usize>,
+}
+
+fn node_name(plan: &Plan, i: Option<usize>, none: &str) -> String {
+    match i {
+        Some(i) => {
+            let n = &plan.graph.nodes[i];
+            format!("{} ({})", n.name, n.op_type)
+        }
+        None => none.to_string(),
+    }
+}
+
+fn describe(plan: &Plan, index: usize, f: &Fork, policy: &PolicyConfig, load: f64) {
+    let indent = "  ".repeat(f.depth);
+    println!(
+        "{indent}fork {index}: {} -> join {}{}{}",
+        node_name(plan, f.node, "graph inputs"),
+        node_name(plan, f.join, "graph outputs"),
+        if f.shortcut { ", with shortcut" } else { "" },
+        if f.parallel {
+            ""
+        } else {
+            " (one sibling: runs in order)"
+        },
+    );
+    let times = plan.sibling_times(index);
+    for (i, s) in f.siblings.iter().enumerate() {
+        let flops: u64 = s.nodes.iter().map(|&n| plan.flops[n]).sum();
+        println!(
+            "{indent}  sibling {i}: {:>3} ops {:>12} FLOPs  t = {:.3} ms  [{} .. {}]",
+            s.nodes.len(),
+            flops,
+            times[i] * 1e3,
+            plan.graph.nodes[s.nodes[0]].name,
+            plan.graph.nodes[*s.nodes.last().unwrap_or(&s.nodes[0])].name,
+        );
+    }
+    if f.parallel {
+        let b = band(load, policy, None);
+        let d = decide(load, b, policy, &times);
+        let what = match &d {
+            Decision::Parallel(pools) => pools
+                .iter()
+                .map(|p| format!("{} CPU(s) for siblings {:?}", p.cpus, p.siblings))
+                .collect::<Vec<_>>()
+                .join("; "),
+            Decision::Serial { threads } => format!("serial, each operator on {threads} CPU(s)"),
+        };
+        println!("{indent}  plan at n = {load:.2} (band {b}): {what}");
+    }
+}
+
+pub fn main(a: InspectArgs) -> Result<()> {
+    let model = a.model.unwrap_or_else(crate::default_model);
+    let cpus = a
+        .cpus
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    let session = SessionBuilder::new()
+        .cpus(cpus)
+        .fixed_load(a.load)
+        .build_from_file(&model)
+        .with_context(|| format!("loading {}", model.display()))?;
+    let plan = session.plan(inputs::load(&session, None)?)?;
+    let policy = PolicyConfig::for_cpus(cpus);
+    println!(
+        "model {}: {} nodes, {:.3} GFLOPs, {} forks ({} parallel), m = {cpus}",
+        model.display(),
+        plan.graph.nodes.len(),
+        plan.total_flops() as f64 * 1e-9,
+        plan.structure.forks.len(),
+        plan.structure.forks.iter().filter(|f| f.parallel).count(),
+    );
+    for (i, f) in plan.structure.forks.iter().enumerate() {
+        describe(&plan, i, f, &policy, a.load);
+    }
+    Ok(())
+}

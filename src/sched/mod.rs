@@ -1,0 +1,11 @@
+//! Scheduling: the method's policy (bands, pool sizing), the thread pools
+//! siblings run on, and the scheduler that combines them with the device
+//! load at every fork.
+
+mod policy;
+mod pools;
+mod scheduler;
+
+pub use policy::{apportion, band, decide, Band, Decision, PolicyConfig, PoolPlan};
+pub use pools::{Pool, Pools};
+pub use scheduler::{ForkReport, Mode, Scheduler, SchedulerConfig};

@@ -1,0 +1,119 @@
+//! Thread pools for siblings: rayon pools created once per (parent pool,
+//! position, size) and reused by every later run and fork, each optionally
+//! pinned to the CPUs it was last given (core_affinity; no pinning where the
+//! OS does not allow it, e.g. iOS).
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+/// One reusable pool.
+pub struct Pool {
+    /// Unique id (0 is never used: it names the caller's thread).
+    pub id: u64,
+    /// Number of threads.
+    pub size: usize,
+    /// The rayon pool.
+    pub pool: rayon::ThreadPool,
+    pinned: Mutex<Vec<usize>>,
+}
+
+impl std::fmt::Debug for Pool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Pool#{}({} threads)", self.id, self.size)
+    }
+}
+
+impl Pool {
+    /// Pins thread i of the pool to `cpus[i % len]`, unless it is already so
+    /// pinned. Returns false where pinning is unsupported.
+    pub fn pin(&self, cpus: &[usize]) -> bool {
+        if cpus.is_empty() {
+            return false;
+        }
+        let mut current = self.pinned.lock().unwrap_or_else(|e| e.into_inner());
+        if current.as_slice() == cpus {
+            return true;
+        }
+        let ok = AtomicU64::new(0);
+        self.pool.broadcast(|ctx| {
+            let cpu = cpus[ctx.index() % cpus.len()];
+            if core_affinity::set_for_current(core_affinity::CoreId { id: cpu }) {
+                ok.fetch_add(1, Ordering::Relaxed);
+            }
+        });
+        let all = ok.load(Ordering::Relaxed) as usize == self.size;
+        if all {
+            *current = cpus.to_vec();
+        }
+        all
+    }
+}
+
+/// The set of pools of one scheduler.
+#[derive(Debug, Default)]
+pub struct Pools {
+    pools: Mutex<HashMap<(u64, usize, usize), Arc<Pool>>>,
+    next_id: AtomicU64,
+}
+
+impl Pools {
+    /// An empty set.
+    pub fn new() -> Pools {
+        Pools {
+            pools: Mutex::new(HashMap::new()),
+            next_id: AtomicU64::new(1),
+        }
+    }
+
+    /// The pool for slot `position` of a fork run from pool `parent` (0 for
+    /// the caller's thread), with `size` threads; created on first use.
+    pub fn get(&self, parent: u64, position: usize, size: usize) -> crate::Result<Arc<Pool>> {
+        let size = size.max(1);
+        let mut map = self.pools.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(p) = map.get(&(parent, position, size)) {
+            return Ok(p.clone());
+        }
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(size)
+            .thread_name(move |i| format!("ramify-p{id}-{i}"))
+            .build()
+            .map_err(|e| crate::Error::Config(format!("cannot start {size} threads: {e}")))?;
+        let p = Arc::new(Pool {
+            id,
+            size,
+            pool,
+            pinned: Mutex::new(Vec::new()),
+        });
+        map.insert((parent, position, size), p.clone());
+        Ok(p)
+    }
+
+    /// Total threads across all pools created so far.
+    pub fn thread_count(&self) -> usize {
+        self.pools
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .values()
+            .map(|p| p.size)
+            .sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pools_are_reused() {
+        let pools = Pools::new();
+        let a = pools.get(0, 0, 2).unwrap();
+        let b = pools.get(0, 0, 2).unwrap();
+        assert!(Arc::ptr_eq(&a, &b));
+        let c = pools.get(0, 1, 2).unwrap();
+        assert!(!Arc::ptr_eq(&a, &c));
+        assert_eq!(a.pool.current_num_threads(), 2);
+        assert_eq!(pools.thread_count(), 4);
+    }
+}
