@@ -2,7 +2,7 @@
 //! times, from any thread. It validates inputs, keeps one specialised plan per
 //! set of input shapes, and runs the plan on its thread pool.
 
-use crate::analysis::CostModel;
+use crate::analysis::{calibrated_cost_model, CostModel};
 use crate::error::{Error, Result};
 use crate::exec::{self, Plan};
 use crate::graph::{prune, specialize, Declared, Graph, ValueId};
@@ -233,7 +233,7 @@ impl Session {
             outputs,
             plans: Mutex::new(HashMap::new()),
             sched,
-            cost: CostModel::default(),
+            cost: calibrated_cost_model(),
         })
     }
 

@@ -2,9 +2,11 @@
 //! (and the execution step tree built from them), and the cost model that
 //! estimates each sibling's single-thread time from operator FLOPs.
 
+mod calibrate;
 mod cost;
 mod dominators;
 mod siblings;
 
+pub use calibrate::{cached as calibrated_cost_model, calibrate};
 pub use cost::{CostModel, OpClass};
 pub use siblings::{find_structure, Fork, Sibling, Step, Structure};

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# The whole test suite: Python reference data (pinned, in a local venv), then
+# formatting, lints and every Rust test (library, integration, C API).
+# Usage: scripts/test.sh   (from anywhere; CI runs it through .ci/run)
+set -euo pipefail
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$repo"
+
+scripts/ensure_venv.sh
+.venv/bin/python scripts/gen_test_data.py
+
+# The C API test runs its program under valgrind.
+if ! command -v valgrind >/dev/null 2>&1; then
+    if [[ $(id -u) -eq 0 ]] && command -v apt-get >/dev/null 2>&1; then
+        echo "test.sh: installing valgrind"
+        apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq valgrind >/dev/null
+    else
+        echo "test.sh: valgrind is required for the C API test (apt-get install valgrind)" >&2
+        exit 1
+    fi
+fi
+
+cargo fmt --all --check
+cargo clippy --workspace --all-targets -- -D warnings
+cargo test --workspace
