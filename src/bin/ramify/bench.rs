@@ -23,7 +23,8 @@ pub struct BenchArgs {
     warmup: usize,
     #[command(flatten)]
     sched: SchedArgs,
-    /// Folder with input_0.pb, … (default: synthesised inputs).
+    /// Folder with input_0.pb, … (default: test_data_set_0 beside the model if
+    /// present, else synthesised inputs).
     #[arg(long)]
     input_dir: Option<PathBuf>,
     /// Print one JSON object instead of text.
@@ -43,7 +44,8 @@ pub fn main(a: BenchArgs) -> Result<()> {
     let session = builder
         .build_from_file(&model)
         .with_context(|| format!("loading {}", model.display()))?;
-    let feeds = inputs::load(&session, a.input_dir.as_deref())?;
+    let input_dir = a.input_dir.clone().or_else(|| inputs::beside(&model));
+    let feeds = inputs::load(&session, input_dir.as_deref())?;
     let _load = Burners::start(a.background_load, Duration::from_secs(900))?;
     for _ in 0..a.warmup {
         session.run(feeds.clone())?;

@@ -24,6 +24,19 @@ pub fn load(session: &Session, dir: Option<&Path>) -> Result<Vec<(String, Tensor
     }
 }
 
+/// The reference input folder shipped with a model, if any:
+/// `<model folder>/test_data_set_0` or `<model without extension>/test_data_set_0`.
+pub fn beside(model: &Path) -> Option<std::path::PathBuf> {
+    let candidates = [
+        model.parent().map(|p| p.join("test_data_set_0")),
+        Some(model.with_extension("").join("test_data_set_0")),
+    ];
+    candidates
+        .into_iter()
+        .flatten()
+        .find(|d| d.join("input_0.pb").exists())
+}
+
 fn from_dir(session: &Session, dir: &Path) -> Result<Vec<(String, Tensor)>> {
     let mut out = Vec::new();
     for (i, info) in session.inputs().iter().enumerate() {
