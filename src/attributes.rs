@@ -78,6 +78,11 @@ impl Attributes {
         &self.op
     }
 
+    /// Sets (or replaces) an attribute; used by graph rewrites such as fusions.
+    pub fn insert(&mut self, name: &str, value: Attribute) {
+        self.values.insert(name.to_string(), value);
+    }
+
     /// The raw attribute, if present.
     pub fn get(&self, name: &str) -> Option<&Attribute> {
         self.values.get(name)

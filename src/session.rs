@@ -5,7 +5,7 @@
 use crate::analysis::{calibrated_cost_model, CostModel};
 use crate::error::{Error, Result};
 use crate::exec::{self, Plan};
-use crate::graph::{prune, specialize, Declared, Graph, ValueId};
+use crate::graph::{fuse, prune, specialize, Declared, Graph, ValueId};
 use crate::load::{HostState, LoadConfig, LoadMonitor, LoadSource};
 use crate::ops::Fact;
 use crate::sched::{ForkReport, Mode, PolicyConfig, Scheduler, SchedulerConfig};
@@ -39,6 +39,7 @@ pub struct SessionBuilder {
     pin_threads: Option<bool>,
     load_sources: Option<Vec<LoadSource>>,
     fixed_load: Option<f64>,
+    no_fusion: bool,
 }
 
 impl SessionBuilder {
@@ -95,6 +96,13 @@ impl SessionBuilder {
         self
     }
 
+    /// Turns the load-time fusions (BatchNormalization folded into Conv,
+    /// activations fused into Conv/Gemm) on or off (default on).
+    pub fn fusion(mut self, on: bool) -> Self {
+        self.no_fusion = !on;
+        self
+    }
+
     fn scheduler(&self) -> Result<Scheduler> {
         let cpus = self.cpus.unwrap_or_else(num_cpus::get).max(1);
         let mut policy = PolicyConfig::for_cpus(cpus);
@@ -131,13 +139,13 @@ impl SessionBuilder {
     /// Loads a model file (external data is read from beside it).
     pub fn build_from_file(self, path: impl AsRef<Path>) -> Result<Session> {
         let sched = self.scheduler()?;
-        Session::new(crate::onnx::load_model_file(path.as_ref())?, sched)
+        Session::new(crate::onnx::load_model_file(path.as_ref())?, sched, !self.no_fusion)
     }
 
     /// Loads a model from bytes in memory.
     pub fn build_from_bytes(self, bytes: &[u8]) -> Result<Session> {
         let sched = self.scheduler()?;
-        Session::new(crate::onnx::load_model_bytes(bytes)?, sched)
+        Session::new(crate::onnx::load_model_bytes(bytes)?, sched, !self.no_fusion)
     }
 }
 
@@ -194,7 +202,7 @@ impl Session {
         SessionBuilder::new().build_from_bytes(bytes)
     }
 
-    fn new(mut graph: Graph, sched: Scheduler) -> Result<Session> {
+    fn new(mut graph: Graph, sched: Scheduler, fusion: bool) -> Result<Session> {
         // Fold what does not depend on the inputs once, at load.
         let declared: Vec<(ValueId, Fact)> = graph
             .inputs
@@ -216,6 +224,10 @@ impl Session {
             .collect();
         specialize(&mut graph, &declared, false)?;
         prune(&mut graph);
+        if fusion {
+            fuse(&mut graph)?;
+            prune(&mut graph);
+        }
         graph.rebuild_ops()?;
         let info = |ids: &[ValueId]| -> Vec<IoInfo> {
             ids.iter()

@@ -3,10 +3,12 @@
 //! inference and constant folding) and prune it.
 
 mod fold;
+mod fuse;
 mod order;
 mod prune;
 
 pub use fold::{specialize, Facts};
+pub use fuse::fuse;
 pub use order::topological_sort;
 pub use prune::prune;
 

@@ -1,0 +1,227 @@
+//! Load-time fusions: BatchNormalization folded into the Conv before it, and
+//! simple activations (Relu, LeakyRelu, Clip, Sigmoid, HardSwish, Tanh) fused
+//! into the Conv or Gemm that produces their input, so the activation is
+//! applied while the output is still in cache. Only float32 weights are fused.
+
+use super::{Graph, ValueId, Value};
+use crate::attributes::Attribute;
+use crate::error::Result;
+use crate::tensor::Tensor;
+use ndarray::{ArrayD, Axis};
+use std::sync::Arc;
+
+/// How many times each value is read (by nodes or as a graph output).
+fn readers(graph: &Graph) -> Vec<usize> {
+    let mut n = vec![0; graph.values.len()];
+    for node in &graph.nodes {
+        for &i in node.inputs.iter().flatten() {
+            n[i] += 1;
+        }
+    }
+    for &o in &graph.outputs {
+        n[o] += 1;
+    }
+    n
+}
+
+/// Index of the node reading `v` (when exactly one node does).
+fn sole_reader(graph: &Graph, v: ValueId) -> Option<usize> {
+    let mut found = None;
+    for (i, node) in graph.nodes.iter().enumerate() {
+        if node.inputs.contains(&Some(v)) {
+            if found.is_some() {
+                return None;
+            }
+            found = Some(i);
+        }
+    }
+    found
+}
+
+fn add_constant(graph: &mut Graph, name: String, t: Tensor) -> ValueId {
+    graph.values.push(Value {
+        name,
+        declared: None,
+    });
+    graph.constants.push(Some(Arc::new(t)));
+    graph.values.len() - 1
+}
+
+fn const_f32(graph: &Graph, v: Option<ValueId>) -> Option<ArrayD<f32>> {
+    graph.constant(v?)?.array::<f32>().cloned()
+}
+
+/// Runs every fusion and rebuilds the operators of changed nodes.
+pub fn fuse(graph: &mut Graph) -> Result<()> {
+    let mut changed = fold_batch_norms(graph);
+    changed.extend(fuse_activations(graph));
+    changed.sort_unstable();
+    changed.dedup();
+    for name in changed {
+        if let Some(i) = graph.nodes.iter().position(|n| n.name == name) {
+            let (op, mask) = graph.build_op(&graph.nodes[i])?;
+            graph.nodes[i].op = op;
+            graph.nodes[i].built_with_consts = mask;
+        }
+    }
+    Ok(())
+}
+
+/// Conv → BatchNormalization (inference, constant parameters, the Conv's
+/// output read only by the BN) becomes one Conv with scaled weights and bias.
+fn fold_batch_norms(graph: &mut Graph) -> Vec<String> {
+    let mut changed = Vec::new();
+    let mut i = 0;
+    while i < graph.nodes.len() {
+        if let Some(name) = try_fold_bn(graph, i) {
+            changed.push(name);
+        } else {
+            i += 1;
+        }
+    }
+    changed
+}
+
+fn try_fold_bn(graph: &mut Graph, conv: usize) -> Option<String> {
+    let c = &graph.nodes[conv];
+    if c.op_type != "Conv" || c.domain != "" || c.outputs.len() != 1 {
+        return None;
+    }
+    let y = c.outputs[0]?;
+    if readers(graph)[y] != 1 {
+        return None;
+    }
+    let bn_index = sole_reader(graph, y)?;
+    let bn = &graph.nodes[bn_index];
+    if bn.op_type != "BatchNormalization"
+        || bn.inputs.first() != Some(&Some(y))
+        || bn.inputs.len() != 5
+        || bn.outputs.iter().skip(1).any(|o| o.is_some())
+        || bn.attrs.int("training_mode", 0).ok()? != 0
+    {
+        return None;
+    }
+    let eps = bn.attrs.float("epsilon", 1e-5).ok()?;
+    let w = const_f32(graph, *c.inputs.get(1)?)?;
+    let cout = *w.shape().first()?;
+    let params: Vec<ArrayD<f32>> = (1..5)
+        .map(|k| const_f32(graph, bn.inputs[k]))
+        .collect::<Option<_>>()?;
+    if params.iter().any(|p| p.len() != cout) {
+        return None;
+    }
+    let flat = |a: &ArrayD<f32>| a.iter().copied().collect::<Vec<f32>>();
+    let (scale, bias, mean, var) = (flat(&params[0]), flat(&params[1]), flat(&params[2]), flat(&params[3]));
+    let b = match c.inputs.get(2).copied().flatten() {
+        Some(v) => flat(&const_f32(graph, Some(v))?),
+        None => vec![0.0; cout],
+    };
+    if b.len() != cout {
+        return None;
+    }
+    let s: Vec<f32> = (0..cout).map(|k| scale[k] / (var[k] + eps).sqrt()).collect();
+    let mut w2 = w;
+    for (k, mut slice) in w2.axis_iter_mut(Axis(0)).enumerate() {
+        slice.mapv_inplace(|x| x * s[k]);
+    }
+    let b2: Vec<f32> = (0..cout).map(|k| (b[k] - mean[k]) * s[k] + bias[k]).collect();
+    let bn_out = bn.outputs[0];
+    let conv_name = c.name.clone();
+    let w_id = add_constant(graph, format!("{conv_name}.folded_weight"), Tensor::F32(w2));
+    let b_id = add_constant(
+        graph,
+        format!("{conv_name}.folded_bias"),
+        Tensor::from_vec(&[cout], b2).ok()?,
+    );
+    let node = &mut graph.nodes[conv];
+    node.inputs.truncate(1);
+    node.inputs.push(Some(w_id));
+    node.inputs.push(Some(b_id));
+    node.outputs[0] = bn_out;
+    graph.nodes.remove(bn_index);
+    Some(conv_name)
+}
+
+/// The fused-activation attributes for an activation node, if fusable.
+fn activation_attrs(graph: &Graph, a: usize) -> Option<Vec<(String, Attribute)>> {
+    let node = &graph.nodes[a];
+    let name = |s: &str| ("activation".to_string(), Attribute::String(s.as_bytes().to_vec()));
+    Some(match node.op_type.as_str() {
+        "Relu" | "Sigmoid" | "HardSwish" | "Tanh" => vec![name(&node.op_type)],
+        "LeakyRelu" => vec![
+            name("LeakyRelu"),
+            ("activation_alpha".into(), Attribute::Float(node.attrs.float("alpha", 0.01).ok()?)),
+        ],
+        "Clip" => {
+            let (lo, hi) = if node.opset < 11 {
+                (
+                    node.attrs.float("min", f32::NEG_INFINITY).ok()?,
+                    node.attrs.float("max", f32::INFINITY).ok()?,
+                )
+            } else {
+                let bound = |k: usize, default: f32| -> Option<f32> {
+                    match node.inputs.get(k).copied().flatten() {
+                        None => Some(default),
+                        Some(v) => {
+                            let t = graph.constant(v)?.array::<f32>()?;
+                            (t.len() == 1).then(|| t.iter().copied().next()).flatten()
+                        }
+                    }
+                };
+                (bound(1, f32::NEG_INFINITY)?, bound(2, f32::INFINITY)?)
+            };
+            vec![
+                name("Clip"),
+                ("activation_min".into(), Attribute::Float(lo)),
+                ("activation_max".into(), Attribute::Float(hi)),
+            ]
+        }
+        _ => return None,
+    })
+}
+
+/// Conv/Gemm → activation (the producer's output read only by it) becomes
+/// one node with the activation as an attribute.
+fn fuse_activations(graph: &mut Graph) -> Vec<String> {
+    let mut changed = Vec::new();
+    let mut i = 0;
+    while i < graph.nodes.len() {
+        if let Some(name) = try_fuse_activation(graph, i) {
+            changed.push(name);
+        } else {
+            i += 1;
+        }
+    }
+    changed
+}
+
+fn try_fuse_activation(graph: &mut Graph, p: usize) -> Option<String> {
+    let producer = &graph.nodes[p];
+    if !matches!(producer.op_type.as_str(), "Conv" | "Gemm")
+        || producer.domain != ""
+        || producer.outputs.len() != 1
+        || producer.attrs.has("activation")
+    {
+        return None;
+    }
+    // Only float32 weights: the fused kernels apply activations to f32 data.
+    graph.constant((*producer.inputs.get(1)?)?)?.array::<f32>()?;
+    let y = producer.outputs[0]?;
+    if readers(graph)[y] != 1 {
+        return None;
+    }
+    let a = sole_reader(graph, y)?;
+    if graph.nodes[a].inputs.first() != Some(&Some(y)) {
+        return None;
+    }
+    let attrs = activation_attrs(graph, a)?;
+    let out = graph.nodes[a].outputs.first().copied().flatten()?;
+    let node = &mut graph.nodes[p];
+    for (k, v) in attrs {
+        node.attrs.insert(&k, v);
+    }
+    node.outputs[0] = Some(out);
+    let name = node.name.clone();
+    graph.nodes.remove(a);
+    Some(name)
+}
