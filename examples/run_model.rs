@@ -14,18 +14,24 @@ fn main() -> ramify::Result<()> {
         .next()
         .map(PathBuf::from)
         .unwrap_or_else(|| root.join("models/inception_mini.onnx"));
-    let input = args.next().map(PathBuf::from).unwrap_or_else(|| {
-        root.join("models/inception_mini/test_data_set_0/input_0.pb")
-    });
+    let input = args
+        .next()
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root.join("models/inception_mini/test_data_set_0/input_0.pb"));
 
-    let session = SessionBuilder::new().mode(Mode::Adaptive).build_from_file(&model)?;
+    let session = SessionBuilder::new()
+        .mode(Mode::Adaptive)
+        .build_from_file(&model)?;
     let name = session.inputs()[0].name.clone();
     let (outputs, report) = session.run_with_report([(name, read_tensor_file(&input)?)])?;
 
     let (out_name, logits) = &outputs[0];
     let mut scored: Vec<(usize, f64)> = logits.to_f64_vec()?.into_iter().enumerate().collect();
     scored.sort_by(|a, b| b.1.total_cmp(&a.1));
-    println!("{out_name} {logits}: top-5 {:?}", &scored[..scored.len().min(5)]);
+    println!(
+        "{out_name} {logits}: top-5 {:?}",
+        &scored[..scored.len().min(5)]
+    );
     for f in &report.forks {
         println!(
             "fork {}: load {:.2}, band {}, pools {:?}",

@@ -4,7 +4,7 @@
 
 use crate::analysis::{calibrated_cost_model, CostModel};
 use crate::error::{Error, Result};
-use crate::exec::{self, Plan};
+use crate::exec::{self, Plan, Trace};
 use crate::graph::{fuse, prune, specialize, Declared, Graph, ValueId};
 use crate::load::{HostState, LoadConfig, LoadMonitor, LoadSource};
 use crate::ops::Fact;
@@ -139,13 +139,21 @@ impl SessionBuilder {
     /// Loads a model file (external data is read from beside it).
     pub fn build_from_file(self, path: impl AsRef<Path>) -> Result<Session> {
         let sched = self.scheduler()?;
-        Session::new(crate::onnx::load_model_file(path.as_ref())?, sched, !self.no_fusion)
+        Session::new(
+            crate::onnx::load_model_file(path.as_ref())?,
+            sched,
+            !self.no_fusion,
+        )
     }
 
     /// Loads a model from bytes in memory.
     pub fn build_from_bytes(self, bytes: &[u8]) -> Result<Session> {
         let sched = self.scheduler()?;
-        Session::new(crate::onnx::load_model_bytes(bytes)?, sched, !self.no_fusion)
+        Session::new(
+            crate::onnx::load_model_bytes(bytes)?,
+            sched,
+            !self.no_fusion,
+        )
     }
 }
 
@@ -154,6 +162,8 @@ impl SessionBuilder {
 pub struct RunReport {
     /// One entry per fork reached, in the order decided.
     pub forks: Vec<ForkReport>,
+    /// The run's timeline, when asked for with [`Session::run_traced`].
+    pub trace: Option<Trace>,
 }
 
 /// A loaded model, ready to run. `Session` is `Send + Sync`: runs from
@@ -355,12 +365,31 @@ impl Session {
         &self,
         inputs: impl IntoIterator<Item = (N, Tensor)>,
     ) -> Result<(Vec<(String, Tensor)>, RunReport)> {
+        self.run_inner(inputs, false)
+    }
+
+    /// Like [`run_with_report`](Self::run_with_report), and also records a
+    /// timeline of the run (one span per operator and per fork) in the report.
+    pub fn run_traced<N: AsRef<str>>(
+        &self,
+        inputs: impl IntoIterator<Item = (N, Tensor)>,
+    ) -> Result<(Vec<(String, Tensor)>, RunReport)> {
+        self.run_inner(inputs, true)
+    }
+
+    fn run_inner<N: AsRef<str>>(
+        &self,
+        inputs: impl IntoIterator<Item = (N, Tensor)>,
+        traced: bool,
+    ) -> Result<(Vec<(String, Tensor)>, RunReport)> {
         let bound = self.bind(inputs)?;
         let plan = self.plan_for(&bound)?;
         let feeds: Vec<(ValueId, Arc<Tensor>)> =
             self.graph.inputs.iter().copied().zip(bound).collect();
-        let result = catch_unwind(AssertUnwindSafe(|| exec::run(&plan, &self.sched, feeds)))
-            .map_err(|p| Error::Internal(panic_message(&p)))??;
+        let result = catch_unwind(AssertUnwindSafe(|| {
+            exec::run(&plan, &self.sched, feeds, traced)
+        }))
+        .map_err(|p| Error::Internal(panic_message(&p)))??;
         let outputs = self
             .outputs
             .iter()
@@ -374,6 +403,7 @@ impl Session {
             outputs,
             RunReport {
                 forks: result.forks,
+                trace: result.trace,
             },
         ))
     }

@@ -26,7 +26,11 @@ fn run_round_trips_the_test_data_layout() {
         .arg(&out)
         .output()
         .unwrap();
-    assert!(status.status.success(), "{}", String::from_utf8_lossy(&status.stderr));
+    assert!(
+        status.status.success(),
+        "{}",
+        String::from_utf8_lossy(&status.stderr)
+    );
     let stdout = String::from_utf8_lossy(&status.stdout);
     assert!(stdout.contains("logits"), "{stdout}");
     assert!(stdout.contains("run time"), "{stdout}");
@@ -50,7 +54,9 @@ fn run_without_arguments_uses_the_example_model() {
 #[test]
 fn bench_json_has_the_documented_fields() {
     let o = ramify()
-        .args(["bench", "--runs", "3", "--warmup", "1", "--json", "--cpus", "1"])
+        .args([
+            "bench", "--runs", "3", "--warmup", "1", "--json", "--cpus", "1",
+        ])
         .current_dir(repo())
         .output()
         .unwrap();

@@ -18,7 +18,9 @@ fn floats_attr(name: &str, v: f32) -> AttributeProto {
 }
 
 fn seq(n: usize, scale: f32) -> Vec<f32> {
-    (0..n).map(|i| ((i * 37 % 101) as f32 / 101.0 - 0.5) * scale).collect()
+    (0..n)
+        .map(|i| ((i * 37 % 101) as f32 / 101.0 - 0.5) * scale)
+        .collect()
 }
 
 fn conv_bn_relu_gemm_clip() -> Vec<u8> {
@@ -57,7 +59,11 @@ fn conv_bn_relu_gemm_clip() -> Vec<u8> {
 }
 
 fn run(model: &[u8], fusion: bool) -> (Vec<f64>, usize) {
-    let s = SessionBuilder::new().fusion(fusion).cpus(1).build_from_bytes(model).unwrap();
+    let s = SessionBuilder::new()
+        .fusion(fusion)
+        .cpus(1)
+        .build_from_bytes(model)
+        .unwrap();
     let x = Tensor::from_vec(&[1, 3, 6, 6], seq(108, 2.0)).unwrap();
     let out = s.run([("x", x)]).unwrap();
     (out[0].1.to_f64_vec().unwrap(), s.graph().nodes.len())
@@ -69,24 +75,36 @@ fn fused_and_unfused_graphs_agree() {
     let (fused, n_fused) = run(&m, true);
     let (plain, n_plain) = run(&m, false);
     assert_eq!(n_plain, 6);
-    assert_eq!(n_fused, 3, "Conv+BN+Relu and Gemm+Clip should each become one node");
+    assert_eq!(
+        n_fused, 3,
+        "Conv+BN+Relu and Gemm+Clip should each become one node"
+    );
     for (a, b) in fused.iter().zip(&plain) {
         assert!((a - b).abs() <= 1e-5 * (1.0 + b.abs()), "{a} vs {b}");
     }
-    assert!(plain.iter().any(|&v| v > -0.2 && v < 0.3), "clip range exercised");
+    assert!(
+        plain.iter().any(|&v| v > -0.2 && v < 0.3),
+        "clip range exercised"
+    );
 }
 
 #[test]
 fn example_model_fused_matches_reference() {
     let dir = repo().join("models/inception_mini/test_data_set_0");
     let input = read_tensor_file(&dir.join("input_0.pb")).unwrap();
-    let want = read_tensor_file(&dir.join("output_0.pb")).unwrap().to_f64_vec().unwrap();
+    let want = read_tensor_file(&dir.join("output_0.pb"))
+        .unwrap()
+        .to_f64_vec()
+        .unwrap();
     for fusion in [true, false] {
         let s = SessionBuilder::new()
             .fusion(fusion)
             .build_from_file(repo().join("models/inception_mini.onnx"))
             .unwrap();
-        let got = s.run([("input", input.clone())]).unwrap()[0].1.to_f64_vec().unwrap();
+        let got = s.run([("input", input.clone())]).unwrap()[0]
+            .1
+            .to_f64_vec()
+            .unwrap();
         let scale = want.iter().fold(0.0f64, |m, v| m.max(v.abs()));
         for (g, w) in got.iter().zip(&want) {
             assert!((g - w).abs() <= 1e-4 * scale, "fusion {fusion}: {g} vs {w}");

@@ -101,7 +101,12 @@ fn parallel_and_serial_runs_are_bit_identical() {
         let dir = case_dir("light_random", name);
         let input = read_tensor_file(&dir.join("test_data_set_0/input_0.pb")).unwrap();
         let mut outputs = Vec::new();
-        for (mode, cpus) in [(Mode::Serial, 1), (Mode::Serial, 3), (Mode::Parallel, 4), (Mode::Parallel, 2)] {
+        for (mode, cpus) in [
+            (Mode::Serial, 1),
+            (Mode::Serial, 3),
+            (Mode::Parallel, 4),
+            (Mode::Parallel, 2),
+        ] {
             let s = SessionBuilder::new()
                 .mode(mode)
                 .cpus(cpus)
@@ -111,7 +116,10 @@ fn parallel_and_serial_runs_are_bit_identical() {
             let (out, report) = s.run_with_report([(in_name, input.clone())]).unwrap();
             if mode == Mode::Parallel && name == "inception_v1" {
                 assert!(
-                    report.forks.iter().any(|f| matches!(f.decision, ramify::sched::Decision::Parallel(_))),
+                    report
+                        .forks
+                        .iter()
+                        .any(|f| matches!(f.decision, ramify::sched::Decision::Parallel(_))),
                     "{name}: parallel mode ran no fork in parallel"
                 );
             }

@@ -17,7 +17,11 @@ fn vm_hwm_bytes() -> Option<usize> {
 #[test]
 fn loading_peaks_under_twice_the_weight_bytes() {
     let path = generated().join("light_random/vgg19/model.onnx");
-    assert!(path.exists(), "{} is missing: run scripts/gen_test_data.py", path.display());
+    assert!(
+        path.exists(),
+        "{} is missing: run scripts/gen_test_data.py",
+        path.display()
+    );
     let Some(before) = vm_hwm_bytes() else {
         eprintln!("no /proc/self/status here: peak memory not measurable");
         return;
@@ -32,6 +36,9 @@ fn loading_peaks_under_twice_the_weight_bytes() {
         before as f64 / 1e6,
         peak as f64 / weights as f64
     );
-    assert!(weights > 500_000_000, "expected real-size VGG-19 weights, got {weights}");
+    assert!(
+        weights > 500_000_000,
+        "expected real-size VGG-19 weights, got {weights}"
+    );
     assert!(peak < 2 * weights, "peak {peak} >= 2 x weights {weights}");
 }

@@ -11,7 +11,12 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 /// One representative operator per class: type, attributes, input shapes.
-fn probes() -> Vec<(OpClass, &'static str, Vec<(&'static str, Attribute)>, Vec<Vec<usize>>)> {
+fn probes() -> Vec<(
+    OpClass,
+    &'static str,
+    Vec<(&'static str, Attribute)>,
+    Vec<Vec<usize>>,
+)> {
     vec![
         (
             OpClass::Conv,
@@ -19,14 +24,24 @@ fn probes() -> Vec<(OpClass, &'static str, Vec<(&'static str, Attribute)>, Vec<V
             vec![("pads", Attribute::Ints(vec![1, 1, 1, 1]))],
             vec![vec![1, 32, 28, 28], vec![32, 32, 3, 3]],
         ),
-        (OpClass::MatMul, "MatMul", vec![], vec![vec![128, 256], vec![256, 128]]),
+        (
+            OpClass::MatMul,
+            "MatMul",
+            vec![],
+            vec![vec![128, 256], vec![256, 128]],
+        ),
         (
             OpClass::Window,
             "MaxPool",
             vec![("kernel_shape", Attribute::Ints(vec![3, 3]))],
             vec![vec![1, 32, 28, 28]],
         ),
-        (OpClass::Elementwise, "Add", vec![], vec![vec![1, 64, 32, 32], vec![1, 64, 32, 32]]),
+        (
+            OpClass::Elementwise,
+            "Add",
+            vec![],
+            vec![vec![1, 64, 32, 32], vec![1, 64, 32, 32]],
+        ),
         (OpClass::Other, "Transpose", vec![], vec![vec![64, 32, 32]]),
     ]
 }
@@ -98,11 +113,11 @@ pub fn calibrate(budget: Duration) -> CostModel {
 pub fn cached() -> CostModel {
     static CACHE: OnceLock<CostModel> = OnceLock::new();
     CACHE
-        .get_or_init(|| {
-            match rayon::ThreadPoolBuilder::new().num_threads(1).build() {
+        .get_or_init(
+            || match rayon::ThreadPoolBuilder::new().num_threads(1).build() {
                 Ok(pool) => pool.install(|| calibrate(Duration::from_millis(25))),
                 Err(_) => CostModel::default(),
-            }
-        })
+            },
+        )
         .clone()
 }

@@ -4,6 +4,7 @@
 //! (fork-join through nested rayon scopes). Inputs come from the value store
 //! or the plan's constants; each value is released after its last reader.
 
+use super::trace::{Recorder, Trace};
 use super::{Plan, ValueStore};
 use crate::analysis::Step;
 use crate::error::{Error, Result};
@@ -20,6 +21,7 @@ struct Run<'a> {
     sched: &'a Scheduler,
     reports: Mutex<Vec<ForkReport>>,
     error: Mutex<Option<Error>>,
+    trace: Option<Recorder>,
 }
 
 impl Run<'_> {
@@ -42,13 +44,17 @@ pub struct RunResult {
     pub outputs: Vec<Arc<Tensor>>,
     /// One entry per fork reached, in the order decided.
     pub forks: Vec<ForkReport>,
+    /// The timeline, when tracing was asked for.
+    pub trace: Option<Trace>,
 }
 
-/// Runs the plan under the scheduler's decisions.
+/// Runs the plan under the scheduler's decisions; with `traced`, records a
+/// span per operator and per fork.
 pub fn run(
     plan: &Plan,
     sched: &Scheduler,
     inputs: Vec<(ValueId, Arc<Tensor>)>,
+    traced: bool,
 ) -> Result<RunResult> {
     let run = Run {
         plan,
@@ -56,6 +62,7 @@ pub fn run(
         sched,
         reports: Mutex::new(Vec::new()),
         error: Mutex::new(None),
+        trace: traced.then(Recorder::new),
     };
     for (id, t) in inputs {
         run.store.put(id, t);
@@ -67,26 +74,40 @@ pub fn run(
         .install(|| run_steps(&run, &plan.structure.steps, &pool, false))?;
     let outputs = collect_outputs(plan, &run.store)?;
     let forks = run.reports.into_inner().unwrap_or_else(|p| p.into_inner());
-    Ok(RunResult { outputs, forks })
+    let trace = run.trace.map(Recorder::finish);
+    Ok(RunResult {
+        outputs,
+        forks,
+        trace,
+    })
 }
 
 fn run_steps(run: &Run, steps: &[Step], pool: &Arc<Pool>, nested: bool) -> Result<()> {
     for step in steps {
         match step {
-            Step::Node(i) => run_node(run.plan, &run.store, *i, pool.size)?,
+            Step::Node(i) => {
+                let start = Instant::now();
+                run_node(run.plan, &run.store, *i, pool.size)?;
+                if let Some(t) = &run.trace {
+                    let node = &run.plan.graph.nodes[*i];
+                    t.record(&node.name, &node.op_type, start, None);
+                }
+            }
             Step::Fork { fork, siblings } => {
+                let start = Instant::now();
                 let (n, band) = run.sched.observe();
                 let times = run.plan.sibling_times(*fork);
                 let decision = run.sched.decide(n, band, pool.size, nested, &times);
+                let report = ForkReport {
+                    fork: *fork,
+                    load: n,
+                    band,
+                    decision: decision.clone(),
+                };
                 run.reports
                     .lock()
                     .unwrap_or_else(|p| p.into_inner())
-                    .push(ForkReport {
-                        fork: *fork,
-                        load: n,
-                        band,
-                        decision: decision.clone(),
-                    });
+                    .push(report.clone());
                 match &decision {
                     Decision::Serial { threads } if *threads == pool.size => {
                         for s in siblings {
@@ -103,6 +124,9 @@ fn run_steps(run: &Run, steps: &[Step], pool: &Arc<Pool>, nested: bool) -> Resul
                         })?;
                     }
                     Decision::Parallel(plans) => run_parallel(run, plans, siblings, pool)?,
+                }
+                if let Some(t) = &run.trace {
+                    t.record(&format!("fork {fork}"), "fork", start, Some(report));
                 }
             }
         }

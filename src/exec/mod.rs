@@ -5,7 +5,9 @@
 mod executor;
 mod plan;
 mod store;
+mod trace;
 
 pub use executor::{run, RunResult};
 pub use plan::Plan;
 pub use store::ValueStore;
+pub use trace::{Span, Trace};

@@ -3,7 +3,7 @@
 //! into the Conv or Gemm that produces their input, so the activation is
 //! applied while the output is still in cache. Only float32 weights are fused.
 
-use super::{Graph, ValueId, Value};
+use super::{Graph, Value, ValueId};
 use crate::attributes::Attribute;
 use crate::error::Result;
 use crate::tensor::Tensor;
@@ -111,7 +111,12 @@ fn try_fold_bn(graph: &mut Graph, conv: usize) -> Option<String> {
         return None;
     }
     let flat = |a: &ArrayD<f32>| a.iter().copied().collect::<Vec<f32>>();
-    let (scale, bias, mean, var) = (flat(&params[0]), flat(&params[1]), flat(&params[2]), flat(&params[3]));
+    let (scale, bias, mean, var) = (
+        flat(&params[0]),
+        flat(&params[1]),
+        flat(&params[2]),
+        flat(&params[3]),
+    );
     let b = match c.inputs.get(2).copied().flatten() {
         Some(v) => flat(&const_f32(graph, Some(v))?),
         None => vec![0.0; cout],
@@ -119,12 +124,16 @@ fn try_fold_bn(graph: &mut Graph, conv: usize) -> Option<String> {
     if b.len() != cout {
         return None;
     }
-    let s: Vec<f32> = (0..cout).map(|k| scale[k] / (var[k] + eps).sqrt()).collect();
+    let s: Vec<f32> = (0..cout)
+        .map(|k| scale[k] / (var[k] + eps).sqrt())
+        .collect();
     let mut w2 = w;
     for (k, mut slice) in w2.axis_iter_mut(Axis(0)).enumerate() {
         slice.mapv_inplace(|x| x * s[k]);
     }
-    let b2: Vec<f32> = (0..cout).map(|k| (b[k] - mean[k]) * s[k] + bias[k]).collect();
+    let b2: Vec<f32> = (0..cout)
+        .map(|k| (b[k] - mean[k]) * s[k] + bias[k])
+        .collect();
     let bn_out = bn.outputs[0];
     let conv_name = c.name.clone();
     let w_id = add_constant(graph, format!("{conv_name}.folded_weight"), Tensor::F32(w2));
@@ -145,12 +154,20 @@ fn try_fold_bn(graph: &mut Graph, conv: usize) -> Option<String> {
 /// The fused-activation attributes for an activation node, if fusable.
 fn activation_attrs(graph: &Graph, a: usize) -> Option<Vec<(String, Attribute)>> {
     let node = &graph.nodes[a];
-    let name = |s: &str| ("activation".to_string(), Attribute::String(s.as_bytes().to_vec()));
+    let name = |s: &str| {
+        (
+            "activation".to_string(),
+            Attribute::String(s.as_bytes().to_vec()),
+        )
+    };
     Some(match node.op_type.as_str() {
         "Relu" | "Sigmoid" | "HardSwish" | "Tanh" => vec![name(&node.op_type)],
         "LeakyRelu" => vec![
             name("LeakyRelu"),
-            ("activation_alpha".into(), Attribute::Float(node.attrs.float("alpha", 0.01).ok()?)),
+            (
+                "activation_alpha".into(),
+                Attribute::Float(node.attrs.float("alpha", 0.01).ok()?),
+            ),
         ],
         "Clip" => {
             let (lo, hi) = if node.opset < 11 {
@@ -205,7 +222,9 @@ fn try_fuse_activation(graph: &mut Graph, p: usize) -> Option<String> {
         return None;
     }
     // Only float32 weights: the fused kernels apply activations to f32 data.
-    graph.constant((*producer.inputs.get(1)?)?)?.array::<f32>()?;
+    graph
+        .constant((*producer.inputs.get(1)?)?)?
+        .array::<f32>()?;
     let y = producer.outputs[0]?;
     if readers(graph)[y] != 1 {
         return None;
