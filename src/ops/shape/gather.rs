@@ -1,0 +1,429 @@
+//! Gather, GatherElements and GatherND: reading elements or slices at
+//! positions given by an integer index tensor. Negative indices count from
+//! the end; indices out of range are errors.
+
+use super::{data, linear_map, make, movement_flops, norm_axis, numel_of, offset_copy, strides, increment};
+use crate::error::{Error, Result};
+use crate::ops::util::{fact, input, par_rows};
+use crate::ops::{BuildContext, Fact, InferInput, Operator, Registry};
+use crate::tensor::{Element, Tensor};
+use ndarray::ArrayD;
+
+pub(super) fn register(r: &mut Registry) {
+    r.add("Gather", 1, build_gather);
+    r.add("GatherElements", 11, build_gather_elements);
+    r.add("GatherND", 11, build_gather_nd);
+}
+
+/// The values of an integer index tensor of any rank.
+pub(super) fn index_values(op: &str, t: &Tensor) -> Result<Vec<i64>> {
+    match t {
+        Tensor::I64(_) | Tensor::I32(_) | Tensor::I16(_) | Tensor::I8(_) | Tensor::U8(_)
+        | Tensor::U16(_) | Tensor::U32(_) | Tensor::U64(_) => t.to_i64_vec(),
+        other => Err(Error::op(
+            op,
+            format!("indices must be integers, found {}", other.dtype()),
+        )),
+    }
+}
+
+/// Resolves index `i` (negative counts from the end) against `dim`.
+pub(super) fn resolve(op: &str, i: i64, dim: usize) -> Result<usize> {
+    let d = dim as i64;
+    let v = if i < 0 { i + d } else { i };
+    if v < 0 || v >= d {
+        return Err(Error::op(
+            op,
+            format!("index {i} is out of range for a dimension of size {dim}"),
+        ));
+    }
+    Ok(v as usize)
+}
+
+fn check_type(op: &str, f: &Fact) -> Result<()> {
+    if f.dtype.is_float() || f.dtype == crate::DType::String || f.dtype == crate::DType::Bool {
+        return Err(Error::op(op, format!("indices must be integers, found {}", f.dtype)));
+    }
+    Ok(())
+}
+
+#[derive(Debug)]
+struct Gather {
+    axis: i64,
+}
+
+const GATHER: &str = "Gather";
+
+fn build_gather(ctx: &BuildContext) -> Result<Box<dyn Operator>> {
+    Ok(Box::new(Gather {
+        axis: ctx.attrs.int("axis", 0)?,
+    }))
+}
+
+fn gather_shape(axis: i64, data: &[usize], idx: &[usize]) -> Result<(usize, Vec<usize>)> {
+    let a = norm_axis(GATHER, axis, data.len())?;
+    let mut out = data[..a].to_vec();
+    out.extend_from_slice(idx);
+    out.extend_from_slice(&data[a + 1..]);
+    Ok((a, out))
+}
+
+fn gather_typed<T: Element>(x: &ArrayD<T>, axis: usize, idx: &[i64], out: &[usize]) -> Result<Tensor> {
+    let s = x.shape();
+    let st = strides(s);
+    let mut maps: Vec<Vec<usize>> = (0..axis).map(|d| linear_map(s[d], 0, st[d] as isize)).collect();
+    maps.push(
+        idx.iter()
+            .map(|&i| Ok(resolve(GATHER, i, s[axis])? * st[axis]))
+            .collect::<Result<_>>()?,
+    );
+    for d in axis + 1..s.len() {
+        maps.push(linear_map(s[d], 0, st[d] as isize));
+    }
+    let v = offset_copy(GATHER, &data(x), &maps, None)?;
+    make(GATHER, out, v)
+}
+
+impl Operator for Gather {
+    fn infer(&self, inputs: &[InferInput]) -> Result<Vec<Fact>> {
+        let f = fact(GATHER, inputs, 0)?;
+        let i = fact(GATHER, inputs, 1)?;
+        check_type(GATHER, i)?;
+        Ok(vec![match (&f.shape, &i.shape) {
+            (Some(d), Some(ix)) => Fact::new(f.dtype, gather_shape(self.axis, d, ix)?.1),
+            _ => Fact::unknown_shape(f.dtype),
+        }])
+    }
+
+    fn flops(&self, inputs: &[Option<&Fact>], outputs: &[Fact]) -> u64 {
+        movement_flops(inputs, outputs)
+    }
+
+    fn run(&self, inputs: &[Option<&Tensor>]) -> Result<Vec<Tensor>> {
+        let x = input(GATHER, inputs, 0)?;
+        let it = input(GATHER, inputs, 1)?;
+        let idx = index_values(GATHER, it)?;
+        let (axis, out) = gather_shape(self.axis, x.shape(), it.shape())?;
+        Ok(vec![crate::dispatch!(x, a => gather_typed(a, axis, &idx, &out)?)])
+    }
+}
+
+#[derive(Debug)]
+struct GatherElements {
+    axis: i64,
+}
+
+const GE: &str = "GatherElements";
+
+fn build_gather_elements(ctx: &BuildContext) -> Result<Box<dyn Operator>> {
+    Ok(Box::new(GatherElements {
+        axis: ctx.attrs.int("axis", 0)?,
+    }))
+}
+
+/// Checks the shapes of GatherElements / ScatterElements: same rank, and the
+/// index tensor no larger than the data outside `axis`. Returns the axis.
+pub(super) fn check_elements(op: &str, axis: i64, data: &[usize], idx: &[usize]) -> Result<usize> {
+    let a = norm_axis(op, axis, data.len())?;
+    if idx.len() != data.len() {
+        return Err(Error::op(
+            op,
+            format!("indices shape {idx:?} and data shape {data:?} differ in rank"),
+        ));
+    }
+    for d in 0..data.len() {
+        if d != a && idx[d] > data[d] {
+            return Err(Error::op(
+                op,
+                format!("indices shape {idx:?} exceeds data shape {data:?} outside axis {a}"),
+            ));
+        }
+    }
+    Ok(a)
+}
+
+/// For each position of the index tensor (row-major), the data offset it
+/// addresses along `axis`; validated.
+pub(super) fn element_offsets(
+    op: &str,
+    data: &[usize],
+    idx_shape: &[usize],
+    idx: &[i64],
+    axis: usize,
+) -> Result<Vec<usize>> {
+    let st = strides(data);
+    let mut pos = vec![0usize; idx_shape.len()];
+    let mut out = Vec::with_capacity(idx.len());
+    for &i in idx {
+        let mut off = resolve(op, i, data[axis])? * st[axis];
+        for d in 0..pos.len() {
+            if d != axis {
+                off += pos[d] * st[d];
+            }
+        }
+        out.push(off);
+        increment(&mut pos, idx_shape);
+    }
+    Ok(out)
+}
+
+fn gather_elements_typed<T: Element>(x: &ArrayD<T>, offs: &[usize], shape: &[usize]) -> Result<Tensor> {
+    let src = data(x);
+    if offs.iter().any(|&o| o >= src.len()) {
+        return Err(Error::op(GE, "internal error: offset out of range"));
+    }
+    let n = numel_of::<T>(GE, shape)?;
+    let mut out = vec![T::default(); n];
+    par_rows(&mut out, 1, |first, chunk| {
+        for (o, &off) in chunk.iter_mut().zip(&offs[first..]) {
+            *o = src[off].clone();
+        }
+    });
+    make(GE, shape, out)
+}
+
+impl Operator for GatherElements {
+    fn infer(&self, inputs: &[InferInput]) -> Result<Vec<Fact>> {
+        let f = fact(GE, inputs, 0)?;
+        let i = fact(GE, inputs, 1)?;
+        check_type(GE, i)?;
+        if let (Some(d), Some(ix)) = (&f.shape, &i.shape) {
+            check_elements(GE, self.axis, d, ix)?;
+        }
+        Ok(vec![super::fact_or_unknown(f.dtype, i.shape.clone())])
+    }
+
+    fn flops(&self, inputs: &[Option<&Fact>], outputs: &[Fact]) -> u64 {
+        movement_flops(inputs, outputs)
+    }
+
+    fn run(&self, inputs: &[Option<&Tensor>]) -> Result<Vec<Tensor>> {
+        let x = input(GE, inputs, 0)?;
+        let it = input(GE, inputs, 1)?;
+        let axis = check_elements(GE, self.axis, x.shape(), it.shape())?;
+        let idx = index_values(GE, it)?;
+        let offs = element_offsets(GE, x.shape(), it.shape(), &idx, axis)?;
+        Ok(vec![crate::dispatch!(x, a => gather_elements_typed(a, &offs, it.shape())?)])
+    }
+}
+
+#[derive(Debug)]
+struct GatherNd {
+    batch_dims: usize,
+}
+
+const GND: &str = "GatherND";
+
+fn build_gather_nd(ctx: &BuildContext) -> Result<Box<dyn Operator>> {
+    let b = if ctx.opset >= 12 {
+        ctx.attrs.int("batch_dims", 0)?
+    } else {
+        0
+    };
+    let batch_dims = usize::try_from(b)
+        .map_err(|_| ctx.attrs.error("batch_dims", format!("must be non-negative, found {b}")))?;
+    Ok(Box::new(GatherNd { batch_dims }))
+}
+
+/// Shapes of a GatherND / ScatterND: returns (k, output shape).
+pub(super) fn nd_shape(op: &str, b: usize, data: &[usize], idx: &[usize]) -> Result<(usize, Vec<usize>)> {
+    let q = idx.len();
+    let r = data.len();
+    if q == 0 || r == 0 {
+        return Err(Error::op(op, "data and indices must have rank at least 1"));
+    }
+    if b >= q.min(r) {
+        return Err(Error::op(
+            op,
+            format!("batch_dims {b} must be less than the ranks of data ({r}) and indices ({q})"),
+        ));
+    }
+    if data[..b] != idx[..b] {
+        return Err(Error::op(
+            op,
+            format!("batch dimensions differ: data {data:?}, indices {idx:?}"),
+        ));
+    }
+    let k = idx[q - 1];
+    if k < 1 || k > r - b {
+        return Err(Error::op(
+            op,
+            format!("the last indices dimension ({k}) must be in 1..={} for data {data:?}", r - b),
+        ));
+    }
+    let mut out = idx[..q - 1].to_vec();
+    out.extend_from_slice(&data[b + k..]);
+    Ok((k, out))
+}
+
+/// For each index tuple of a GatherND / ScatterND, the offset of its slice in the data.
+pub(super) fn nd_offsets(op: &str, b: usize, k: usize, data: &[usize], idx_shape: &[usize], idx: &[i64]) -> Result<Vec<usize>> {
+    let st = strides(data);
+    let q = idx_shape.len();
+    let per_batch: usize = idx_shape[b..q - 1].iter().product();
+    let batch_stride: usize = data[b..].iter().product();
+    idx.chunks(k.max(1))
+        .enumerate()
+        .map(|(j, tuple)| {
+            let batch = j.checked_div(per_batch).unwrap_or(0);
+            let mut off = batch * batch_stride;
+            for (m, &i) in tuple.iter().enumerate() {
+                off += resolve(op, i, data[b + m])? * st[b + m];
+            }
+            Ok(off)
+        })
+        .collect()
+}
+
+fn gather_nd_typed<T: Element>(x: &ArrayD<T>, offs: &[usize], slice: usize, out_shape: &[usize]) -> Result<Tensor> {
+    let src = data(x);
+    if offs.iter().any(|&o| o + slice > src.len()) {
+        return Err(Error::op(GND, "internal error: offset out of range"));
+    }
+    let n = numel_of::<T>(GND, out_shape)?;
+    let mut out = vec![T::default(); n];
+    if n > 0 {
+        par_rows(&mut out, slice, |first, chunk| {
+            for (r, dst) in chunk.chunks_mut(slice).enumerate() {
+                let o = offs[first + r];
+                dst.clone_from_slice(&src[o..o + slice]);
+            }
+        });
+    }
+    make(GND, out_shape, out)
+}
+
+impl Operator for GatherNd {
+    fn infer(&self, inputs: &[InferInput]) -> Result<Vec<Fact>> {
+        let f = fact(GND, inputs, 0)?;
+        let i = fact(GND, inputs, 1)?;
+        if i.dtype != crate::DType::I64 {
+            return Err(Error::op(GND, format!("indices must be int64, found {}", i.dtype)));
+        }
+        Ok(vec![match (&f.shape, &i.shape) {
+            (Some(d), Some(ix)) => Fact::new(f.dtype, nd_shape(GND, self.batch_dims, d, ix)?.1),
+            _ => Fact::unknown_shape(f.dtype),
+        }])
+    }
+
+    fn flops(&self, inputs: &[Option<&Fact>], outputs: &[Fact]) -> u64 {
+        movement_flops(inputs, outputs)
+    }
+
+    fn run(&self, inputs: &[Option<&Tensor>]) -> Result<Vec<Tensor>> {
+        let x = input(GND, inputs, 0)?;
+        let it = input(GND, inputs, 1)?;
+        let (k, out) = nd_shape(GND, self.batch_dims, x.shape(), it.shape())?;
+        let idx = index_values(GND, it)?;
+        let offs = nd_offsets(GND, self.batch_dims, k, x.shape(), it.shape(), &idx)?;
+        let slice: usize = x.shape()[self.batch_dims + k..].iter().product();
+        Ok(vec![crate::dispatch!(x, a => gather_nd_typed(a, &offs, slice, &out)?)])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::test_util::*;
+    use crate::attributes::Attribute;
+    use crate::tensor::Tensor;
+
+    #[test]
+    fn gather_axes_and_index_types() {
+        let x = iota(&[3, 4]);
+        // Axis 0, 2-D indices with a negative one.
+        let y = run1("Gather", 13, &[], &[x.clone(), t(&[2, 2], vec![0i64, -1, 1, 2])]);
+        assert_eq!(y.shape(), &[2, 2, 4]);
+        let want: Vec<f64> = [0, 2, 1, 2]
+            .iter()
+            .flat_map(|&r| (0..4).map(move |c| (r * 4 + c) as f64))
+            .collect();
+        assert_eq!(y.to_f64_vec().unwrap(), want);
+        // Axis -1 with i32 indices.
+        let y = run1("Gather", 11, &[("axis", Attribute::Int(-1))], &[x.clone(), t(&[3], vec![3i32, 0, 3])]);
+        assert_eq!(y, t(&[3, 3], vec![3.0f32, 0.0, 3.0, 7.0, 4.0, 7.0, 11.0, 8.0, 11.0]));
+        // Scalar index drops the axis.
+        let y = run1("Gather", 13, &[("axis", Attribute::Int(1))], &[x.clone(), Tensor::scalar(2i64)]);
+        assert_eq!(y, t(&[3], vec![2.0f32, 6.0, 10.0]));
+        // Empty indices.
+        let y = run1("Gather", 13, &[], &[x.clone(), t(&[0], Vec::<i64>::new())]);
+        assert_eq!(y.shape(), &[0, 4]);
+        // Strings.
+        let st = t(&[3], ["a", "b", "c"].map(String::from).to_vec());
+        let y = run1("Gather", 13, &[], &[st, t(&[2], vec![2i64, 0])]);
+        assert_eq!(y, t(&[2], ["c", "a"].map(String::from).to_vec()));
+    }
+
+    #[test]
+    fn gather_errors() {
+        let x = iota(&[3, 4]);
+        let msg = fails("Gather", 13, &[], &[x.clone(), t(&[1], vec![3i64])]);
+        assert!(msg.contains("out of range"), "{msg}");
+        let msg = fails("Gather", 13, &[], &[x.clone(), t(&[1], vec![-4i64])]);
+        assert!(msg.contains("out of range"), "{msg}");
+        let msg = fails("Gather", 13, &[("axis", Attribute::Int(2))], &[x.clone(), t(&[1], vec![0i64])]);
+        assert!(msg.contains("axis"), "{msg}");
+        let msg = fails("Gather", 13, &[], &[x.clone(), t(&[1], vec![0.0f32])]);
+        assert!(msg.contains("integers"), "{msg}");
+        let msg = fails("Gather", 13, &[], &[Tensor::scalar(1.0f32), t(&[1], vec![0i64])]);
+        assert!(msg.contains("axis"), "{msg}");
+    }
+
+    #[test]
+    fn gather_elements_spec_examples() {
+        let x = t(&[2, 2], vec![1i32, 2, 3, 4]);
+        let y = run1("GatherElements", 13, &[("axis", Attribute::Int(1))], &[x, t(&[2, 2], vec![0i64, 0, 1, 0])]);
+        assert_eq!(y, t(&[2, 2], vec![1i32, 1, 4, 3]));
+        let x = iota(&[3, 3]);
+        let y = run1(
+            "GatherElements",
+            13,
+            &[("axis", Attribute::Int(0))],
+            &[x.clone(), t(&[2, 3], vec![1i32, 2, 0, 2, 0, -3])],
+        );
+        assert_eq!(y, t(&[2, 3], vec![3.0f32, 7.0, 2.0, 6.0, 1.0, 2.0]));
+        // Negative axis.
+        let y = run1("GatherElements", 13, &[("axis", Attribute::Int(-1))], &[x.clone(), t(&[1, 2], vec![2i64, 1])]);
+        assert_eq!(y, t(&[1, 2], vec![2.0f32, 1.0]));
+        let msg = fails("GatherElements", 13, &[], &[x.clone(), t(&[1, 1], vec![3i64])]);
+        assert!(msg.contains("out of range"), "{msg}");
+        let msg = fails("GatherElements", 13, &[], &[x.clone(), t(&[3], vec![0i64; 3])]);
+        assert!(msg.contains("rank"), "{msg}");
+        let msg = fails("GatherElements", 13, &[("axis", Attribute::Int(0))], &[x, t(&[1, 4], vec![0i64; 4])]);
+        assert!(msg.contains("exceeds"), "{msg}");
+    }
+
+    #[test]
+    fn gather_nd_spec_examples() {
+        let x = t(&[2, 2], vec![0i32, 1, 2, 3]);
+        let y = run1("GatherND", 11, &[], &[x.clone(), t(&[2, 2], vec![0i64, 0, 1, 1])]);
+        assert_eq!(y, t(&[2], vec![0i32, 3]));
+        let y = run1("GatherND", 11, &[], &[x.clone(), t(&[2, 1], vec![1i64, 0])]);
+        assert_eq!(y, t(&[2, 2], vec![2i32, 3, 0, 1]));
+        let x3 = t(&[2, 2, 2], (0..8).collect::<Vec<i32>>());
+        let y = run1("GatherND", 11, &[], &[x3.clone(), t(&[2, 2], vec![0i64, 1, 1, 0])]);
+        assert_eq!(y, t(&[2, 2], vec![2i32, 3, 4, 5]));
+        let y = run1("GatherND", 11, &[], &[x3.clone(), t(&[2, 1, 2], vec![0i64, 1, 1, 0])]);
+        assert_eq!(y, t(&[2, 1, 2], vec![2i32, 3, 4, 5]));
+        // batch_dims = 1.
+        let y = run1("GatherND", 12, &[("batch_dims", Attribute::Int(1))], &[x3.clone(), t(&[2, 1], vec![1i64, 0])]);
+        assert_eq!(y, t(&[2, 2], vec![2i32, 3, 4, 5]));
+        // Negative index.
+        let y = run1("GatherND", 13, &[], &[x.clone(), t(&[1, 2], vec![-1i64, -2])]);
+        assert_eq!(y, t(&[1], vec![2i32]));
+    }
+
+    #[test]
+    fn gather_nd_errors() {
+        let x = t(&[2, 2], vec![0i32, 1, 2, 3]);
+        let msg = fails("GatherND", 13, &[], &[x.clone(), t(&[1, 2], vec![2i64, 0])]);
+        assert!(msg.contains("out of range"), "{msg}");
+        let msg = fails("GatherND", 13, &[], &[x.clone(), t(&[1, 3], vec![0i64; 3])]);
+        assert!(msg.contains("last indices dimension"), "{msg}");
+        let msg = fails("GatherND", 13, &[], &[x.clone(), t(&[1, 1], vec![0i32])]);
+        assert!(msg.contains("int64"), "{msg}");
+        let msg = fails("GatherND", 13, &[("batch_dims", Attribute::Int(2))], &[x.clone(), t(&[2, 1], vec![0i64; 2])]);
+        assert!(msg.contains("batch_dims"), "{msg}");
+        let msg = fails("GatherND", 13, &[("batch_dims", Attribute::Int(1))], &[x, t(&[3, 1], vec![0i64; 3])]);
+        assert!(msg.contains("batch dimensions"), "{msg}");
+    }
+}

@@ -1,0 +1,258 @@
+//! Arithmetic on the numeric element types, as the reduction, scatter and
+//! cumulative-sum kernels need it: a wide accumulator per type (f64 for the
+//! floats, i64 / u64 for the integers, with wrapping integer arithmetic so
+//! that overflow never panics), NaN-propagating max / min, and conversions.
+
+use crate::tensor::Element;
+use half::{bf16, f16};
+
+/// A numeric element type with its accumulator.
+pub(crate) trait Num: Element + Copy + PartialOrd {
+    /// The accumulator type.
+    type Acc: Copy + Send + Sync + PartialOrd + std::fmt::Debug;
+    /// True for the floating-point types.
+    const FLOAT: bool;
+    /// Widens to the accumulator.
+    fn acc(self) -> Self::Acc;
+    /// Narrows from the accumulator (wrapping for integers, rounding for floats).
+    fn from_acc(a: Self::Acc) -> Self;
+    /// Accumulator sum (wrapping for integers).
+    fn add(a: Self::Acc, b: Self::Acc) -> Self::Acc;
+    /// Accumulator product (wrapping for integers).
+    fn mul(a: Self::Acc, b: Self::Acc) -> Self::Acc;
+    /// Accumulator zero.
+    fn zero() -> Self::Acc;
+    /// Accumulator one.
+    fn one() -> Self::Acc;
+    /// Absolute value in the accumulator.
+    fn abs(a: Self::Acc) -> Self::Acc;
+    /// The accumulator as f64.
+    fn acc_f64(a: Self::Acc) -> f64;
+    /// An f64 into the accumulator (saturating for integers, NaN becomes 0).
+    fn f64_acc(v: f64) -> Self::Acc;
+    /// The accumulator divided by a count (integer division for integers).
+    fn div_count(a: Self::Acc, n: usize) -> Self::Acc;
+    /// Negative infinity, or the type's minimum.
+    fn lowest() -> Self;
+    /// Positive infinity, or the type's maximum.
+    fn highest() -> Self;
+    /// True for a NaN.
+    fn is_nan(self) -> bool;
+
+    /// The value as f64.
+    fn to_f64(self) -> f64 {
+        Self::acc_f64(self.acc())
+    }
+    /// An f64 converted to this type (saturating for integers).
+    fn from_f64(v: f64) -> Self {
+        Self::from_acc(Self::f64_acc(v))
+    }
+    /// The larger of two values; NaN wins.
+    fn max_nan(a: Self, b: Self) -> Self {
+        if a.is_nan() || b.is_nan() {
+            if a.is_nan() {
+                a
+            } else {
+                b
+            }
+        } else if b > a {
+            b
+        } else {
+            a
+        }
+    }
+    /// The smaller of two values; NaN wins.
+    fn min_nan(a: Self, b: Self) -> Self {
+        if a.is_nan() || b.is_nan() {
+            if a.is_nan() {
+                a
+            } else {
+                b
+            }
+        } else if b < a {
+            b
+        } else {
+            a
+        }
+    }
+    /// `a + b` in this type.
+    fn plus(a: Self, b: Self) -> Self {
+        Self::from_acc(Self::add(a.acc(), b.acc()))
+    }
+    /// `a * b` in this type.
+    fn times(a: Self, b: Self) -> Self {
+        Self::from_acc(Self::mul(a.acc(), b.acc()))
+    }
+}
+
+macro_rules! num_float {
+    ($t:ty, $to:expr, $from:expr) => {
+        impl Num for $t {
+            type Acc = f64;
+            const FLOAT: bool = true;
+            fn acc(self) -> f64 {
+                #[allow(clippy::redundant_closure_call)]
+                ($to)(self)
+            }
+            fn from_acc(a: f64) -> Self {
+                #[allow(clippy::redundant_closure_call)]
+                ($from)(a)
+            }
+            fn add(a: f64, b: f64) -> f64 {
+                a + b
+            }
+            fn mul(a: f64, b: f64) -> f64 {
+                a * b
+            }
+            fn zero() -> f64 {
+                0.0
+            }
+            fn one() -> f64 {
+                1.0
+            }
+            fn abs(a: f64) -> f64 {
+                a.abs()
+            }
+            fn acc_f64(a: f64) -> f64 {
+                a
+            }
+            fn f64_acc(v: f64) -> f64 {
+                v
+            }
+            fn div_count(a: f64, n: usize) -> f64 {
+                a / n as f64
+            }
+            fn lowest() -> Self {
+                Self::from_acc(f64::NEG_INFINITY)
+            }
+            fn highest() -> Self {
+                Self::from_acc(f64::INFINITY)
+            }
+            fn is_nan(self) -> bool {
+                self.acc().is_nan()
+            }
+        }
+    };
+}
+num_float!(f32, |v: f32| v as f64, |a: f64| a as f32);
+num_float!(f64, |v: f64| v, |a: f64| a);
+num_float!(f16, |v: f16| v.to_f64(), f16::from_f64);
+num_float!(bf16, |v: bf16| v.to_f64(), bf16::from_f64);
+
+macro_rules! num_int {
+    ($t:ty, $acc:ty) => {
+        impl Num for $t {
+            type Acc = $acc;
+            const FLOAT: bool = false;
+            fn acc(self) -> $acc {
+                self as $acc
+            }
+            fn from_acc(a: $acc) -> Self {
+                a as $t
+            }
+            fn add(a: $acc, b: $acc) -> $acc {
+                a.wrapping_add(b)
+            }
+            fn mul(a: $acc, b: $acc) -> $acc {
+                a.wrapping_mul(b)
+            }
+            fn zero() -> $acc {
+                0
+            }
+            fn one() -> $acc {
+                1
+            }
+            #[allow(unused_comparisons)]
+            fn abs(a: $acc) -> $acc {
+                #[allow(clippy::absurd_extreme_comparisons)]
+                if a < 0 {
+                    (0 as $acc).wrapping_sub(a)
+                } else {
+                    a
+                }
+            }
+            fn acc_f64(a: $acc) -> f64 {
+                a as f64
+            }
+            fn f64_acc(v: f64) -> $acc {
+                // Saturates at the type's range; NaN becomes 0.
+                (v as $t) as $acc
+            }
+            fn div_count(a: $acc, n: usize) -> $acc {
+                if n == 0 {
+                    0
+                } else {
+                    a.wrapping_div(n as $acc)
+                }
+            }
+            fn lowest() -> Self {
+                <$t>::MIN
+            }
+            fn highest() -> Self {
+                <$t>::MAX
+            }
+            fn is_nan(self) -> bool {
+                false
+            }
+        }
+    };
+}
+num_int!(i8, i64);
+num_int!(i16, i64);
+num_int!(i32, i64);
+num_int!(i64, i64);
+num_int!(u8, u64);
+num_int!(u16, u64);
+num_int!(u32, u64);
+num_int!(u64, u64);
+
+/// Runs `$body` with `$a` bound to the array of a numeric tensor, generic
+/// over [`Num`]; other types are an error naming `$op`. The body must
+/// evaluate to a `Result`.
+macro_rules! num_dispatch {
+    ($op:expr, $t:expr, $a:ident => $body:expr) => {
+        match $t {
+            $crate::Tensor::F32($a) => $body,
+            $crate::Tensor::F64($a) => $body,
+            $crate::Tensor::F16($a) => $body,
+            $crate::Tensor::BF16($a) => $body,
+            $crate::Tensor::I8($a) => $body,
+            $crate::Tensor::I16($a) => $body,
+            $crate::Tensor::I32($a) => $body,
+            $crate::Tensor::I64($a) => $body,
+            $crate::Tensor::U8($a) => $body,
+            $crate::Tensor::U16($a) => $body,
+            $crate::Tensor::U32($a) => $body,
+            $crate::Tensor::U64($a) => $body,
+            other => Err($crate::Error::op(
+                $op,
+                format!("expected a numeric input, found {}", other.dtype()),
+            )),
+        }
+    };
+}
+pub(crate) use num_dispatch;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn integer_arithmetic_wraps() {
+        assert_eq!(i8::plus(127, 1), -128);
+        assert_eq!(u8::times(16, 16), 0);
+        assert_eq!(i32::from_f64(1e20), i32::MAX);
+        assert_eq!(u8::from_f64(-3.0), 0);
+        assert_eq!(i64::abs(-5), 5);
+        assert_eq!(i32::div_count(-7, 2), -3);
+    }
+
+    #[test]
+    fn nan_wins_max_and_min() {
+        assert!(f32::max_nan(1.0, f32::NAN).is_nan());
+        assert!(f32::min_nan(f32::NAN, 1.0).is_nan());
+        assert_eq!(f32::max_nan(1.0, 2.0), 2.0);
+        assert_eq!(f16::lowest(), f16::NEG_INFINITY);
+        assert_eq!(u16::highest(), u16::MAX);
+    }
+}

@@ -1,0 +1,353 @@
+//! Transpose, DepthToSpace and SpaceToDepth: pure permutations of elements,
+//! each expressed as offset maps for [`offset_copy`](super::offset_copy).
+
+use super::{data, linear_map, make, movement_flops, numel, offset_copy, strides};
+use crate::error::{Error, Result};
+use crate::ops::util::{fact, input};
+use crate::ops::{BuildContext, Fact, InferInput, Operator, Registry};
+use crate::tensor::{Element, Tensor};
+use ndarray::ArrayD;
+
+pub(super) fn register(r: &mut Registry) {
+    r.add("Transpose", 1, build_transpose);
+    r.add("DepthToSpace", 1, build_d2s);
+    r.add("SpaceToDepth", 1, build_s2d);
+}
+
+fn permute_typed<T: Element>(
+    op: &str,
+    a: &ArrayD<T>,
+    out_shape: &[usize],
+    maps: &[Vec<usize>],
+) -> Result<Tensor> {
+    let v = offset_copy(op, &data(a), maps, None)?;
+    make(op, out_shape, v)
+}
+
+#[derive(Debug)]
+struct Transpose {
+    perm: Option<Vec<i64>>,
+}
+
+fn build_transpose(ctx: &BuildContext) -> Result<Box<dyn Operator>> {
+    Ok(Box::new(Transpose {
+        perm: ctx.attrs.ints_opt("perm")?,
+    }))
+}
+
+impl Transpose {
+    fn perm(&self, rank: usize) -> Result<Vec<usize>> {
+        match &self.perm {
+            None => Ok((0..rank).rev().collect()),
+            Some(p) => {
+                let mut seen = vec![false; rank];
+                let mut out = Vec::with_capacity(rank);
+                for &v in p {
+                    let ok = usize::try_from(v).ok().filter(|&u| u < rank && !seen[u]);
+                    match ok {
+                        Some(u) => {
+                            seen[u] = true;
+                            out.push(u);
+                        }
+                        None => {
+                            return Err(Error::op(
+                                "Transpose",
+                                format!("perm {p:?} is not a permutation of 0..{rank}"),
+                            ))
+                        }
+                    }
+                }
+                if out.len() != rank {
+                    return Err(Error::op(
+                        "Transpose",
+                        format!("perm {p:?} is not a permutation of 0..{rank}"),
+                    ));
+                }
+                Ok(out)
+            }
+        }
+    }
+}
+
+impl Operator for Transpose {
+    fn infer(&self, inputs: &[InferInput]) -> Result<Vec<Fact>> {
+        let f = fact("Transpose", inputs, 0)?;
+        Ok(vec![match &f.shape {
+            Some(s) => {
+                let p = self.perm(s.len())?;
+                Fact::new(f.dtype, p.iter().map(|&i| s[i]).collect())
+            }
+            None => Fact::unknown_shape(f.dtype),
+        }])
+    }
+
+    fn flops(&self, inputs: &[Option<&Fact>], outputs: &[Fact]) -> u64 {
+        movement_flops(inputs, outputs)
+    }
+
+    fn run(&self, inputs: &[Option<&Tensor>]) -> Result<Vec<Tensor>> {
+        let x = input("Transpose", inputs, 0)?;
+        let s = x.shape();
+        let p = self.perm(s.len())?;
+        let st = strides(s);
+        let out_shape: Vec<usize> = p.iter().map(|&i| s[i]).collect();
+        let maps: Vec<Vec<usize>> = p
+            .iter()
+            .map(|&i| linear_map(s[i], 0, st[i] as isize))
+            .collect();
+        Ok(vec![
+            crate::dispatch!(x, a => permute_typed("Transpose", a, &out_shape, &maps)?),
+        ])
+    }
+}
+
+/// DepthToSpace (`to_space`) or SpaceToDepth.
+#[derive(Debug)]
+struct Blocks {
+    to_space: bool,
+    block: usize,
+    /// DepthToSpace: column-row-depth order (CRD) instead of DCR.
+    crd: bool,
+}
+
+fn build_d2s(ctx: &BuildContext) -> Result<Box<dyn Operator>> {
+    build_blocks(ctx, true)
+}
+
+fn build_s2d(ctx: &BuildContext) -> Result<Box<dyn Operator>> {
+    build_blocks(ctx, false)
+}
+
+fn build_blocks(ctx: &BuildContext, to_space: bool) -> Result<Box<dyn Operator>> {
+    let a = ctx.attrs;
+    let b = a.int_req("blocksize")?;
+    let block = usize::try_from(b)
+        .ok()
+        .filter(|&v| v > 0)
+        .ok_or_else(|| a.error("blocksize", format!("must be positive, found {b}")))?;
+    let crd = if to_space && ctx.opset >= 11 {
+        match a.string("mode", "DCR")?.as_str() {
+            "DCR" => false,
+            "CRD" => true,
+            other => return Err(a.error("mode", format!("must be DCR or CRD, found {other:?}"))),
+        }
+    } else {
+        false
+    };
+    Ok(Box::new(Blocks {
+        to_space,
+        block,
+        crd,
+    }))
+}
+
+impl Blocks {
+    fn name(&self) -> &'static str {
+        if self.to_space {
+            "DepthToSpace"
+        } else {
+            "SpaceToDepth"
+        }
+    }
+
+    /// Output shape and offset maps (over a 6-D view of the output).
+    fn plan(&self, s: &[usize]) -> Result<(Vec<usize>, Vec<Vec<usize>>)> {
+        let op = self.name();
+        let &[n, c, h, w] = s else {
+            return Err(Error::op(op, format!("expected a 4-D input, found shape {s:?}")));
+        };
+        let b = self.block;
+        let bb = b
+            .checked_mul(b)
+            .ok_or_else(|| Error::op(op, "blocksize too large"))?;
+        let hw = h * w;
+        if self.to_space {
+            if c % bb != 0 {
+                return Err(Error::op(
+                    op,
+                    format!("channels {c} are not a multiple of blocksize² = {bb}"),
+                ));
+            }
+            let cc = c / bb;
+            let out = vec![n, cc, numel(op, &[h, b])?, numel(op, &[w, b])?];
+            // Offsets of the input's channel parts (c', b1, b2).
+            let (s_c, s_b1, s_b2) = if self.crd {
+                (bb * hw, b * hw, hw)
+            } else {
+                (hw, b * cc * hw, cc * hw)
+            };
+            // Output order: N, C', H, b1, W, b2.
+            let maps = vec![
+                linear_map(n, 0, (c * hw) as isize),
+                linear_map(cc, 0, s_c as isize),
+                linear_map(h, 0, w as isize),
+                linear_map(b, 0, s_b1 as isize),
+                linear_map(w, 0, 1),
+                linear_map(b, 0, s_b2 as isize),
+            ];
+            Ok((out, maps))
+        } else {
+            if h % b != 0 || w % b != 0 {
+                return Err(Error::op(
+                    op,
+                    format!("height {h} and width {w} must be multiples of blocksize {b}"),
+                ));
+            }
+            let (ho, wo) = (h / b, w / b);
+            let out = vec![n, numel(op, &[c, bb])?, ho, wo];
+            // Output order: N, b1, b2, C, H', W'.
+            let maps = vec![
+                linear_map(n, 0, (c * hw) as isize),
+                linear_map(b, 0, w as isize),
+                linear_map(b, 0, 1),
+                linear_map(c, 0, hw as isize),
+                linear_map(ho, 0, (b * w) as isize),
+                linear_map(wo, 0, b as isize),
+            ];
+            Ok((out, maps))
+        }
+    }
+}
+
+impl Operator for Blocks {
+    fn infer(&self, inputs: &[InferInput]) -> Result<Vec<Fact>> {
+        let f = fact(self.name(), inputs, 0)?;
+        Ok(vec![match &f.shape {
+            Some(s) => Fact::new(f.dtype, self.plan(s)?.0),
+            None => Fact::unknown_shape(f.dtype),
+        }])
+    }
+
+    fn flops(&self, inputs: &[Option<&Fact>], outputs: &[Fact]) -> u64 {
+        movement_flops(inputs, outputs)
+    }
+
+    fn run(&self, inputs: &[Option<&Tensor>]) -> Result<Vec<Tensor>> {
+        let x = input(self.name(), inputs, 0)?;
+        let (out, maps) = self.plan(x.shape())?;
+        Ok(vec![
+            crate::dispatch!(x, a => permute_typed(self.name(), a, &out, &maps)?),
+        ])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::test_util::*;
+    use crate::attributes::Attribute;
+    use crate::tensor::Tensor;
+
+    /// Naive transpose through multi-indices.
+    fn naive_transpose(x: &[f64], s: &[usize], p: &[usize]) -> Vec<f64> {
+        let os: Vec<usize> = p.iter().map(|&i| s[i]).collect();
+        let n: usize = s.iter().product();
+        let mut out = vec![0.0; n];
+        for (flat, o) in out.iter_mut().enumerate() {
+            let mut rem = flat;
+            let mut oi = vec![0; s.len()];
+            for d in (0..s.len()).rev() {
+                oi[d] = rem % os[d];
+                rem /= os[d];
+            }
+            let mut ii = vec![0; s.len()];
+            for d in 0..s.len() {
+                ii[p[d]] = oi[d];
+            }
+            let mut off = 0;
+            for d in 0..s.len() {
+                off = off * s[d] + ii[d];
+            }
+            *o = x[off];
+        }
+        out
+    }
+
+    #[test]
+    fn transpose_all_perms_3d() {
+        let s = [2usize, 3, 4];
+        let x = iota(&s);
+        let xv = x.to_f64_vec().unwrap();
+        for p in [[0, 1, 2], [0, 2, 1], [1, 0, 2], [1, 2, 0], [2, 0, 1], [2, 1, 0]] {
+            let pi: Vec<i64> = p.iter().map(|&v| v as i64).collect();
+            let y = run1("Transpose", 13, &[("perm", ints(&pi))], &[x.clone()]);
+            assert_eq!(y.to_f64_vec().unwrap(), naive_transpose(&xv, &s, &p), "{p:?}");
+        }
+        // Default: reversed axes.
+        let y = run1("Transpose", 13, &[], &[x.clone()]);
+        assert_eq!(y.shape(), &[4, 3, 2]);
+        assert_eq!(y.to_f64_vec().unwrap(), naive_transpose(&xv, &s, &[2, 1, 0]));
+    }
+
+    #[test]
+    fn transpose_large_and_other_types() {
+        let s = [8usize, 64, 70];
+        let x = iota(&s);
+        let y = run1("Transpose", 13, &[("perm", ints(&[2, 0, 1]))], &[x.clone()]);
+        assert_eq!(y.to_f64_vec().unwrap(), naive_transpose(&x.to_f64_vec().unwrap(), &s, &[2, 0, 1]));
+        let st = t(&[2, 2], ["a", "b", "c", "d"].map(String::from).to_vec());
+        let y = run1("Transpose", 13, &[], &[st]);
+        assert_eq!(y, t(&[2, 2], ["a", "c", "b", "d"].map(String::from).to_vec()));
+        assert_eq!(run1("Transpose", 13, &[], &[Tensor::scalar(true)]), Tensor::scalar(true));
+        let e = t(&[0, 3], Vec::<i16>::new());
+        assert_eq!(run1("Transpose", 13, &[], &[e]).shape(), &[3, 0]);
+    }
+
+    #[test]
+    fn transpose_errors() {
+        let x = iota(&[2, 3]);
+        for p in [&[0i64, 0][..], &[0, 2], &[0], &[0, 1, 2], &[-1, 0]] {
+            let msg = fails("Transpose", 13, &[("perm", ints(p))], &[x.clone()]);
+            assert!(msg.contains("permutation"), "{msg}");
+        }
+    }
+
+    #[test]
+    fn depth_to_space_modes() {
+        // Spec example: N=1, C=8, H=2, W=3, blocksize 2.
+        let x = iota(&[1, 8, 2, 3]);
+        let dcr = run1("DepthToSpace", 13, &[("blocksize", Attribute::Int(2)), ("mode", s("DCR"))], &[x.clone()]);
+        let want_dcr: Vec<f64> = vec![
+            0., 12., 1., 13., 2., 14., 24., 36., 25., 37., 26., 38., 3., 15., 4., 16., 5., 17., 27., 39., 28., 40., 29., 41.,
+            6., 18., 7., 19., 8., 20., 30., 42., 31., 43., 32., 44., 9., 21., 10., 22., 11., 23., 33., 45., 34., 46., 35., 47.,
+        ];
+        assert_eq!(dcr.shape(), &[1, 2, 4, 6]);
+        assert_eq!(dcr.to_f64_vec().unwrap(), want_dcr);
+        let crd = run1("DepthToSpace", 13, &[("blocksize", Attribute::Int(2)), ("mode", s("CRD"))], &[x.clone()]);
+        let want_crd: Vec<f64> = vec![
+            0., 6., 1., 7., 2., 8., 12., 18., 13., 19., 14., 20., 3., 9., 4., 10., 5., 11., 15., 21., 16., 22., 17., 23.,
+            24., 30., 25., 31., 26., 32., 36., 42., 37., 43., 38., 44., 27., 33., 28., 34., 29., 35., 39., 45., 40., 46., 41., 47.,
+        ];
+        assert_eq!(crd.to_f64_vec().unwrap(), want_crd);
+        // Opset 1 has no mode attribute: always DCR.
+        let y = run1("DepthToSpace", 1, &[("blocksize", Attribute::Int(2)), ("mode", s("CRD"))], &[x.clone()]);
+        assert_eq!(y, dcr);
+        // SpaceToDepth inverts DCR DepthToSpace.
+        let back = run1("SpaceToDepth", 13, &[("blocksize", Attribute::Int(2))], &[dcr]);
+        assert_eq!(back, x);
+    }
+
+    #[test]
+    fn space_to_depth_example() {
+        // Hand-computed: 1x1x2x4, blocksize 2 -> 1x4x1x2.
+        let x = iota(&[1, 1, 2, 4]);
+        let y = run1("SpaceToDepth", 13, &[("blocksize", Attribute::Int(2))], &[x]);
+        assert_eq!(y, t(&[1, 4, 1, 2], vec![0.0f32, 2.0, 1.0, 3.0, 4.0, 6.0, 5.0, 7.0]));
+    }
+
+    #[test]
+    fn block_errors() {
+        let x = iota(&[1, 6, 2, 3]);
+        let msg = fails("DepthToSpace", 13, &[("blocksize", Attribute::Int(2))], &[x.clone()]);
+        assert!(msg.contains("multiple"), "{msg}");
+        let msg = fails("SpaceToDepth", 13, &[("blocksize", Attribute::Int(2))], &[x.clone()]);
+        assert!(msg.contains("multiples"), "{msg}");
+        let msg = fails("SpaceToDepth", 13, &[("blocksize", Attribute::Int(0))], &[x.clone()]);
+        assert!(msg.contains("positive"), "{msg}");
+        let msg = fails("DepthToSpace", 13, &[("blocksize", Attribute::Int(1)), ("mode", s("XYZ"))], &[x.clone()]);
+        assert!(msg.contains("DCR"), "{msg}");
+        let msg = fails("DepthToSpace", 13, &[("blocksize", Attribute::Int(1))], &[iota(&[6, 2, 3])]);
+        assert!(msg.contains("4-D"), "{msg}");
+        let msg = fails("DepthToSpace", 13, &[], &[x]);
+        assert!(msg.contains("blocksize"), "{msg}");
+    }
+}
