@@ -53,8 +53,13 @@ impl Fact {
     }
 
     /// Number of elements, when the shape is known.
-    pub fn elements(&self) -> Option<usize> {
+    pub fn len(&self) -> Option<usize> {
         self.shape.as_ref().map(|s| s.iter().product())
+    }
+
+    /// Whether the value has no elements, when the shape is known.
+    pub fn is_empty(&self) -> Option<bool> {
+        self.len().map(|n| n == 0)
     }
 }
 

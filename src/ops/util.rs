@@ -113,7 +113,7 @@ pub fn infer_same(op: &str, inputs: &[InferInput]) -> Result<Vec<Fact>> {
 
 /// The element count of output `i`, 0 when unknown.
 pub fn out_len(outputs: &[Fact], i: usize) -> u64 {
-    outputs.get(i).and_then(|f| f.elements()).unwrap_or(0) as u64
+    outputs.get(i).and_then(|f| f.len()).unwrap_or(0) as u64
 }
 
 /// Rejects an input whose type is not floating point.
