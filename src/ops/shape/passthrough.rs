@@ -196,6 +196,13 @@ impl Operator for ShapeOp {
         let v: Vec<i64> = s[a..b].iter().map(|&d| d as i64).collect();
         Ok(vec![Tensor::I64(ArrayD::from_shape_vec(vec![v.len()], v).map_err(|e| Error::op("Shape", e.to_string()))?)])
     }
+
+    fn fold_from_facts(&self, inputs: &[InferInput]) -> Option<Vec<Tensor>> {
+        let s = inputs.first()?.fact?.shape.as_ref()?;
+        let (a, b) = self.range(s.len());
+        let v: Vec<i64> = s[a..b].iter().map(|&d| d as i64).collect();
+        Some(vec![Tensor::from_vec(&[v.len()], v).ok()?])
+    }
 }
 
 #[derive(Debug)]
@@ -218,6 +225,11 @@ impl Operator for Size {
     fn run(&self, inputs: &[Option<&Tensor>]) -> Result<Vec<Tensor>> {
         let n = input("Size", inputs, 0)?.len();
         Ok(vec![Tensor::scalar(n as i64)])
+    }
+
+    fn fold_from_facts(&self, inputs: &[InferInput]) -> Option<Vec<Tensor>> {
+        let n = inputs.first()?.fact?.len()?;
+        Some(vec![Tensor::scalar(n as i64)])
     }
 }
 
