@@ -1,0 +1,84 @@
+//! Graph passes seen from a session: constant folding of ConstantOfShape
+//! weights at load and of Shape→Gather→Concat chains once input shapes are
+//! known, dead-node removal, and IR 3 models listing initializers as inputs.
+
+mod common;
+
+use common::*;
+use onnx_protobuf::TensorProto;
+use ramify::{Session, Tensor};
+
+fn i64_init(name: &str, dims: &[i64], v: &[i64]) -> TensorProto {
+    let mut t = TensorProto::new();
+    t.name = name.into();
+    t.data_type = 7;
+    t.dims = dims.to_vec();
+    t.int64_data = v.to_vec();
+    t
+}
+
+#[test]
+fn shape_chains_fold_once_shapes_are_known() {
+    // y = Reshape(x, Concat(Unsqueeze(Gather(Shape(x), 0)), [-1]))
+    let mut unsq = node("Unsqueeze", &["d0", "axes"], &["d0u"]);
+    unsq.name = "unsq".into();
+    let mut cat = node("Concat", &["d0u", "minus1"], &["target"]);
+    cat.attribute.push(int_attr("axis", 0));
+    let m = model(
+        graph(
+            vec![
+                node("Shape", &["x"], &["s"]),
+                node("Gather", &["s", "zero"], &["d0"]),
+                unsq,
+                cat,
+                node("Reshape", &["x", "target"], &["y"]),
+                // A dead branch: nothing reads it.
+                node("Relu", &["x"], &["unused"]),
+            ],
+            vec![value_info("x", 1, &[-1, 3, 4])],
+            vec![value_info("y", 1, &[-1, 12])],
+            vec![
+                i64_init("zero", &[], &[0]),
+                i64_init("axes", &[1], &[0]),
+                i64_init("minus1", &[1], &[-1]),
+            ],
+        ),
+        13,
+    );
+    let s = Session::from_bytes(&bytes(&m)).unwrap();
+    // At load the batch size is unknown: the chain stays, the dead Relu goes.
+    assert!(s.graph().nodes.iter().all(|n| n.op_type != "Relu"));
+    assert_eq!(s.graph().nodes.len(), 5);
+    let x = Tensor::from_vec(&[2, 3, 4], (0..24).map(|v| v as f32).collect()).unwrap();
+    let plan = s.plan([("x", x.clone())]).unwrap();
+    let ops: Vec<&str> = plan.graph.nodes.iter().map(|n| n.op_type.as_str()).collect();
+    assert_eq!(ops, vec!["Reshape"], "the shape chain folds away");
+    let out = s.run([("x", x)]).unwrap();
+    assert_eq!(out[0].1.shape(), &[2, 12]);
+}
+
+#[test]
+fn constant_of_shape_weights_fold_at_load_in_ir3_models() {
+    // IR 3 style: the weight's shape initializer is also listed as a graph input.
+    let mut cos = node("ConstantOfShape", &["w_shape"], &["w"]);
+    let mut value = onnx_protobuf::AttributeProto::new();
+    value.name = "value".into();
+    value.type_ = onnx_protobuf::attribute_proto::AttributeType::TENSOR.into();
+    value.t = Some(initializer("", &[1], &[0.5])).into();
+    cos.attribute.push(value);
+    let mut m = model(
+        graph(
+            vec![cos, node("Add", &["x", "w"], &["y"])],
+            vec![value_info("x", 1, &[2, 2]), value_info("w_shape", 7, &[2])],
+            vec![value_info("y", 1, &[2, 2])],
+            vec![i64_init("w_shape", &[2], &[2, 2])],
+        ),
+        9,
+    );
+    m.ir_version = 3;
+    let s = Session::from_bytes(&bytes(&m)).unwrap();
+    assert_eq!(s.inputs().len(), 1, "initializers listed as inputs are not inputs");
+    assert_eq!(s.graph().nodes.len(), 1, "ConstantOfShape folded at load");
+    let out = s.run([("x", Tensor::from_vec(&[2, 2], vec![1.0f32; 4]).unwrap())]).unwrap();
+    assert_eq!(out[0].1.to_f64_vec().unwrap(), vec![1.5; 4]);
+}
