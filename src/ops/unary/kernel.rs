@@ -224,6 +224,70 @@ pub fn tanh_f32(x: f32) -> f32 {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+    use crate::attributes::{Attribute, Attributes};
+    use crate::ops::{BuildContext, Fact, InferInput, Operator};
+
+    /// Builds `op` (default domain) with attributes, opset and constant inputs.
+    pub(crate) fn build_op(
+        op: &str,
+        attrs: &[(&str, Attribute)],
+        opset: i64,
+        consts: &[Option<&Tensor>],
+    ) -> Result<Box<dyn Operator>> {
+        let map = attrs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.clone()))
+            .collect();
+        let attrs = Attributes::new("node", op, map);
+        let ctx = BuildContext {
+            attrs: &attrs,
+            opset,
+            consts,
+            num_inputs: consts.len(),
+            num_outputs: 1,
+        };
+        crate::ops::build("", op, &ctx)
+    }
+
+    /// Runs `o` and checks that `infer` (without constant values) predicted
+    /// the output's exact fact.
+    pub(crate) fn run_op(o: &dyn Operator, inputs: &[Option<&Tensor>]) -> Result<Tensor> {
+        let facts: Vec<Option<Fact>> = inputs.iter().map(|t| t.map(Fact::of)).collect();
+        let inf: Vec<InferInput> = facts
+            .iter()
+            .map(|f| InferInput {
+                fact: f.as_ref(),
+                value: None,
+            })
+            .collect();
+        let predicted = o.infer(&inf)?;
+        let out = o.run(inputs)?.remove(0);
+        assert_eq!(
+            predicted[0],
+            Fact::of(&out),
+            "inferred fact differs from output"
+        );
+        assert!(
+            o.flops(
+                &facts.iter().map(|f| f.as_ref()).collect::<Vec<_>>(),
+                &predicted
+            ) > 0
+                || out.is_empty()
+        );
+        Ok(out)
+    }
+
+    /// Builds `op` at `opset` without attributes and runs it on `inputs`.
+    pub(crate) fn run_simple(op: &str, opset: i64, inputs: &[&Tensor]) -> Result<Tensor> {
+        let o = build_op(op, &[], opset, &[])?;
+        let ins: Vec<Option<&Tensor>> = inputs.iter().map(|t| Some(*t)).collect();
+        run_op(o.as_ref(), &ins)
+    }
+
+    /// A rank-1 tensor.
+    pub(crate) fn t1<T: crate::Element>(v: Vec<T>) -> Tensor {
+        Tensor::from_vec(&[v.len()], v).unwrap()
+    }
 
     /// Relative error of `got` against `want`, with an absolute floor for
     /// results that underflow f32.
