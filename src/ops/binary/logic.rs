@@ -1,0 +1,295 @@
+//! Broadcasting comparisons (Equal, Less, Greater, LessOrEqual,
+//! GreaterOrEqual), boolean logic (And, Or, Xor), integer bit operations
+//! (BitwiseAnd/Or/Xor, BitShift) and Where.
+
+use super::broadcast::{zip2, zip3};
+use super::{infer_types, type_error};
+use crate::error::{Error, Result};
+use crate::ops::util::{fact, input, out_len};
+use crate::ops::{Fact, InferInput, Operator};
+use crate::tensor::{DType, Tensor};
+use ndarray::ArrayD;
+
+/// Matches two tensors of the same type (any type), binding their arrays.
+macro_rules! same_any {
+    ($op:expr, $a:expr, $b:expr, |$x:ident, $y:ident| $body:expr) => {
+        match ($a, $b) {
+            (Tensor::F32($x), Tensor::F32($y)) => $body,
+            (Tensor::F64($x), Tensor::F64($y)) => $body,
+            (Tensor::F16($x), Tensor::F16($y)) => $body,
+            (Tensor::BF16($x), Tensor::BF16($y)) => $body,
+            (Tensor::I8($x), Tensor::I8($y)) => $body,
+            (Tensor::I16($x), Tensor::I16($y)) => $body,
+            (Tensor::I32($x), Tensor::I32($y)) => $body,
+            (Tensor::I64($x), Tensor::I64($y)) => $body,
+            (Tensor::U8($x), Tensor::U8($y)) => $body,
+            (Tensor::U16($x), Tensor::U16($y)) => $body,
+            (Tensor::U32($x), Tensor::U32($y)) => $body,
+            (Tensor::U64($x), Tensor::U64($y)) => $body,
+            (Tensor::Bool($x), Tensor::Bool($y)) => $body,
+            (Tensor::String($x), Tensor::String($y)) => $body,
+            (a, b) => return Err(type_error($op, a.dtype(), b.dtype())),
+        }
+    };
+}
+
+/// Which comparison.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum CmpKind {
+    Equal,
+    Less,
+    Greater,
+    LessOrEqual,
+    GreaterOrEqual,
+}
+
+fn compare<T: PartialOrd + Clone + Sync>(
+    op: &str,
+    kind: CmpKind,
+    a: &ArrayD<T>,
+    b: &ArrayD<T>,
+) -> Result<ArrayD<bool>> {
+    match kind {
+        CmpKind::Equal => zip2(op, a, b, |x, y| x == y),
+        CmpKind::Less => zip2(op, a, b, |x, y| x < y),
+        CmpKind::Greater => zip2(op, a, b, |x, y| x > y),
+        CmpKind::LessOrEqual => zip2(op, a, b, |x, y| x <= y),
+        CmpKind::GreaterOrEqual => zip2(op, a, b, |x, y| x >= y),
+    }
+}
+
+/// A comparison producing bool.
+#[derive(Debug)]
+pub(crate) struct Compare {
+    pub name: &'static str,
+    pub kind: CmpKind,
+}
+
+impl Compare {
+    fn accepts(&self, d: DType) -> bool {
+        match self.kind {
+            CmpKind::Equal => true,
+            _ => super::arith::is_numeric(d),
+        }
+    }
+}
+
+impl Operator for Compare {
+    fn infer(&self, inputs: &[InferInput]) -> Result<Vec<Fact>> {
+        infer_types(self.name, inputs, 2, |d| self.accepts(d), Some(DType::Bool))
+    }
+
+    fn flops(&self, _inputs: &[Option<&Fact>], outputs: &[Fact]) -> u64 {
+        out_len(outputs, 0)
+    }
+
+    fn run(&self, inputs: &[Option<&Tensor>]) -> Result<Vec<Tensor>> {
+        let op = self.name;
+        let a = input(op, inputs, 0)?;
+        let b = input(op, inputs, 1)?;
+        if !self.accepts(a.dtype()) {
+            return Err(type_error(op, a.dtype(), b.dtype()));
+        }
+        let r = same_any!(op, a, b, |x, y| compare(op, self.kind, x, y)?);
+        Ok(vec![Tensor::Bool(r)])
+    }
+}
+
+/// Which bit or boolean operation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum BitKind {
+    And,
+    Or,
+    Xor,
+}
+
+/// And/Or/Xor on bool (`logical`) or on integers (BitwiseAnd/Or/Xor).
+#[derive(Debug)]
+pub(crate) struct Bitwise {
+    pub name: &'static str,
+    pub kind: BitKind,
+    pub logical: bool,
+}
+
+fn bits<T>(op: &str, kind: BitKind, a: &ArrayD<T>, b: &ArrayD<T>) -> Result<ArrayD<T>>
+where
+    T: Copy
+        + Default
+        + Send
+        + Sync
+        + std::ops::BitAnd<Output = T>
+        + std::ops::BitOr<Output = T>
+        + std::ops::BitXor<Output = T>,
+{
+    match kind {
+        BitKind::And => zip2(op, a, b, |&x, &y| x & y),
+        BitKind::Or => zip2(op, a, b, |&x, &y| x | y),
+        BitKind::Xor => zip2(op, a, b, |&x, &y| x ^ y),
+    }
+}
+
+fn is_int(d: DType) -> bool {
+    super::arith::is_numeric(d) && !d.is_float()
+}
+
+impl Bitwise {
+    fn accepts(&self, d: DType) -> bool {
+        if self.logical {
+            d == DType::Bool
+        } else {
+            is_int(d)
+        }
+    }
+}
+
+impl Operator for Bitwise {
+    fn infer(&self, inputs: &[InferInput]) -> Result<Vec<Fact>> {
+        infer_types(self.name, inputs, 2, |d| self.accepts(d), None)
+    }
+
+    fn flops(&self, _inputs: &[Option<&Fact>], outputs: &[Fact]) -> u64 {
+        out_len(outputs, 0)
+    }
+
+    fn run(&self, inputs: &[Option<&Tensor>]) -> Result<Vec<Tensor>> {
+        let op = self.name;
+        let a = input(op, inputs, 0)?;
+        let b = input(op, inputs, 1)?;
+        if !self.accepts(a.dtype()) {
+            return Err(type_error(op, a.dtype(), b.dtype()));
+        }
+        let k = self.kind;
+        let out = match (a, b) {
+            (Tensor::Bool(x), Tensor::Bool(y)) => Tensor::Bool(bits(op, k, x, y)?),
+            (Tensor::I8(x), Tensor::I8(y)) => Tensor::I8(bits(op, k, x, y)?),
+            (Tensor::I16(x), Tensor::I16(y)) => Tensor::I16(bits(op, k, x, y)?),
+            (Tensor::I32(x), Tensor::I32(y)) => Tensor::I32(bits(op, k, x, y)?),
+            (Tensor::I64(x), Tensor::I64(y)) => Tensor::I64(bits(op, k, x, y)?),
+            (Tensor::U8(x), Tensor::U8(y)) => Tensor::U8(bits(op, k, x, y)?),
+            (Tensor::U16(x), Tensor::U16(y)) => Tensor::U16(bits(op, k, x, y)?),
+            (Tensor::U32(x), Tensor::U32(y)) => Tensor::U32(bits(op, k, x, y)?),
+            (Tensor::U64(x), Tensor::U64(y)) => Tensor::U64(bits(op, k, x, y)?),
+            (x, y) => return Err(type_error(op, x.dtype(), y.dtype())),
+        };
+        Ok(vec![out])
+    }
+}
+
+/// BitShift on unsigned integers; shifting by the bit width or more gives 0.
+#[derive(Debug)]
+pub(crate) struct BitShift {
+    pub left: bool,
+}
+
+macro_rules! shift {
+    ($op:expr, $left:expr, $x:expr, $y:expr, $t:ty) => {{
+        const BITS: $t = <$t>::BITS as $t;
+        if $left {
+            zip2($op, $x, $y, |&v, &s| if s >= BITS { 0 } else { v << s })?
+        } else {
+            zip2($op, $x, $y, |&v, &s| if s >= BITS { 0 } else { v >> s })?
+        }
+    }};
+}
+
+impl Operator for BitShift {
+    fn infer(&self, inputs: &[InferInput]) -> Result<Vec<Fact>> {
+        let unsigned = |d| matches!(d, DType::U8 | DType::U16 | DType::U32 | DType::U64);
+        infer_types("BitShift", inputs, 2, unsigned, None)
+    }
+
+    fn flops(&self, _inputs: &[Option<&Fact>], outputs: &[Fact]) -> u64 {
+        out_len(outputs, 0)
+    }
+
+    fn run(&self, inputs: &[Option<&Tensor>]) -> Result<Vec<Tensor>> {
+        let op = "BitShift";
+        let a = input(op, inputs, 0)?;
+        let b = input(op, inputs, 1)?;
+        let l = self.left;
+        let out = match (a, b) {
+            (Tensor::U8(x), Tensor::U8(y)) => Tensor::U8(shift!(op, l, x, y, u8)),
+            (Tensor::U16(x), Tensor::U16(y)) => Tensor::U16(shift!(op, l, x, y, u16)),
+            (Tensor::U32(x), Tensor::U32(y)) => Tensor::U32(shift!(op, l, x, y, u32)),
+            (Tensor::U64(x), Tensor::U64(y)) => Tensor::U64(shift!(op, l, x, y, u64)),
+            (x, y) => return Err(type_error(op, x.dtype(), y.dtype())),
+        };
+        Ok(vec![out])
+    }
+}
+
+/// Where(condition, X, Y) with three-way broadcasting.
+#[derive(Debug)]
+pub(crate) struct Where;
+
+fn select<T: Clone + Default + Send + Sync>(
+    c: &ArrayD<bool>,
+    x: &ArrayD<T>,
+    y: &ArrayD<T>,
+) -> Result<ArrayD<T>> {
+    zip3(
+        "Where",
+        c,
+        x,
+        y,
+        |&c, x, y| if c { x.clone() } else { y.clone() },
+    )
+}
+
+impl Operator for Where {
+    fn infer(&self, inputs: &[InferInput]) -> Result<Vec<Fact>> {
+        let op = "Where";
+        let c = fact(op, inputs, 0)?;
+        if c.dtype != DType::Bool {
+            return Err(Error::op(
+                op,
+                format!("condition must be bool, found {}", c.dtype),
+            ));
+        }
+        let x = fact(op, inputs, 1)?;
+        let y = fact(op, inputs, 2)?;
+        if x.dtype != y.dtype {
+            return Err(type_error(op, x.dtype, y.dtype));
+        }
+        let shape = match (&c.shape, &x.shape, &y.shape) {
+            (Some(a), Some(b), Some(d)) => Some(crate::ops::util::broadcast_all(op, &[a, b, d])?),
+            _ => None,
+        };
+        Ok(vec![Fact {
+            dtype: x.dtype,
+            shape,
+        }])
+    }
+
+    fn flops(&self, _inputs: &[Option<&Fact>], outputs: &[Fact]) -> u64 {
+        out_len(outputs, 0)
+    }
+
+    fn run(&self, inputs: &[Option<&Tensor>]) -> Result<Vec<Tensor>> {
+        let op = "Where";
+        let c = input(op, inputs, 0)?;
+        let c = c
+            .array::<bool>()
+            .ok_or_else(|| Error::op(op, format!("condition must be bool, found {}", c.dtype())))?;
+        let x = input(op, inputs, 1)?;
+        let y = input(op, inputs, 2)?;
+        let out = match (x, y) {
+            (Tensor::F32(a), Tensor::F32(b)) => Tensor::F32(select(c, a, b)?),
+            (Tensor::F64(a), Tensor::F64(b)) => Tensor::F64(select(c, a, b)?),
+            (Tensor::F16(a), Tensor::F16(b)) => Tensor::F16(select(c, a, b)?),
+            (Tensor::BF16(a), Tensor::BF16(b)) => Tensor::BF16(select(c, a, b)?),
+            (Tensor::I8(a), Tensor::I8(b)) => Tensor::I8(select(c, a, b)?),
+            (Tensor::I16(a), Tensor::I16(b)) => Tensor::I16(select(c, a, b)?),
+            (Tensor::I32(a), Tensor::I32(b)) => Tensor::I32(select(c, a, b)?),
+            (Tensor::I64(a), Tensor::I64(b)) => Tensor::I64(select(c, a, b)?),
+            (Tensor::U8(a), Tensor::U8(b)) => Tensor::U8(select(c, a, b)?),
+            (Tensor::U16(a), Tensor::U16(b)) => Tensor::U16(select(c, a, b)?),
+            (Tensor::U32(a), Tensor::U32(b)) => Tensor::U32(select(c, a, b)?),
+            (Tensor::U64(a), Tensor::U64(b)) => Tensor::U64(select(c, a, b)?),
+            (Tensor::Bool(a), Tensor::Bool(b)) => Tensor::Bool(select(c, a, b)?),
+            (Tensor::String(a), Tensor::String(b)) => Tensor::String(select(c, a, b)?),
+            (a, b) => return Err(type_error(op, a.dtype(), b.dtype())),
+        };
+        Ok(vec![out])
+    }
+}
