@@ -206,6 +206,31 @@ num_int!(u16, u64);
 num_int!(u32, u64);
 num_int!(u64, u64);
 
+/// `v` converted to `T` when `T` is numeric (saturating for integers);
+/// `None` for bool and strings.
+pub(crate) fn num_value<T: Element>(v: f64) -> Option<T> {
+    use crate::tensor::{DType, Tensor};
+    fn conv<N: Num>(v: f64) -> Tensor {
+        Tensor::scalar(N::from_f64(v))
+    }
+    let t = match T::DTYPE {
+        DType::F32 => conv::<f32>(v),
+        DType::F64 => conv::<f64>(v),
+        DType::F16 => conv::<f16>(v),
+        DType::BF16 => conv::<bf16>(v),
+        DType::I8 => conv::<i8>(v),
+        DType::I16 => conv::<i16>(v),
+        DType::I32 => conv::<i32>(v),
+        DType::I64 => conv::<i64>(v),
+        DType::U8 => conv::<u8>(v),
+        DType::U16 => conv::<u16>(v),
+        DType::U32 => conv::<u32>(v),
+        DType::U64 => conv::<u64>(v),
+        DType::Bool | DType::String => return None,
+    };
+    T::take(t).ok().and_then(|a| a.into_iter().next())
+}
+
 /// Runs `$body` with `$a` bound to the array of a numeric tensor, generic
 /// over [`Num`]; other types are an error naming `$op`. The body must
 /// evaluate to a `Result`.
