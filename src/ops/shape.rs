@@ -20,6 +20,7 @@ mod expand;
 mod gather;
 mod generate;
 pub(crate) mod num;
+mod onehot;
 mod pad;
 mod passthrough;
 mod reshape;
@@ -33,6 +34,7 @@ pub(crate) fn register(r: &mut Registry) {
     expand::register(r);
     gather::register(r);
     generate::register(r);
+    onehot::register(r);
     pad::register(r);
     passthrough::register(r);
     reshape::register(r);

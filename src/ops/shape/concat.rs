@@ -179,7 +179,8 @@ impl Split {
     /// The piece sizes along the axis of length `dim`, from the split list if any.
     fn sizes(&self, dim: usize, split: Option<&[i64]>) -> Result<Vec<usize>> {
         let n = self.outputs;
-        if let Some(s) = split {
+        // An empty split input (some exporters write one) counts as absent.
+        if let Some(s) = split.filter(|s| !s.is_empty()) {
             if self.num_outputs_attr.is_some() {
                 return Err(Error::op(
                     SPLIT,
@@ -465,6 +466,9 @@ mod tests {
         let y = split(18, &[("num_outputs", Attribute::Int(3))], &[Some(x7)], 3).unwrap();
         assert_eq!(y[0], t(&[3], vec![0i32, 1, 2]));
         assert_eq!(y[2], t(&[1], vec![6i32]));
+        // An empty split input means an equal split.
+        let y = split(13, &[], &[Some(iota(&[4])), Some(i64s(&[]))], 2).unwrap();
+        assert_eq!(y[1], t(&[2], vec![2.0f32, 3.0]));
         // Axis 0 on strings.
         let xs = t(&[2], vec!["x".to_string(), "y".to_string()]);
         let y = split(13, &[], &[Some(xs)], 2).unwrap();

@@ -250,7 +250,8 @@ impl Squeeze {
     fn out_shape(&self, s: &[usize], axes: Option<&[i64]>) -> Result<Vec<usize>> {
         let op = self.name();
         if self.squeeze {
-            match axes {
+            // An empty axes list squeezes every dimension of size 1, as when absent.
+            match axes.filter(|a| !a.is_empty()) {
                 None => Ok(s.iter().copied().filter(|&d| d != 1).collect()),
                 Some(axes) => {
                     let axes = norm_axes(op, axes, s.len())?;
@@ -450,6 +451,10 @@ mod tests {
             &[3, 1, 2]
         );
         assert_eq!(run1("Squeeze", 13, &[], &[x.clone()]).shape(), &[3, 2]);
+        assert_eq!(
+            run1("Squeeze", 13, &[], &[x.clone(), i64s(&[])]).shape(),
+            &[3, 2]
+        );
         assert_eq!(
             run1("Squeeze", 13, &[], &[t(&[1], vec![true])]),
             Tensor::scalar(true)
