@@ -116,6 +116,7 @@ pub(crate) fn fold<T: Copy, A>(
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::cloned_ref_to_slice_refs)]
     use super::*;
 
     #[test]

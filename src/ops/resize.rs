@@ -8,7 +8,9 @@
 mod taps;
 
 use super::shape::num::{num_dispatch, Num};
-use super::shape::{data, f64_list, int_list, make, norm_axes, numel_of, offset_copy, strides, PAD};
+use super::shape::{
+    data, f64_list, int_list, make, norm_axes, numel_of, offset_copy, strides, PAD,
+};
 use super::util::{fact, input, opt_input, par_rows};
 use super::{BuildContext, Fact, InferInput, Operator, Registry};
 use crate::error::{Error, Result};
@@ -102,7 +104,10 @@ fn build_resize(ctx: &BuildContext) -> Result<Box<dyn Operator>> {
         }));
     }
     let mode = parse_mode(a, true)?;
-    let coord = match a.string("coordinate_transformation_mode", "half_pixel")?.as_str() {
+    let coord = match a
+        .string("coordinate_transformation_mode", "half_pixel")?
+        .as_str()
+    {
         "half_pixel" => Coord::HalfPixel,
         "half_pixel_symmetric" if ctx.opset >= 19 => Coord::HalfPixelSymmetric,
         "pytorch_half_pixel" => Coord::PytorchHalfPixel,
@@ -261,7 +266,10 @@ impl Resize {
                         Some(sc) => (((shape[d] as f64) * sc + 0.5).floor() as usize, sc),
                     };
                     if shape[d] == 0 && out != 0 {
-                        return Err(Error::op(op, format!("cannot resize the empty axis {d} to {out}")));
+                        return Err(Error::op(
+                            op,
+                            format!("cannot resize the empty axis {d} to {out}"),
+                        ));
                     }
                     plan[d].output = out;
                     plan[d].scale = sc;
@@ -294,14 +302,23 @@ impl Resize {
 }
 
 /// Nearest mode: a copy through offset maps (extrapolated positions are [`PAD`]).
-fn nearest_typed<T: Element>(a: &ArrayD<T>, taps: &[AxisTaps], fill: T, out: &[usize]) -> Result<Tensor> {
+fn nearest_typed<T: Element>(
+    a: &ArrayD<T>,
+    taps: &[AxisTaps],
+    fill: T,
+    out: &[usize],
+) -> Result<Tensor> {
     let st = strides(a.shape());
     let maps: Vec<Vec<usize>> = taps
         .iter()
         .zip(&st)
         .map(|(t, &s)| {
             t.iter()
-                .map(|x| x.as_ref().and_then(|v| v.first()).map_or(PAD, |&(i, _)| i * s))
+                .map(|x| {
+                    x.as_ref()
+                        .and_then(|v| v.first())
+                        .map_or(PAD, |&(i, _)| i * s)
+                })
                 .collect()
         })
         .collect();
@@ -315,7 +332,12 @@ fn fill_value<T: Element>(_a: &ArrayD<T>, v: f64) -> T {
 }
 
 /// Linear and cubic modes: weighted sums of the taps, accumulated in f64.
-fn interpolate<T: Num>(a: &ArrayD<T>, taps: &[AxisTaps], extrapolation: f64, out: &[usize]) -> Result<Tensor> {
+fn interpolate<T: Num>(
+    a: &ArrayD<T>,
+    taps: &[AxisTaps],
+    extrapolation: f64,
+    out: &[usize],
+) -> Result<Tensor> {
     let src = data(a);
     let st = strides(a.shape());
     let rank = out.len();
@@ -326,18 +348,25 @@ fn interpolate<T: Num>(a: &ArrayD<T>, taps: &[AxisTaps], extrapolation: f64, out
         return make("Resize", out, dst);
     }
     // Tap offsets per axis, pre-multiplied by the strides.
-    let taps: Vec<Vec<Option<Vec<(usize, f64)>>>> = taps
+    let taps: Vec<AxisTaps> = taps
         .iter()
         .zip(&st)
         .map(|(t, &s)| {
             t.iter()
-                .map(|x| x.as_ref().map(|v| v.iter().map(|&(i, w)| (i * s, w)).collect()))
+                .map(|x| {
+                    x.as_ref()
+                        .map(|v| v.iter().map(|&(i, w)| (i * s, w)).collect())
+                })
                 .collect()
         })
         .collect();
-    let (outer_shape, row) = if rank == 0 { (&[][..], 1) } else { (&out[..rank - 1], out[rank - 1]) };
+    let (outer_shape, row) = if rank == 0 {
+        (&[][..], 1)
+    } else {
+        (&out[..rank - 1], out[rank - 1])
+    };
     let outer_taps = &taps[..rank.saturating_sub(1)];
-    let last: Option<&Vec<Option<Vec<(usize, f64)>>>> = taps.last();
+    let last: Option<&AxisTaps> = taps.last();
     par_rows(&mut dst, row, |first, chunk| {
         let mut idx = crate::ops::shape::unravel(first, outer_shape);
         let mut combo: Vec<(usize, f64)> = Vec::new();
@@ -394,13 +423,23 @@ fn interpolate<T: Num>(a: &ArrayD<T>, taps: &[AxisTaps], extrapolation: f64, out
 impl Operator for Resize {
     fn infer(&self, inputs: &[InferInput]) -> Result<Vec<Fact>> {
         let f = fact(self.name, inputs, 0)?;
-        if self.sampler.mode != Mode::Nearest && matches!(f.dtype, crate::DType::Bool | crate::DType::String) {
-            return Err(Error::op(self.name, format!("{:?} mode needs numeric data, found {}", self.sampler.mode, f.dtype)));
+        if self.sampler.mode != Mode::Nearest
+            && matches!(f.dtype, crate::DType::Bool | crate::DType::String)
+        {
+            return Err(Error::op(
+                self.name,
+                format!(
+                    "{:?} mode needs numeric data, found {}",
+                    self.sampler.mode, f.dtype
+                ),
+            ));
         }
         let Some(shape) = &f.shape else {
             return Ok(vec![Fact::unknown_shape(f.dtype)]);
         };
-        let plan = self.plan(shape, |i| inputs.get(i).and_then(|x| x.fact.map(|_| x.value)))?;
+        let plan = self.plan(shape, |i| {
+            inputs.get(i).and_then(|x| x.fact.map(|_| x.value))
+        })?;
         Ok(vec![match plan {
             Some(p) => Fact::new(f.dtype, p.iter().map(|a| a.output).collect()),
             None => Fact::unknown_shape(f.dtype),
@@ -420,14 +459,17 @@ impl Operator for Resize {
             }
             _ => 2,
         };
-        out.saturating_mul(per_axis.saturating_pow(resized)).max(u64::from(out > 0))
+        out.saturating_mul(per_axis.saturating_pow(resized))
+            .max(u64::from(out > 0))
     }
 
     fn run(&self, inputs: &[Option<&Tensor>]) -> Result<Vec<Tensor>> {
         let x = input(self.name, inputs, 0)?;
         let plan = self
             .plan(x.shape(), |i| opt_input(inputs, i).map(Some))?
-            .ok_or_else(|| Error::op(self.name, "internal error: parameters unknown at run time"))?;
+            .ok_or_else(|| {
+                Error::op(self.name, "internal error: parameters unknown at run time")
+            })?;
         let out: Vec<usize> = plan.iter().map(|a| a.output).collect();
         let taps = self.taps(&plan)?;
         let y = if self.sampler.mode == Mode::Nearest {

@@ -20,6 +20,7 @@ mod expand;
 mod gather;
 mod generate;
 pub(crate) mod num;
+mod onehot;
 mod pad;
 mod passthrough;
 mod reshape;
@@ -33,6 +34,7 @@ pub(crate) fn register(r: &mut Registry) {
     expand::register(r);
     gather::register(r);
     generate::register(r);
+    onehot::register(r);
     pad::register(r);
     passthrough::register(r);
     reshape::register(r);
@@ -58,7 +60,10 @@ pub(crate) fn numel_of<T>(op: &str, shape: &[usize]) -> Result<usize> {
     let bytes = n.checked_mul(std::mem::size_of::<T>().max(1));
     match bytes {
         Some(b) if b <= isize::MAX as usize => Ok(n),
-        _ => Err(Error::op(op, format!("shape {shape:?} has too many elements"))),
+        _ => Err(Error::op(
+            op,
+            format!("shape {shape:?} has too many elements"),
+        )),
     }
 }
 
@@ -213,10 +218,7 @@ pub(crate) fn norm_axes(op: &str, axes: &[i64], rank: usize) -> Result<Vec<usize
 
 /// Output elements as FLOPs for data movement, at least 1 when work is done.
 pub(crate) fn movement_flops(inputs: &[Option<&Fact>], outputs: &[Fact]) -> u64 {
-    let out: u64 = outputs
-        .iter()
-        .map(|f| f.len().unwrap_or(0) as u64)
-        .sum();
+    let out: u64 = outputs.iter().map(|f| f.len().unwrap_or(0) as u64).sum();
     if out > 0 {
         return out;
     }
@@ -274,7 +276,10 @@ pub(crate) fn offset_copy<T: Clone + Send + Sync + Default>(
         ));
     }
     if pads && fill.is_none() {
-        return Err(Error::op(op, "internal error: padding without a fill value"));
+        return Err(Error::op(
+            op,
+            "internal error: padding without a fill value",
+        ));
     }
     let fill_val = fill.cloned().unwrap_or_default();
     let rank = maps.len();
@@ -469,7 +474,11 @@ pub(crate) mod test_util {
             for f in [&inferred[i], &inferred_plain[i]] {
                 assert_eq!(f.dtype, o.dtype(), "{op}: inferred dtype of output {i}");
                 if let Some(sh) = &f.shape {
-                    assert_eq!(sh.as_slice(), o.shape(), "{op}: inferred shape of output {i}");
+                    assert_eq!(
+                        sh.as_slice(),
+                        o.shape(),
+                        "{op}: inferred shape of output {i}"
+                    );
                 }
             }
             assert!(

@@ -61,7 +61,10 @@ fn arg_typed<T: Num>(op: &Arg, a: &ArrayD<T>, axis: usize, out_shape: &[usize]) 
     let inner: usize = s[axis + 1..].iter().product();
     let n = numel_of::<i64>(op.name(), out_shape)?;
     if len == 0 && n > 0 {
-        return Err(Error::op(op.name(), format!("cannot take the {} of an empty axis {axis}", op.name())));
+        return Err(Error::op(
+            op.name(),
+            format!("cannot take the {} of an empty axis {axis}", op.name()),
+        ));
     }
     let src = data(a);
     let mut out = vec![0i64; n];
@@ -101,7 +104,10 @@ impl Operator for Arg {
     fn infer(&self, inputs: &[InferInput]) -> Result<Vec<Fact>> {
         let f = fact(self.name(), inputs, 0)?;
         if matches!(f.dtype, DType::Bool | DType::String) {
-            return Err(Error::op(self.name(), format!("expected a numeric input, found {}", f.dtype)));
+            return Err(Error::op(
+                self.name(),
+                format!("expected a numeric input, found {}", f.dtype),
+            ));
         }
         Ok(vec![match &f.shape {
             Some(s) => Fact::new(DType::I64, self.out_shape(s)?.1),
@@ -110,19 +116,27 @@ impl Operator for Arg {
     }
 
     fn flops(&self, inputs: &[Option<&Fact>], outputs: &[Fact]) -> u64 {
-        let n = inputs.first().copied().flatten().and_then(|f| f.len()).unwrap_or(0) as u64;
+        let n = inputs
+            .first()
+            .copied()
+            .flatten()
+            .and_then(|f| f.len())
+            .unwrap_or(0) as u64;
         n.max(crate::ops::util::out_len(outputs, 0))
     }
 
     fn run(&self, inputs: &[Option<&Tensor>]) -> Result<Vec<Tensor>> {
         let x = input(self.name(), inputs, 0)?;
         let (axis, out) = self.out_shape(x.shape())?;
-        Ok(vec![num_dispatch!(self.name(), x, a => arg_typed(self, a, axis, &out))?])
+        Ok(vec![
+            num_dispatch!(self.name(), x, a => arg_typed(self, a, axis, &out))?,
+        ])
     }
 }
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::cloned_ref_to_slice_refs)]
     use crate::attributes::Attribute;
     use crate::ops::shape::test_util::*;
     use half::f16;
@@ -130,26 +144,70 @@ mod tests {
     #[test]
     fn argmax_argmin_axes() {
         let x = t(&[2, 3], vec![2.0f32, 5.0, 5.0, 7.0, 1.0, 7.0]);
-        assert_eq!(run1("ArgMax", 13, &[], &[x.clone()]), t(&[1, 3], vec![1i64, 0, 1]));
         assert_eq!(
-            run1("ArgMax", 13, &[("axis", Attribute::Int(-1)), ("keepdims", Attribute::Int(0))], &[x.clone()]),
+            run1("ArgMax", 13, &[], &[x.clone()]),
+            t(&[1, 3], vec![1i64, 0, 1])
+        );
+        assert_eq!(
+            run1(
+                "ArgMax",
+                13,
+                &[
+                    ("axis", Attribute::Int(-1)),
+                    ("keepdims", Attribute::Int(0))
+                ],
+                &[x.clone()]
+            ),
             t(&[2], vec![1i64, 0])
         );
         assert_eq!(
-            run1("ArgMax", 13, &[("axis", Attribute::Int(1)), ("select_last_index", Attribute::Int(1))], &[x.clone()]),
+            run1(
+                "ArgMax",
+                13,
+                &[
+                    ("axis", Attribute::Int(1)),
+                    ("select_last_index", Attribute::Int(1))
+                ],
+                &[x.clone()]
+            ),
             t(&[2, 1], vec![2i64, 2])
         );
         // select_last_index is ignored before opset 12.
         assert_eq!(
-            run1("ArgMax", 11, &[("axis", Attribute::Int(1)), ("select_last_index", Attribute::Int(1))], &[x.clone()]),
+            run1(
+                "ArgMax",
+                11,
+                &[
+                    ("axis", Attribute::Int(1)),
+                    ("select_last_index", Attribute::Int(1))
+                ],
+                &[x.clone()]
+            ),
             t(&[2, 1], vec![1i64, 0])
         );
-        assert_eq!(run1("ArgMin", 13, &[("axis", Attribute::Int(1))], &[x.clone()]), t(&[2, 1], vec![0i64, 1]));
+        assert_eq!(
+            run1("ArgMin", 13, &[("axis", Attribute::Int(1))], &[x.clone()]),
+            t(&[2, 1], vec![0i64, 1])
+        );
         let xi = t(&[4], vec![3i32, -1, 9, -1]);
-        assert_eq!(run1("ArgMin", 13, &[("select_last_index", Attribute::Int(1))], &[xi.clone()]), t(&[1], vec![3i64]));
+        assert_eq!(
+            run1(
+                "ArgMin",
+                13,
+                &[("select_last_index", Attribute::Int(1))],
+                &[xi.clone()]
+            ),
+            t(&[1], vec![3i64])
+        );
         assert_eq!(run1("ArgMin", 13, &[], &[xi]), t(&[1], vec![1i64]));
-        let h = t(&[3], vec![f16::from_f32(0.5), f16::from_f32(-2.0), f16::from_f32(0.25)]);
-        assert_eq!(run1("ArgMin", 13, &[("keepdims", Attribute::Int(0))], &[h]), crate::Tensor::scalar(1i64));
+        let h = t(
+            &[3],
+            vec![f16::from_f32(0.5), f16::from_f32(-2.0), f16::from_f32(0.25)],
+        );
+        assert_eq!(
+            run1("ArgMin", 13, &[("keepdims", Attribute::Int(0))], &[h]),
+            crate::Tensor::scalar(1i64)
+        );
     }
 
     #[test]
@@ -157,10 +215,23 @@ mod tests {
         let x = f32s(&[1.0, f32::NAN, 5.0, f32::NAN]);
         assert_eq!(run1("ArgMax", 13, &[], &[x.clone()]), t(&[1], vec![1i64]));
         assert_eq!(run1("ArgMin", 13, &[], &[x.clone()]), t(&[1], vec![1i64]));
-        assert_eq!(run1("ArgMax", 13, &[("select_last_index", Attribute::Int(1))], &[x]), t(&[1], vec![3i64]));
+        assert_eq!(
+            run1(
+                "ArgMax",
+                13,
+                &[("select_last_index", Attribute::Int(1))],
+                &[x]
+            ),
+            t(&[1], vec![3i64])
+        );
         // Big enough to run in parallel; compare with a naive argmax.
         let v: Vec<f64> = (0..300 * 200).map(|i| ((i * 37) % 101) as f64).collect();
-        let y = run1("ArgMax", 13, &[("axis", Attribute::Int(0))], &[t(&[300, 200], v.clone())]);
+        let y = run1(
+            "ArgMax",
+            13,
+            &[("axis", Attribute::Int(0))],
+            &[t(&[300, 200], v.clone())],
+        );
         let got = y.to_i64_vec().unwrap();
         for c in 0..200 {
             let mut bi = 0;
@@ -175,9 +246,19 @@ mod tests {
 
     #[test]
     fn arg_errors() {
-        let msg = fails("ArgMax", 13, &[("axis", Attribute::Int(2))], &[iota(&[2, 2])]);
+        let msg = fails(
+            "ArgMax",
+            13,
+            &[("axis", Attribute::Int(2))],
+            &[iota(&[2, 2])],
+        );
         assert!(msg.contains("out of range"), "{msg}");
-        let msg = fails("ArgMax", 13, &[("axis", Attribute::Int(1))], &[t(&[2, 0], Vec::<f32>::new())]);
+        let msg = fails(
+            "ArgMax",
+            13,
+            &[("axis", Attribute::Int(1))],
+            &[t(&[2, 0], Vec::<f32>::new())],
+        );
         assert!(msg.contains("empty"), "{msg}");
         let msg = fails("ArgMin", 13, &[], &[t(&[1], vec![true])]);
         assert!(msg.contains("numeric"), "{msg}");

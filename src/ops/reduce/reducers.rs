@@ -81,7 +81,11 @@ fn build(ctx: &BuildContext, kind: Kind) -> Result<Box<dyn Operator>> {
         kind,
         keepdims: a.int("keepdims", 1)? != 0,
         axes_input,
-        axes_attr: if axes_input { None } else { a.ints_opt("axes")? },
+        axes_attr: if axes_input {
+            None
+        } else {
+            a.ints_opt("axes")?
+        },
         noop_with_empty_axes: axes_input && a.int("noop_with_empty_axes", 0)? != 0,
     }))
 }
@@ -112,7 +116,7 @@ impl Reduce {
     }
 
     /// Axes from the attribute or input 1: `Ok(None)` when not constant.
-    fn axes<'a>(&self, value: Option<Option<&'a Tensor>>) -> Result<Option<Option<Vec<i64>>>> {
+    fn axes(&self, value: Option<Option<&Tensor>>) -> Result<Option<Option<Vec<i64>>>> {
         if !self.axes_input {
             return Ok(Some(self.axes_attr.clone()));
         }
@@ -141,7 +145,13 @@ impl Reduce {
 }
 
 /// One output's value from the reduced elements.
-fn reduce_one<T: Num>(kind: Kind, src: &[T], base: usize, red: &[(usize, usize)], count: usize) -> T {
+fn reduce_one<T: Num>(
+    kind: Kind,
+    src: &[T],
+    base: usize,
+    red: &[(usize, usize)],
+    count: usize,
+) -> T {
     let mut f_sum = |acc: T::Acc, v: T| T::add(acc, v.acc());
     match kind {
         Kind::Sum => T::from_acc(fold(src, base, red, T::zero(), &mut f_sum)),
@@ -149,15 +159,21 @@ fn reduce_one<T: Num>(kind: Kind, src: &[T], base: usize, red: &[(usize, usize)]
             let s = fold(src, base, red, T::zero(), &mut f_sum);
             T::from_acc(T::div_count(s, count))
         }
-        Kind::Prod => T::from_acc(fold(src, base, red, T::one(), &mut |a, v: T| T::mul(a, v.acc()))),
+        Kind::Prod => T::from_acc(fold(src, base, red, T::one(), &mut |a, v: T| {
+            T::mul(a, v.acc())
+        })),
         Kind::Max => fold(src, base, red, T::lowest(), &mut |a, v| T::max_nan(a, v)),
         Kind::Min => fold(src, base, red, T::highest(), &mut |a, v| T::min_nan(a, v)),
-        Kind::L1 => T::from_acc(fold(src, base, red, T::zero(), &mut |a, v: T| T::add(a, T::abs(v.acc())))),
+        Kind::L1 => T::from_acc(fold(src, base, red, T::zero(), &mut |a, v: T| {
+            T::add(a, T::abs(v.acc()))
+        })),
         Kind::SumSquare => T::from_acc(fold(src, base, red, T::zero(), &mut |a, v: T| {
             T::add(a, T::mul(v.acc(), v.acc()))
         })),
         Kind::L2 => {
-            let s = fold(src, base, red, T::zero(), &mut |a, v: T| T::add(a, T::mul(v.acc(), v.acc())));
+            let s = fold(src, base, red, T::zero(), &mut |a, v: T| {
+                T::add(a, T::mul(v.acc(), v.acc()))
+            });
             T::from_f64(T::acc_f64(s).sqrt())
         }
         Kind::LogSum => {
@@ -174,13 +190,21 @@ fn reduce_one<T: Num>(kind: Kind, src: &[T], base: usize, red: &[(usize, usize)]
                 }
             });
             let shift = if mx.is_finite() { mx } else { 0.0 };
-            let s = fold(src, base, red, 0.0f64, &mut |a: f64, v: T| a + (v.to_f64() - shift).exp());
+            let s = fold(src, base, red, 0.0f64, &mut |a: f64, v: T| {
+                a + (v.to_f64() - shift).exp()
+            });
             T::from_f64(s.ln() + shift)
         }
     }
 }
 
-fn reduce_typed<T: Num>(kind: Kind, a: &ArrayD<T>, mask: &[bool], out_shape: &[usize], name: &str) -> Result<Tensor> {
+fn reduce_typed<T: Num>(
+    kind: Kind,
+    a: &ArrayD<T>,
+    mask: &[bool],
+    out_shape: &[usize],
+    name: &str,
+) -> Result<Tensor> {
     let src = data(a);
     let (kept, red) = split_dims(a.shape(), mask);
     let count: usize = a
@@ -213,17 +237,35 @@ fn reduce_typed<T: Num>(kind: Kind, a: &ArrayD<T>, mask: &[bool], out_shape: &[u
     Ok(T::into_tensor(make_array(name, out_shape, out)?))
 }
 
-fn reduce_bool(kind: Kind, a: &ArrayD<bool>, mask: &[bool], out_shape: &[usize], name: &str) -> Result<Tensor> {
+fn reduce_bool(
+    kind: Kind,
+    a: &ArrayD<bool>,
+    mask: &[bool],
+    out_shape: &[usize],
+    name: &str,
+) -> Result<Tensor> {
     let src = data(a);
     let (kept, red) = split_dims(a.shape(), mask);
     let any = kind == Kind::Max;
-    let count: usize = a.shape().iter().zip(mask).filter(|(_, &m)| m).map(|(&d, _)| d).product();
+    let count: usize = a
+        .shape()
+        .iter()
+        .zip(mask)
+        .filter(|(_, &m)| m)
+        .map(|(&d, _)| d)
+        .product();
     let n = numel_of::<bool>(name, out_shape)?;
     let mut out = vec![!any; n];
     if count > 0 {
         for (i, o) in out.iter_mut().enumerate() {
             let base = kept_offset(i, &kept);
-            *o = fold(&src, base, &red, !any, &mut |acc, v| if any { acc || v } else { acc && v });
+            *o = fold(&src, base, &red, !any, &mut |acc, v| {
+                if any {
+                    acc || v
+                } else {
+                    acc && v
+                }
+            });
         }
     }
     make(name, out_shape, out)
@@ -242,7 +284,12 @@ impl Operator for Reduce {
     }
 
     fn flops(&self, inputs: &[Option<&Fact>], outputs: &[Fact]) -> u64 {
-        let n = inputs.first().copied().flatten().and_then(|f| f.len()).unwrap_or(0) as u64;
+        let n = inputs
+            .first()
+            .copied()
+            .flatten()
+            .and_then(|f| f.len())
+            .unwrap_or(0) as u64;
         let out = crate::ops::util::out_len(outputs, 0);
         let per = if self.kind == Kind::LogSumExp { 2 } else { 1 };
         (n * per).max(out)
@@ -258,7 +305,9 @@ impl Operator for Reduce {
         let out_shape = self.out_shape(x.shape(), &mask);
         let out = match x {
             Tensor::Bool(a) => reduce_bool(self.kind, a, &mask, &out_shape, self.name)?,
-            other => num_dispatch!(self.name, other, a => reduce_typed(self.kind, a, &mask, &out_shape, self.name))?,
+            other => {
+                num_dispatch!(self.name, other, a => reduce_typed(self.kind, a, &mask, &out_shape, self.name))?
+            }
         };
         Ok(vec![out])
     }
@@ -266,6 +315,7 @@ impl Operator for Reduce {
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::cloned_ref_to_slice_refs)]
     use crate::attributes::Attribute;
     use crate::ops::shape::test_util::*;
     use crate::tensor::Tensor;
@@ -274,14 +324,18 @@ mod tests {
     /// Naive reduction of a [2, 3, 4] tensor over a set of axes with keepdims.
     fn naive(x: &[f64], axes: &[usize], op: &str) -> Vec<f64> {
         let s = [2usize, 3, 4];
-        let os: Vec<usize> = (0..3).map(|d| if axes.contains(&d) { 1 } else { s[d] }).collect();
+        let os: Vec<usize> = (0..3)
+            .map(|d| if axes.contains(&d) { 1 } else { s[d] })
+            .collect();
         let n: usize = os.iter().product();
         let mut groups = vec![Vec::new(); n];
         for i in 0..2 {
             for j in 0..3 {
                 for k in 0..4 {
                     let idx = [i, j, k];
-                    let o: Vec<usize> = (0..3).map(|d| if axes.contains(&d) { 0 } else { idx[d] }).collect();
+                    let o: Vec<usize> = (0..3)
+                        .map(|d| if axes.contains(&d) { 0 } else { idx[d] })
+                        .collect();
                     groups[(o[0] * os[1] + o[1]) * os[2] + o[2]].push(x[(i * 3 + j) * 4 + k]);
                 }
             }
@@ -305,13 +359,23 @@ mod tests {
     }
 
     const OPS: [&str; 10] = [
-        "ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2",
-        "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare",
+        "ReduceSum",
+        "ReduceMean",
+        "ReduceMax",
+        "ReduceMin",
+        "ReduceProd",
+        "ReduceL1",
+        "ReduceL2",
+        "ReduceLogSum",
+        "ReduceLogSumExp",
+        "ReduceSumSquare",
     ];
 
     #[test]
     fn all_ops_all_axes_against_naive() {
-        let xv: Vec<f64> = (0..24).map(|v| (v as f64 * 0.37 - 3.0).sin() + 1.5).collect();
+        let xv: Vec<f64> = (0..24)
+            .map(|v| (v as f64 * 0.37 - 3.0).sin() + 1.5)
+            .collect();
         let x = t(&[2, 3, 4], xv.clone());
         let sets: [&[i64]; 6] = [&[0], &[1], &[-1], &[0, 2], &[2, 0, 1], &[]];
         for op in OPS {
@@ -329,12 +393,22 @@ mod tests {
                 } else {
                     run1(op, old, &[("axes", ints(axes))], &[x.clone()])
                 };
-                let ins = vec![Some(x.clone()), if axes.is_empty() { None } else { Some(i64s(axes)) }];
+                let ins = vec![
+                    Some(x.clone()),
+                    if axes.is_empty() {
+                        None
+                    } else {
+                        Some(i64s(axes))
+                    },
+                ];
                 let y_in = run(op, 18, &[], &ins).unwrap().remove(0);
                 assert_eq!(y_attr, y_in, "{op} {axes:?}");
                 let got = y_in.to_f64_vec().unwrap();
                 for (g, w) in got.iter().zip(&want) {
-                    assert!((g - w).abs() <= 1e-12 * w.abs().max(1.0), "{op} {axes:?}: {got:?} vs {want:?}");
+                    assert!(
+                        (g - w).abs() <= 1e-12 * w.abs().max(1.0),
+                        "{op} {axes:?}: {got:?} vs {want:?}"
+                    );
                 }
             }
         }
@@ -343,9 +417,19 @@ mod tests {
     #[test]
     fn keepdims_and_shapes() {
         let x = iota(&[2, 3, 4]);
-        let y = run1("ReduceSum", 13, &[("keepdims", Attribute::Int(0))], &[x.clone(), i64s(&[1])]);
+        let y = run1(
+            "ReduceSum",
+            13,
+            &[("keepdims", Attribute::Int(0))],
+            &[x.clone(), i64s(&[1])],
+        );
         assert_eq!(y.shape(), &[2, 4]);
-        let y = run1("ReduceMean", 13, &[("keepdims", Attribute::Int(0))], &[x.clone()]);
+        let y = run1(
+            "ReduceMean",
+            13,
+            &[("keepdims", Attribute::Int(0))],
+            &[x.clone()],
+        );
         assert_eq!(y, Tensor::scalar(11.5f32));
         let y = run1("ReduceMax", 18, &[], &[x.clone()]);
         assert_eq!(y, t(&[1, 1, 1], vec![23.0f32]));
@@ -364,10 +448,19 @@ mod tests {
         assert_eq!(run1("ReduceSum", 13, &noop, &[x.clone()]), x);
         assert_eq!(run1("ReduceSum", 13, &noop, &[x.clone(), i64s(&[])]), x);
         assert_eq!(run1("ReduceMax", 18, &noop, &[x.clone()]), x);
-        assert_eq!(run1("ReduceSumSquare", 18, &noop, &[x.clone()]), t(&[2], vec![4.0f32, 9.0]));
-        assert_eq!(run1("ReduceL1", 18, &noop, &[x.clone()]), t(&[2], vec![2.0f32, 3.0]));
+        assert_eq!(
+            run1("ReduceSumSquare", 18, &noop, &[x.clone()]),
+            t(&[2], vec![4.0f32, 9.0])
+        );
+        assert_eq!(
+            run1("ReduceL1", 18, &noop, &[x.clone()]),
+            t(&[2], vec![2.0f32, 3.0])
+        );
         // The attribute does not exist before the axes became an input.
-        assert_eq!(run1("ReduceMax", 13, &noop, &[x.clone()]), t(&[1], vec![3.0f32]));
+        assert_eq!(
+            run1("ReduceMax", 13, &noop, &[x.clone()]),
+            t(&[1], vec![3.0f32])
+        );
     }
 
     #[test]
@@ -399,25 +492,60 @@ mod tests {
     fn integer_f16_and_bool_types() {
         let x = t(&[2, 2], vec![100i8, 100, -3, 4]);
         // Integer sums wrap like the type.
-        assert_eq!(run1("ReduceSum", 13, &[], &[x.clone(), i64s(&[1])]), t(&[2, 1], vec![-56i8, 1]));
-        assert_eq!(run1("ReduceMean", 13, &[("axes", ints(&[1]))], &[t(&[1, 2], vec![-3i32, 4])]), t(&[1, 1], vec![0i32]));
-        assert_eq!(run1("ReduceL2", 13, &[], &[t(&[2], vec![3u16, 4])]), t(&[1], vec![5u16]));
-        let h = t(&[3], vec![f16::from_f32(1000.0), f16::from_f32(0.5), f16::from_f32(0.25)]);
+        assert_eq!(
+            run1("ReduceSum", 13, &[], &[x.clone(), i64s(&[1])]),
+            t(&[2, 1], vec![-56i8, 1])
+        );
+        assert_eq!(
+            run1(
+                "ReduceMean",
+                13,
+                &[("axes", ints(&[1]))],
+                &[t(&[1, 2], vec![-3i32, 4])]
+            ),
+            t(&[1, 1], vec![0i32])
+        );
+        assert_eq!(
+            run1("ReduceL2", 13, &[], &[t(&[2], vec![3u16, 4])]),
+            t(&[1], vec![5u16])
+        );
+        let h = t(
+            &[3],
+            vec![
+                f16::from_f32(1000.0),
+                f16::from_f32(0.5),
+                f16::from_f32(0.25),
+            ],
+        );
         // Accumulated in f64, rounded once.
-        assert_eq!(run1("ReduceSum", 13, &[], &[h]), t(&[1], vec![f16::from_f32(1000.75)]));
+        assert_eq!(
+            run1("ReduceSum", 13, &[], &[h]),
+            t(&[1], vec![f16::from_f32(1000.75)])
+        );
         let b = t(&[2, 2], vec![true, false, false, false]);
-        assert_eq!(run1("ReduceMax", 20, &[], &[b.clone(), i64s(&[1])]), t(&[2, 1], vec![true, false]));
-        assert_eq!(run1("ReduceMin", 20, &[], &[b.clone(), i64s(&[0])]), t(&[1, 2], vec![false, false]));
+        assert_eq!(
+            run1("ReduceMax", 20, &[], &[b.clone(), i64s(&[1])]),
+            t(&[2, 1], vec![true, false])
+        );
+        assert_eq!(
+            run1("ReduceMin", 20, &[], &[b.clone(), i64s(&[0])]),
+            t(&[1, 2], vec![false, false])
+        );
         let msg = fails("ReduceSum", 13, &[], &[b]);
         assert!(msg.contains("unsupported"), "{msg}");
         // NaN propagates through max.
-        assert!(run1("ReduceMax", 13, &[], &[f32s(&[1.0, f32::NAN, 3.0])]).to_f64_vec().unwrap()[0].is_nan());
+        assert!(run1("ReduceMax", 13, &[], &[f32s(&[1.0, f32::NAN, 3.0])])
+            .to_f64_vec()
+            .unwrap()[0]
+            .is_nan());
     }
 
     #[test]
     fn large_reduction_is_thread_independent() {
         // run1 compares 1 and 3 threads bit for bit.
-        let xv: Vec<f32> = (0..200_000).map(|v| ((v * 7919) % 1000) as f32 * 0.001).collect();
+        let xv: Vec<f32> = (0..200_000)
+            .map(|v| ((v * 7919) % 1000) as f32 * 0.001)
+            .collect();
         let x = t(&[400, 500], xv.clone());
         let y = run1("ReduceSum", 11, &[("axes", ints(&[1]))], &[x.clone()]);
         let got = y.to_f64_vec().unwrap();

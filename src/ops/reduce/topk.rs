@@ -6,7 +6,7 @@
 
 use crate::error::{Error, Result};
 use crate::ops::shape::num::{num_dispatch, Num};
-use crate::ops::shape::{int_scalar, make, data, norm_axis, numel_of};
+use crate::ops::shape::{data, int_scalar, make, norm_axis, numel_of};
 use crate::ops::util::{fact, input, par_rows};
 use crate::ops::{BuildContext, Fact, InferInput, Operator, Registry};
 use crate::tensor::{DType, Tensor};
@@ -29,7 +29,11 @@ struct TopK {
 
 fn build(ctx: &BuildContext) -> Result<Box<dyn Operator>> {
     let a = ctx.attrs;
-    let k_attr = if ctx.opset < 10 { Some(a.int_req("k")?) } else { None };
+    let k_attr = if ctx.opset < 10 {
+        Some(a.int_req("k")?)
+    } else {
+        None
+    };
     let largest = ctx.opset < 11 || a.int("largest", 1)? != 0;
     Ok(Box::new(TopK {
         axis: a.int("axis", -1)?,
@@ -47,7 +51,10 @@ impl TopK {
             .ok_or_else(|| {
                 Error::op(
                     OP,
-                    format!("k = {k} is out of range for axis {axis} of length {}", s[axis]),
+                    format!(
+                        "k = {k} is out of range for axis {axis} of length {}",
+                        s[axis]
+                    ),
                 )
             })?;
         let mut out = s.to_vec();
@@ -64,11 +71,21 @@ fn order<T: Num>(largest: bool, a: (T, usize), b: (T, usize)) -> Ordering {
         (false, true) => Ordering::Less,
         _ => a.0.partial_cmp(&b.0).unwrap_or(Ordering::Equal),
     };
-    let by_value = if largest { by_value.reverse() } else { by_value };
+    let by_value = if largest {
+        by_value.reverse()
+    } else {
+        by_value
+    };
     by_value.then(a.1.cmp(&b.1))
 }
 
-fn topk_typed<T: Num>(a: &ArrayD<T>, axis: usize, k: usize, largest: bool, out_shape: &[usize]) -> Result<Vec<Tensor>> {
+fn topk_typed<T: Num>(
+    a: &ArrayD<T>,
+    axis: usize,
+    k: usize,
+    largest: bool,
+    out_shape: &[usize],
+) -> Result<Vec<Tensor>> {
     let s = a.shape();
     let len = s[axis];
     let inner: usize = s[axis + 1..].iter().product();
@@ -99,7 +116,10 @@ fn topk_typed<T: Num>(a: &ArrayD<T>, axis: usize, k: usize, largest: bool, out_s
         });
     }
     let (values, indices): (Vec<T>, Vec<i64>) = pairs.into_iter().unzip();
-    Ok(vec![make(OP, out_shape, values)?, make(OP, out_shape, indices)?])
+    Ok(vec![
+        make(OP, out_shape, values)?,
+        make(OP, out_shape, indices)?,
+    ])
 }
 
 impl TopK {
@@ -116,7 +136,10 @@ impl Operator for TopK {
     fn infer(&self, inputs: &[InferInput]) -> Result<Vec<Fact>> {
         let f = fact(OP, inputs, 0)?;
         if matches!(f.dtype, DType::Bool | DType::String) {
-            return Err(Error::op(OP, format!("expected a numeric input, found {}", f.dtype)));
+            return Err(Error::op(
+                OP,
+                format!("expected a numeric input, found {}", f.dtype),
+            ));
         }
         if self.k_attr.is_none() {
             fact(OP, inputs, 1)?;
@@ -127,12 +150,20 @@ impl Operator for TopK {
                 let (_, _, out) = self.shape(s, k)?;
                 vec![Fact::new(f.dtype, out.clone()), Fact::new(DType::I64, out)]
             }
-            _ => vec![Fact::unknown_shape(f.dtype), Fact::unknown_shape(DType::I64)],
+            _ => vec![
+                Fact::unknown_shape(f.dtype),
+                Fact::unknown_shape(DType::I64),
+            ],
         })
     }
 
     fn flops(&self, inputs: &[Option<&Fact>], outputs: &[Fact]) -> u64 {
-        let n = inputs.first().copied().flatten().and_then(|f| f.len()).unwrap_or(0) as u64;
+        let n = inputs
+            .first()
+            .copied()
+            .flatten()
+            .and_then(|f| f.len())
+            .unwrap_or(0) as u64;
         let k = crate::ops::util::out_len(outputs, 0);
         // Selection over the input plus sorting the k kept per line.
         (n + k * (64 - k.leading_zeros() as u64)).max(k)
@@ -140,7 +171,11 @@ impl Operator for TopK {
 
     fn run(&self, inputs: &[Option<&Tensor>]) -> Result<Vec<Tensor>> {
         let x = input(OP, inputs, 0)?;
-        let kt = if self.k_attr.is_none() { Some(input(OP, inputs, 1)?) } else { None };
+        let kt = if self.k_attr.is_none() {
+            Some(input(OP, inputs, 1)?)
+        } else {
+            None
+        };
         let k = self
             .k_value(kt)?
             .ok_or_else(|| Error::op(OP, "internal error: k unknown"))?;
@@ -151,24 +186,58 @@ impl Operator for TopK {
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::cloned_ref_to_slice_refs)]
     use crate::attributes::Attribute;
     use crate::ops::shape::test_util::*;
 
-    fn topk(attrs: &[(&str, Attribute)], x: &crate::Tensor, k: i64, opset: i64) -> crate::Result<Vec<crate::Tensor>> {
-        run_n("TopK", opset, attrs, &[Some(x.clone()), Some(i64s(&[k]))], 2)
+    fn topk(
+        attrs: &[(&str, Attribute)],
+        x: &crate::Tensor,
+        k: i64,
+        opset: i64,
+    ) -> crate::Result<Vec<crate::Tensor>> {
+        run_n(
+            "TopK",
+            opset,
+            attrs,
+            &[Some(x.clone()), Some(i64s(&[k]))],
+            2,
+        )
     }
 
     #[test]
     fn topk_spec_example() {
         let x = iota(&[3, 4]);
         let y = topk(&[], &x, 3, 11).unwrap();
-        assert_eq!(y[0], t(&[3, 3], vec![3.0f32, 2.0, 1.0, 7.0, 6.0, 5.0, 11.0, 10.0, 9.0]));
+        assert_eq!(
+            y[0],
+            t(
+                &[3, 3],
+                vec![3.0f32, 2.0, 1.0, 7.0, 6.0, 5.0, 11.0, 10.0, 9.0]
+            )
+        );
         assert_eq!(y[1], t(&[3, 3], vec![3i64, 2, 1, 3, 2, 1, 3, 2, 1]));
-        let y = topk(&[("largest", Attribute::Int(0)), ("axis", Attribute::Int(0))], &x, 2, 11).unwrap();
-        assert_eq!(y[0], t(&[2, 4], vec![0.0f32, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0]));
+        let y = topk(
+            &[("largest", Attribute::Int(0)), ("axis", Attribute::Int(0))],
+            &x,
+            2,
+            11,
+        )
+        .unwrap();
+        assert_eq!(
+            y[0],
+            t(&[2, 4], vec![0.0f32, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0])
+        );
         assert_eq!(y[1], t(&[2, 4], vec![0i64, 0, 0, 0, 1, 1, 1, 1]));
         // Opset 1: k attribute.
-        let y = run_n("TopK", 1, &[("k", Attribute::Int(1))], &[Some(x.clone())], 2).unwrap();
+        let y = run_n(
+            "TopK",
+            1,
+            &[("k", Attribute::Int(1))],
+            &[Some(x.clone())],
+            2,
+        )
+        .unwrap();
         assert_eq!(y[0], t(&[3, 1], vec![3.0f32, 7.0, 11.0]));
     }
 
@@ -187,7 +256,10 @@ mod tests {
         assert_eq!(y[1], t(&[3], vec![0i64, 2, 1]));
         // k = 0 and k = length.
         assert_eq!(topk(&[], &x, 0, 11).unwrap()[0].shape(), &[0]);
-        assert_eq!(topk(&[], &x, 6, 11).unwrap()[1], t(&[6], vec![1i64, 2, 4, 3, 0, 5]));
+        assert_eq!(
+            topk(&[], &x, 6, 11).unwrap()[1],
+            t(&[6], vec![1i64, 2, 4, 3, 0, 5])
+        );
         // A larger case against a naive stable sort.
         let v: Vec<f64> = (0..50 * 400).map(|i| ((i * 7919) % 97) as f64).collect();
         let x = t(&[50, 400], v.clone());
@@ -204,12 +276,28 @@ mod tests {
     #[test]
     fn topk_errors() {
         let x = iota(&[2, 3]);
-        assert!(topk(&[], &x, 4, 11).unwrap_err().to_string().contains("out of range"));
-        assert!(topk(&[], &x, -1, 11).unwrap_err().to_string().contains("out of range"));
-        assert!(topk(&[("axis", Attribute::Int(2))], &x, 1, 11).unwrap_err().to_string().contains("axis"));
+        assert!(topk(&[], &x, 4, 11)
+            .unwrap_err()
+            .to_string()
+            .contains("out of range"));
+        assert!(topk(&[], &x, -1, 11)
+            .unwrap_err()
+            .to_string()
+            .contains("out of range"));
+        assert!(topk(&[("axis", Attribute::Int(2))], &x, 1, 11)
+            .unwrap_err()
+            .to_string()
+            .contains("axis"));
         let e = run_n("TopK", 11, &[], &[Some(x.clone()), Some(f32s(&[1.0]))], 2).unwrap_err();
         assert!(e.to_string().contains("integer"), "{e}");
-        let e = run_n("TopK", 11, &[], &[Some(t(&[1], vec![true])), Some(i64s(&[1]))], 2).unwrap_err();
+        let e = run_n(
+            "TopK",
+            11,
+            &[],
+            &[Some(t(&[1], vec![true])), Some(i64s(&[1]))],
+            2,
+        )
+        .unwrap_err();
         assert!(e.to_string().contains("numeric"), "{e}");
     }
 }

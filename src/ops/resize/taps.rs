@@ -166,7 +166,10 @@ impl Sampler {
                     return Ok(None);
                 }
                 if !x.is_finite() {
-                    return Err(Error::op("Resize", format!("input coordinate {x} is not finite")));
+                    return Err(Error::op(
+                        "Resize",
+                        format!("input coordinate {x} is not finite"),
+                    ));
                 }
                 if self.mode == Mode::Nearest {
                     return Ok(Some(vec![(clamp(self.nearest(x, ax)), 1.0)]));
@@ -175,7 +178,11 @@ impl Sampler {
                 let t = x - base;
                 let support = if self.mode == Mode::Linear { 1.0 } else { 2.0 };
                 // Antialiasing widens the kernel by 1/scale when downsampling.
-                let s = if self.antialias { ax.scale.min(1.0) } else { 1.0 };
+                let s = if self.antialias {
+                    ax.scale.min(1.0)
+                } else {
+                    1.0
+                };
                 let lo = (t - support / s).ceil() as i64;
                 let hi = (t + support / s).floor() as i64;
                 let mut taps: Vec<(i64, f64)> = (lo..=hi)
@@ -244,12 +251,29 @@ mod tests {
         assert_eq!(s(Coord::TfHalfPixelForNn), 1.75);
         assert_eq!(s(Coord::HalfPixelSymmetric), 1.25);
         let one = axis(4, 1);
-        assert_eq!(sampler(Mode::Linear, Coord::PytorchHalfPixel).coordinate(0, &one), 0.0);
-        assert_eq!(sampler(Mode::Linear, Coord::AlignCorners).coordinate(0, &one), 0.0);
-        let crop = Axis { roi: (0.2, 0.6), ..axis(5, 1) };
-        assert!((sampler(Mode::Linear, Coord::TfCropAndResize).coordinate(0, &crop) - 1.6).abs() < 1e-12);
+        assert_eq!(
+            sampler(Mode::Linear, Coord::PytorchHalfPixel).coordinate(0, &one),
+            0.0
+        );
+        assert_eq!(
+            sampler(Mode::Linear, Coord::AlignCorners).coordinate(0, &one),
+            0.0
+        );
+        let crop = Axis {
+            roi: (0.2, 0.6),
+            ..axis(5, 1)
+        };
+        assert!(
+            (sampler(Mode::Linear, Coord::TfCropAndResize).coordinate(0, &crop) - 1.6).abs()
+                < 1e-12
+        );
         // half_pixel_symmetric differs from half_pixel when the size was rounded.
-        let odd = Axis { input: 5, output: 3, scale: 0.7, roi: (0.0, 1.0) };
+        let odd = Axis {
+            input: 5,
+            output: 3,
+            scale: 0.7,
+            roi: (0.0, 1.0),
+        };
         let hp = sampler(Mode::Linear, Coord::HalfPixel).coordinate(0, &odd);
         let hps = sampler(Mode::Linear, Coord::HalfPixelSymmetric).coordinate(0, &odd);
         assert!((hps - hp - 2.5 * (1.0 - 3.0 / 3.5)).abs() < 1e-12);
@@ -259,7 +283,13 @@ mod tests {
     fn nearest_rounding() {
         let ax = axis(4, 8);
         let mut s = sampler(Mode::Nearest, Coord::Asymmetric);
-        let idx = |s: &Sampler| -> Vec<usize> { s.taps(&ax).unwrap().iter().map(|t| t.as_ref().unwrap()[0].0).collect() };
+        let idx = |s: &Sampler| -> Vec<usize> {
+            s.taps(&ax)
+                .unwrap()
+                .iter()
+                .map(|t| t.as_ref().unwrap()[0].0)
+                .collect()
+        };
         assert_eq!(idx(&s), vec![0, 0, 1, 1, 2, 2, 3, 3]);
         s.rounding = Rounding::RoundPreferCeil;
         assert_eq!(idx(&s), vec![0, 1, 1, 2, 2, 3, 3, 3]);

@@ -3,13 +3,27 @@
 //! algorithm (one axis at a time, neighbours from an edge-padded line,
 //! coefficient ratio in (0, 1]) compared over many attribute combinations.
 
+#![allow(clippy::cloned_ref_to_slice_refs)]
+
 use crate::attributes::Attribute;
 use crate::ops::shape::test_util::*;
 use crate::tensor::Tensor;
 use half::f16;
 
-fn resize(attrs: &[(&str, Attribute)], x: &Tensor, roi: Option<&[f32]>, scales: Option<&[f32]>, sizes: Option<&[i64]>, opset: i64) -> crate::Result<Tensor> {
-    let ins = vec![Some(x.clone()), roi.map(f32s), scales.map(f32s), sizes.map(i64s)];
+fn resize(
+    attrs: &[(&str, Attribute)],
+    x: &Tensor,
+    roi: Option<&[f32]>,
+    scales: Option<&[f32]>,
+    sizes: Option<&[i64]>,
+    opset: i64,
+) -> crate::Result<Tensor> {
+    let ins = vec![
+        Some(x.clone()),
+        roi.map(f32s),
+        scales.map(f32s),
+        sizes.map(i64s),
+    ];
     Ok(run("Resize", opset, attrs, &ins)?.remove(0))
 }
 
@@ -20,18 +34,36 @@ fn x22() -> Tensor {
 #[test]
 fn upsample_nearest_half_pixel() {
     let y = resize(&[], &x22(), None, Some(&[1.0, 1.0, 2.0, 3.0]), None, 13).unwrap();
-    let want = [1, 1, 1, 2, 2, 2, 1, 1, 1, 2, 2, 2, 3, 3, 3, 4, 4, 4, 3, 3, 3, 4, 4, 4];
-    assert_eq!(y, t(&[1, 1, 4, 6], want.iter().map(|&v| v as f32).collect()));
+    let want = [
+        1, 1, 1, 2, 2, 2, 1, 1, 1, 2, 2, 2, 3, 3, 3, 4, 4, 4, 3, 3, 3, 4, 4, 4,
+    ];
+    assert_eq!(
+        y,
+        t(&[1, 1, 4, 6], want.iter().map(|&v| v as f32).collect())
+    );
 }
 
 #[test]
 fn linear_examples() {
     let lin = [("mode", s("linear"))];
     let y = resize(&lin, &x22(), None, Some(&[1.0, 1.0, 2.0, 2.0]), None, 13).unwrap();
-    let want = [1.0f32, 1.25, 1.75, 2.0, 1.5, 1.75, 2.25, 2.5, 2.5, 2.75, 3.25, 3.5, 3.0, 3.25, 3.75, 4.0];
+    let want = [
+        1.0f32, 1.25, 1.75, 2.0, 1.5, 1.75, 2.25, 2.5, 2.5, 2.75, 3.25, 3.5, 3.0, 3.25, 3.75, 4.0,
+    ];
     assert_eq!(y, t(&[1, 1, 4, 4], want.to_vec()));
-    let ac = [("mode", s("linear")), ("coordinate_transformation_mode", s("align_corners"))];
-    let y = resize(&ac, &x22(), Some(&[]), Some(&[1.0, 1.0, 2.0, 2.0]), None, 11).unwrap();
+    let ac = [
+        ("mode", s("linear")),
+        ("coordinate_transformation_mode", s("align_corners")),
+    ];
+    let y = resize(
+        &ac,
+        &x22(),
+        Some(&[]),
+        Some(&[1.0, 1.0, 2.0, 2.0]),
+        None,
+        11,
+    )
+    .unwrap();
     let third = 1.0f64 / 3.0;
     let want: Vec<f64> = (0..16)
         .map(|p| {
@@ -39,9 +71,16 @@ fn linear_examples() {
             1.0 + 2.0 * i + j
         })
         .collect();
-    assert_close(&y, &t(&[1, 1, 4, 4], want.iter().map(|&v| v as f32).collect()), 1e-6);
+    assert_close(
+        &y,
+        &t(&[1, 1, 4, 4], want.iter().map(|&v| v as f32).collect()),
+        1e-6,
+    );
     // Downsampling by 0.6.
-    let x = t(&[1, 1, 2, 4], vec![1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0]);
+    let x = t(
+        &[1, 1, 2, 4],
+        vec![1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0],
+    );
     let y = resize(&lin, &x, None, Some(&[1.0, 1.0, 0.6, 0.6]), None, 13).unwrap();
     assert_close(&y, &t(&[1, 1, 1, 2], vec![2.6666667f32, 4.3333335]), 1e-6);
     // align_corners uses the integer output length (as ONNX Runtime does).
@@ -51,9 +90,23 @@ fn linear_examples() {
 
 #[test]
 fn tf_crop_and_resize() {
-    let x = t(&[1, 1, 4, 4], (1..=16).map(|v| v as f32).collect::<Vec<_>>());
-    let attrs = [("mode", s("linear")), ("coordinate_transformation_mode", s("tf_crop_and_resize"))];
-    let y = resize(&attrs, &x, Some(&[0.0, 0.0, 0.4, 0.6, 1.0, 1.0, 0.6, 0.8]), None, Some(&[1, 1, 3, 3]), 13).unwrap();
+    let x = t(
+        &[1, 1, 4, 4],
+        (1..=16).map(|v| v as f32).collect::<Vec<_>>(),
+    );
+    let attrs = [
+        ("mode", s("linear")),
+        ("coordinate_transformation_mode", s("tf_crop_and_resize")),
+    ];
+    let y = resize(
+        &attrs,
+        &x,
+        Some(&[0.0, 0.0, 0.4, 0.6, 1.0, 1.0, 0.6, 0.8]),
+        None,
+        Some(&[1, 1, 3, 3]),
+        13,
+    )
+    .unwrap();
     // Bilinear interpolation of a linear function is exact: 4y + x + 1.
     let want: Vec<f32> = (0..9)
         .map(|p| {
@@ -64,8 +117,23 @@ fn tf_crop_and_resize() {
     assert_close(&y, &t(&[1, 1, 3, 3], want), 1e-5);
     let mut attrs = attrs.to_vec();
     attrs.push(("extrapolation_value", Attribute::Float(10.0)));
-    let y = resize(&attrs, &x, Some(&[0.0, 0.0, 0.4, 0.6, 1.0, 1.0, 1.2, 1.7]), None, Some(&[1, 1, 3, 3]), 13).unwrap();
-    assert_close(&y, &t(&[1, 1, 3, 3], vec![7.6f32, 10.0, 10.0, 12.4, 10.0, 10.0, 10.0, 10.0, 10.0]), 1e-5);
+    let y = resize(
+        &attrs,
+        &x,
+        Some(&[0.0, 0.0, 0.4, 0.6, 1.0, 1.0, 1.2, 1.7]),
+        None,
+        Some(&[1, 1, 3, 3]),
+        13,
+    )
+    .unwrap();
+    assert_close(
+        &y,
+        &t(
+            &[1, 1, 3, 3],
+            vec![7.6f32, 10.0, 10.0, 12.4, 10.0, 10.0, 10.0, 10.0, 10.0],
+        ),
+        1e-5,
+    );
     // Nearest mode extrapolates too; opset 18 roi follows the axes.
     let near = [
         ("coordinate_transformation_mode", s("tf_crop_and_resize")),
@@ -87,17 +155,47 @@ fn sizes_axes_and_aspect_ratio() {
     let axes = ("axes", ints(&[2, -1]));
     let y = resize(&[axes.clone()], &x, None, None, Some(&[7, 8]), 19).unwrap();
     assert_eq!(y.shape(), &[1, 1, 7, 8]);
-    let y = resize(&[axes.clone(), ("keep_aspect_ratio_policy", s("not_larger"))], &x, None, None, Some(&[7, 8]), 18).unwrap();
+    let y = resize(
+        &[axes.clone(), ("keep_aspect_ratio_policy", s("not_larger"))],
+        &x,
+        None,
+        None,
+        Some(&[7, 8]),
+        18,
+    )
+    .unwrap();
     assert_eq!(y.shape(), &[1, 1, 7, 7]);
-    let y = resize(&[axes.clone(), ("keep_aspect_ratio_policy", s("not_smaller"))], &x, None, None, Some(&[7, 8]), 18).unwrap();
+    let y = resize(
+        &[axes.clone(), ("keep_aspect_ratio_policy", s("not_smaller"))],
+        &x,
+        None,
+        None,
+        Some(&[7, 8]),
+        18,
+    )
+    .unwrap();
     assert_eq!(y.shape(), &[1, 1, 8, 8]);
     // Spec example: not_larger to 7x8 over a 2x2 image gives scale 3.5.
-    let y = resize(&[axes.clone(), ("keep_aspect_ratio_policy", s("not_larger"))], &x, None, None, Some(&[7, 8]), 18).unwrap();
+    let y = resize(
+        &[axes.clone(), ("keep_aspect_ratio_policy", s("not_larger"))],
+        &x,
+        None,
+        None,
+        Some(&[7, 8]),
+        18,
+    )
+    .unwrap();
     let first: Vec<f64> = y.to_f64_vec().unwrap()[..7].to_vec();
     assert_eq!(first, vec![1.0, 1.0, 1.0, 1.0, 2.0, 2.0, 2.0]);
     // Scales with axes.
     let y = resize(&[("axes", ints(&[3]))], &x, None, Some(&[2.0]), None, 18).unwrap();
-    assert_eq!(y, t(&[1, 1, 2, 4], vec![1.0f32, 1.0, 2.0, 2.0, 3.0, 3.0, 4.0, 4.0]));
+    assert_eq!(
+        y,
+        t(
+            &[1, 1, 2, 4],
+            vec![1.0f32, 1.0, 2.0, 2.0, 3.0, 3.0, 4.0, 4.0]
+        )
+    );
 }
 
 #[test]
@@ -109,30 +207,63 @@ fn opset10_upsample_and_types() {
     assert_eq!(y, t(&[1, 6], vec![1u8, 1, 2, 2, 3, 3]));
     let y = run("Upsample", 9, &[], &ins).unwrap().remove(0);
     assert_eq!(y, t(&[1, 6], vec![1u8, 1, 2, 2, 3, 3]));
-    let y = run1("Upsample", 7, &[("scales", Attribute::Floats(vec![1.0, 2.0]))], &[x.clone()]);
+    let y = run1(
+        "Upsample",
+        7,
+        &[("scales", Attribute::Floats(vec![1.0, 2.0]))],
+        &[x.clone()],
+    );
     assert_eq!(y, t(&[1, 6], vec![1u8, 1, 2, 2, 3, 3]));
     // ...and rounds up when downsampling.
     let x6 = t(&[6], vec![1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0]);
-    let y = run("Resize", 10, &[], &[Some(x6), Some(f32s(&[0.5]))]).unwrap().remove(0);
+    let y = run("Resize", 10, &[], &[Some(x6), Some(f32s(&[0.5]))])
+        .unwrap()
+        .remove(0);
     // x = 0, 2, 4 -> ceil -> 0, 2, 4
     assert_eq!(y, t(&[3], vec![1.0f32, 3.0, 5.0]));
     let x5 = t(&[5], vec![1.0f32, 2.0, 3.0, 4.0, 5.0]);
-    let y = run("Resize", 10, &[], &[Some(x5), Some(f32s(&[0.4]))]).unwrap().remove(0);
+    let y = run("Resize", 10, &[], &[Some(x5), Some(f32s(&[0.4]))])
+        .unwrap()
+        .remove(0);
     // x = 0, 2.5 -> 0, 3
     assert_eq!(y, t(&[2], vec![1.0f32, 4.0]));
     // Linear Upsample (asymmetric).
-    let y = run1("Upsample", 7, &[("mode", s("linear")), ("scales", Attribute::Floats(vec![1.0, 2.0]))], &[t(&[1, 2], vec![1.0f32, 3.0])]);
+    let y = run1(
+        "Upsample",
+        7,
+        &[
+            ("mode", s("linear")),
+            ("scales", Attribute::Floats(vec![1.0, 2.0])),
+        ],
+        &[t(&[1, 2], vec![1.0f32, 3.0])],
+    );
     assert_eq!(y, t(&[1, 4], vec![1.0f32, 2.0, 3.0, 3.0]));
     // Strings and bools move through nearest mode.
     let st = t(&[2], vec!["a".to_string(), "b".to_string()]);
-    let y = run1("Upsample", 7, &[("scales", Attribute::Floats(vec![2.0]))], &[st]);
+    let y = run1(
+        "Upsample",
+        7,
+        &[("scales", Attribute::Floats(vec![2.0]))],
+        &[st],
+    );
     assert_eq!(y, t(&[4], ["a", "a", "b", "b"].map(String::from).to_vec()));
     // f16 linear.
     let h = t(&[2], vec![f16::from_f32(0.0), f16::from_f32(1.0)]);
     let y = resize(&[("mode", s("linear"))], &h, None, Some(&[2.0]), None, 13).unwrap();
-    assert_eq!(y, t(&[4], [0.0f32, 0.25, 0.75, 1.0].map(f16::from_f32).to_vec()));
+    assert_eq!(
+        y,
+        t(&[4], [0.0f32, 0.25, 0.75, 1.0].map(f16::from_f32).to_vec())
+    );
     // Integers truncate after interpolation.
-    let y = resize(&[("mode", s("linear"))], &t(&[2], vec![0i32, 3]), None, Some(&[2.0]), None, 13).unwrap();
+    let y = resize(
+        &[("mode", s("linear"))],
+        &t(&[2], vec![0i32, 3]),
+        None,
+        Some(&[2.0]),
+        None,
+        13,
+    )
+    .unwrap();
     assert_eq!(y, t(&[4], vec![0i32, 0, 2, 3]));
 }
 
@@ -141,7 +272,15 @@ fn resize_errors() {
     let x = x22();
     let e = resize(&[], &x, None, Some(&[1.0, 1.0, 2.0]), None, 13).unwrap_err();
     assert!(e.to_string().contains("3 scales for 4 axes"), "{e}");
-    let e = resize(&[], &x, None, Some(&[1.0, 1.0, 2.0, 2.0]), Some(&[1, 1, 4, 4]), 13).unwrap_err();
+    let e = resize(
+        &[],
+        &x,
+        None,
+        Some(&[1.0, 1.0, 2.0, 2.0]),
+        Some(&[1, 1, 4, 4]),
+        13,
+    )
+    .unwrap_err();
     assert!(e.to_string().contains("not both"), "{e}");
     let e = resize(&[], &x, None, None, None, 13).unwrap_err();
     assert!(e.to_string().contains("required"), "{e}");
@@ -151,17 +290,54 @@ fn resize_errors() {
     assert!(e.to_string().contains("negative"), "{e}");
     let e = resize(&[("mode", s("area"))], &x, None, Some(&[1.0; 4]), None, 13).unwrap_err();
     assert!(e.to_string().contains("mode"), "{e}");
-    let e = resize(&[("coordinate_transformation_mode", s("half_pixel_symmetric"))], &x, None, Some(&[1.0; 4]), None, 18).unwrap_err();
+    let e = resize(
+        &[("coordinate_transformation_mode", s("half_pixel_symmetric"))],
+        &x,
+        None,
+        Some(&[1.0; 4]),
+        None,
+        18,
+    )
+    .unwrap_err();
     assert!(e.to_string().contains("half_pixel_symmetric"), "{e}");
-    let e = resize(&[("coordinate_transformation_mode", s("tf_crop_and_resize"))], &x, None, Some(&[1.0; 4]), None, 13).unwrap_err();
+    let e = resize(
+        &[("coordinate_transformation_mode", s("tf_crop_and_resize"))],
+        &x,
+        None,
+        Some(&[1.0; 4]),
+        None,
+        13,
+    )
+    .unwrap_err();
     assert!(e.to_string().contains("roi"), "{e}");
     let e = resize(&[], &x, None, Some(&[1.0, 1.0, 1e20, 1.0]), None, 13).unwrap_err();
     assert!(e.to_string().contains("too large"), "{e}");
-    let e = resize(&[("mode", s("linear"))], &t(&[2], vec![true, false]), None, Some(&[2.0]), None, 13).unwrap_err();
+    let e = resize(
+        &[("mode", s("linear"))],
+        &t(&[2], vec![true, false]),
+        None,
+        Some(&[2.0]),
+        None,
+        13,
+    )
+    .unwrap_err();
     assert!(e.to_string().contains("numeric"), "{e}");
-    let msg = fails("Upsample", 9, &[], &[x.clone(), f32s(&[1.0, 1.0, 0.5, 1.0])]);
+    let msg = fails(
+        "Upsample",
+        9,
+        &[],
+        &[x.clone(), f32s(&[1.0, 1.0, 0.5, 1.0])],
+    );
     assert!(msg.contains("invalid scale"), "{msg}");
-    let e = resize(&[], &t(&[0, 2], Vec::<f32>::new()), None, None, Some(&[3, 2]), 13).unwrap_err();
+    let e = resize(
+        &[],
+        &t(&[0, 2], Vec::<f32>::new()),
+        None,
+        None,
+        Some(&[3, 2]),
+        13,
+    )
+    .unwrap_err();
     assert!(e.to_string().contains("empty"), "{e}");
 }
 
@@ -180,8 +356,20 @@ fn coordinate(cfg: &Cfg, o: usize, scale: f64, n: usize, m: usize) -> f64 {
     let (x, nf, mf) = (o as f64, n as f64, m as f64);
     match cfg.coord {
         "half_pixel" => (x + 0.5) / scale - 0.5,
-        "pytorch_half_pixel" => if m > 1 { (x + 0.5) / scale - 0.5 } else { 0.0 },
-        "align_corners" => if m == 1 { 0.0 } else { x * (nf - 1.0) / (mf - 1.0) },
+        "pytorch_half_pixel" => {
+            if m > 1 {
+                (x + 0.5) / scale - 0.5
+            } else {
+                0.0
+            }
+        }
+        "align_corners" => {
+            if m == 1 {
+                0.0
+            } else {
+                x * (nf - 1.0) / (mf - 1.0)
+            }
+        }
         "asymmetric" => x / scale,
         "half_pixel_symmetric" => {
             let adj = mf / (scale * nf);
@@ -203,7 +391,11 @@ fn coeffs(cfg: &Cfg, ratio: f64, scale: f64) -> Vec<f64> {
                 "floor" => false,
                 _ => true,
             };
-            if up { vec![0.0, 1.0] } else { vec![1.0, 0.0] }
+            if up {
+                vec![0.0, 1.0]
+            } else {
+                vec![1.0, 0.0]
+            }
         }
         "linear" if cfg.antialias => {
             let s = scale.min(1.0);
@@ -232,7 +424,9 @@ fn coeffs(cfg: &Cfg, ratio: f64, scale: f64) -> Vec<f64> {
                 let s = scale.min(1.0);
                 let i_start = (-2.0 / s).floor() as i64 + 1;
                 let i_end = 2 - i_start;
-                let c: Vec<f64> = (i_start..i_end).map(|i| k(s * (i as f64 - ratio))).collect();
+                let c: Vec<f64> = (i_start..i_end)
+                    .map(|i| k(s * (i as f64 - ratio)))
+                    .collect();
                 let sum: f64 = c.iter().sum();
                 c.iter().map(|v| v / sum).collect()
             } else {
@@ -274,13 +468,29 @@ fn interp_1d(cfg: &Cfg, line: &[f64], o: usize, scale: f64, m: usize) -> f64 {
 }
 
 /// n-D interpolation, outermost axis last (as the reference recursion does).
-fn interp_nd(cfg: &Cfg, data: &[f64], shape: &[usize], out: &[usize], scales: &[f64], o: &[usize]) -> f64 {
+fn interp_nd(
+    cfg: &Cfg,
+    data: &[f64],
+    shape: &[usize],
+    out: &[usize],
+    scales: &[f64],
+    o: &[usize],
+) -> f64 {
     if shape.len() == 1 {
         return interp_1d(cfg, data, o[0], scales[0], out[0]);
     }
     let inner: usize = shape[1..].iter().product();
     let line: Vec<f64> = (0..shape[0])
-        .map(|i| interp_nd(cfg, &data[i * inner..(i + 1) * inner], &shape[1..], &out[1..], &scales[1..], &o[1..]))
+        .map(|i| {
+            interp_nd(
+                cfg,
+                &data[i * inner..(i + 1) * inner],
+                &shape[1..],
+                &out[1..],
+                &scales[1..],
+                &o[1..],
+            )
+        })
         .collect();
     interp_1d(cfg, &line, o[0], scales[0], out[0])
 }
@@ -300,11 +510,26 @@ fn matches_naive_reference() {
     let shape = [2usize, 5, 6];
     let data: Vec<f64> = (0..60).map(|v| ((v * 37) % 23) as f64 - 7.5).collect();
     let x = t(&shape, data.clone());
-    let scale_sets: [[f32; 3]; 4] = [[1.0, 2.0, 1.5], [1.0, 0.6, 0.5], [2.0, 1.0, 0.8], [1.0, 3.0, 0.34]];
-    let coords = ["half_pixel", "pytorch_half_pixel", "align_corners", "asymmetric", "half_pixel_symmetric"];
+    let scale_sets: [[f32; 3]; 4] = [
+        [1.0, 2.0, 1.5],
+        [1.0, 0.6, 0.5],
+        [2.0, 1.0, 0.8],
+        [1.0, 3.0, 0.34],
+    ];
+    let coords = [
+        "half_pixel",
+        "pytorch_half_pixel",
+        "align_corners",
+        "asymmetric",
+        "half_pixel_symmetric",
+    ];
     let mut checked = 0;
     for mode in ["nearest", "linear", "cubic"] {
-        let nearests: &[&str] = if mode == "nearest" { &["round_prefer_floor", "round_prefer_ceil", "floor", "ceil"] } else { &["round_prefer_floor"] };
+        let nearests: &[&str] = if mode == "nearest" {
+            &["round_prefer_floor", "round_prefer_ceil", "floor", "ceil"]
+        } else {
+            &["round_prefer_floor"]
+        };
         let flags: &[(bool, bool)] = match mode {
             "cubic" => &[(false, false), (true, false), (false, true), (true, true)],
             "linear" => &[(false, false), (false, true)],
@@ -318,7 +543,14 @@ fn matches_naive_reference() {
                             continue;
                         }
                         for sc in &scale_sets {
-                            let cfg = Cfg { mode, coord, nearest, a, exclude, antialias };
+                            let cfg = Cfg {
+                                mode,
+                                coord,
+                                nearest,
+                                a,
+                                exclude,
+                                antialias,
+                            };
                             let attrs = vec![
                                 ("mode", s(mode)),
                                 ("coordinate_transformation_mode", s(coord)),
@@ -351,8 +583,24 @@ fn matches_naive_reference() {
 fn large_linear_is_thread_independent() {
     // run() compares 1 and 3 threads bit for bit.
     let x = iota(&[1, 3, 64, 64]);
-    let y = resize(&[("mode", s("linear"))], &x, None, None, Some(&[1, 3, 100, 90]), 13).unwrap();
+    let y = resize(
+        &[("mode", s("linear"))],
+        &x,
+        None,
+        None,
+        Some(&[1, 3, 100, 90]),
+        13,
+    )
+    .unwrap();
     assert_eq!(y.shape(), &[1, 3, 100, 90]);
-    let y = resize(&[("mode", s("cubic"))], &x, None, Some(&[1.0, 1.0, 0.5, 0.5]), None, 13).unwrap();
+    let y = resize(
+        &[("mode", s("cubic"))],
+        &x,
+        None,
+        Some(&[1.0, 1.0, 0.5, 0.5]),
+        None,
+        13,
+    )
+    .unwrap();
     assert_eq!(y.shape(), &[1, 3, 32, 32]);
 }

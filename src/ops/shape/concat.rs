@@ -47,8 +47,7 @@ impl Concat {
                 ));
             }
             let same = s.len() == rank
-                && s
-                    .iter()
+                && s.iter()
                     .zip(first.iter())
                     .enumerate()
                     .all(|(d, (a, b))| d == axis || a == b);
@@ -180,7 +179,8 @@ impl Split {
     /// The piece sizes along the axis of length `dim`, from the split list if any.
     fn sizes(&self, dim: usize, split: Option<&[i64]>) -> Result<Vec<usize>> {
         let n = self.outputs;
-        if let Some(s) = split {
+        // An empty split input (some exporters write one) counts as absent.
+        if let Some(s) = split.filter(|s| !s.is_empty()) {
             if self.num_outputs_attr.is_some() {
                 return Err(Error::op(
                     SPLIT,
@@ -306,6 +306,7 @@ fn split_typed<T: Element>(
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::cloned_ref_to_slice_refs)]
     use super::super::test_util::*;
     use crate::attributes::Attribute;
     use crate::tensor::Tensor;
@@ -316,7 +317,12 @@ mod tests {
         let b = t(&[2, 1], vec![5.0f32, 6.0]);
         let expect = t(&[2, 3], vec![1.0f32, 2.0, 5.0, 3.0, 4.0, 6.0]);
         for axis in [1, -1] {
-            let y = run1("Concat", 13, &[("axis", Attribute::Int(axis))], &[a.clone(), b.clone()]);
+            let y = run1(
+                "Concat",
+                13,
+                &[("axis", Attribute::Int(axis))],
+                &[a.clone(), b.clone()],
+            );
             assert_eq!(y, expect);
         }
         let y = run1(
@@ -336,20 +342,29 @@ mod tests {
         let y = run1("Concat", 13, &[("axis", Attribute::Int(1))], &[a, b, c]);
         assert_eq!(
             y,
-            t(&[1, 3], vec!["a".to_string(), "b".to_string(), "c".to_string()])
+            t(
+                &[1, 3],
+                vec!["a".to_string(), "b".to_string(), "c".to_string()]
+            )
         );
         let y = run1(
             "Concat",
             13,
             &[("axis", Attribute::Int(0))],
-            &[t(&[0, 2], Vec::<bool>::new()), t(&[1, 2], vec![true, false])],
+            &[
+                t(&[0, 2], Vec::<bool>::new()),
+                t(&[1, 2], vec![true, false]),
+            ],
         );
         assert_eq!(y, t(&[1, 2], vec![true, false]));
         let y = run1(
             "Concat",
             13,
             &[("axis", Attribute::Int(0))],
-            &[t(&[0, 2], Vec::<bool>::new()), t(&[0, 2], Vec::<bool>::new())],
+            &[
+                t(&[0, 2], Vec::<bool>::new()),
+                t(&[0, 2], Vec::<bool>::new()),
+            ],
         );
         assert_eq!(y.shape(), &[0, 2]);
     }
@@ -359,13 +374,22 @@ mod tests {
         // Large enough to split over threads.
         let a = iota(&[64, 300]);
         let b = iota(&[64, 100]);
-        let y = run1("Concat", 13, &[("axis", Attribute::Int(1))], &[a.clone(), b.clone()]);
+        let y = run1(
+            "Concat",
+            13,
+            &[("axis", Attribute::Int(1))],
+            &[a.clone(), b.clone()],
+        );
         let av = a.to_f64_vec().unwrap();
         let bv = b.to_f64_vec().unwrap();
         let yv = y.to_f64_vec().unwrap();
         for r in 0..64 {
             for c in 0..400 {
-                let want = if c < 300 { av[r * 300 + c] } else { bv[r * 100 + c - 300] };
+                let want = if c < 300 {
+                    av[r * 300 + c]
+                } else {
+                    bv[r * 100 + c - 300]
+                };
                 assert_eq!(yv[r * 400 + c], want);
             }
         }
@@ -374,19 +398,39 @@ mod tests {
     #[test]
     fn concat_errors() {
         let a = t(&[2, 2], vec![1.0f32; 4]);
-        let msg = fails("Concat", 13, &[("axis", Attribute::Int(0))], &[a.clone(), t(&[2, 3], vec![0.0f32; 6])]);
+        let msg = fails(
+            "Concat",
+            13,
+            &[("axis", Attribute::Int(0))],
+            &[a.clone(), t(&[2, 3], vec![0.0f32; 6])],
+        );
         assert!(msg.contains("does not match"), "{msg}");
         let msg = fails("Concat", 13, &[("axis", Attribute::Int(2))], &[a.clone()]);
         assert!(msg.contains("out of range"), "{msg}");
-        let msg = fails("Concat", 13, &[("axis", Attribute::Int(0))], &[a.clone(), t(&[2, 2], vec![1i64; 4])]);
+        let msg = fails(
+            "Concat",
+            13,
+            &[("axis", Attribute::Int(0))],
+            &[a.clone(), t(&[2, 2], vec![1i64; 4])],
+        );
         assert!(msg.contains("int64"), "{msg}");
-        let msg = fails("Concat", 13, &[("axis", Attribute::Int(0))], &[Tensor::scalar(1.0f32)]);
+        let msg = fails(
+            "Concat",
+            13,
+            &[("axis", Attribute::Int(0))],
+            &[Tensor::scalar(1.0f32)],
+        );
         assert!(msg.contains("scalars"), "{msg}");
         let msg = fails("Concat", 13, &[], &[a]);
         assert!(msg.contains("axis"), "{msg}");
     }
 
-    fn split(opset: i64, attrs: &[(&str, Attribute)], inputs: &[Option<Tensor>], n: usize) -> crate::Result<Vec<Tensor>> {
+    fn split(
+        opset: i64,
+        attrs: &[(&str, Attribute)],
+        inputs: &[Option<Tensor>],
+        n: usize,
+    ) -> crate::Result<Vec<Tensor>> {
         run_n("Split", opset, attrs, inputs, n)
     }
 
@@ -398,18 +442,33 @@ mod tests {
         assert_eq!(y[0], t(&[2, 2], vec![0.0f32, 1.0, 6.0, 7.0]));
         assert_eq!(y[2], t(&[2, 2], vec![4.0f32, 5.0, 10.0, 11.0]));
         // Attribute split, negative axis.
-        let y = split(11, &[("axis", Attribute::Int(-1)), ("split", ints(&[1, 5]))], &[Some(x.clone())], 2).unwrap();
+        let y = split(
+            11,
+            &[("axis", Attribute::Int(-1)), ("split", ints(&[1, 5]))],
+            &[Some(x.clone())],
+            2,
+        )
+        .unwrap();
         assert_eq!(y[0], t(&[2, 1], vec![0.0f32, 6.0]));
         assert_eq!(y[1].shape(), &[2, 5]);
         // Input split (opset 13), with a zero-size piece.
-        let y = split(13, &[("axis", Attribute::Int(1))], &[Some(x.clone()), Some(i64s(&[4, 0, 2]))], 3).unwrap();
+        let y = split(
+            13,
+            &[("axis", Attribute::Int(1))],
+            &[Some(x.clone()), Some(i64s(&[4, 0, 2]))],
+            3,
+        )
+        .unwrap();
         assert_eq!(y[1].shape(), &[2, 0]);
         assert_eq!(y[2], t(&[2, 2], vec![4.0f32, 5.0, 10.0, 11.0]));
         // num_outputs (opset 18), uneven: 3, 3, 1 over length 7.
-        let x7 = t(&[7], (0..7).map(|v| v as i32).collect::<Vec<_>>());
+        let x7 = t(&[7], (0..7).collect::<Vec<i32>>());
         let y = split(18, &[("num_outputs", Attribute::Int(3))], &[Some(x7)], 3).unwrap();
         assert_eq!(y[0], t(&[3], vec![0i32, 1, 2]));
         assert_eq!(y[2], t(&[1], vec![6i32]));
+        // An empty split input means an equal split.
+        let y = split(13, &[], &[Some(iota(&[4])), Some(i64s(&[]))], 2).unwrap();
+        assert_eq!(y[1], t(&[2], vec![2.0f32, 3.0]));
         // Axis 0 on strings.
         let xs = t(&[2], vec!["x".to_string(), "y".to_string()]);
         let y = split(13, &[], &[Some(xs)], 2).unwrap();
@@ -421,9 +480,21 @@ mod tests {
         let x = iota(&[2, 5]);
         let e = split(11, &[("axis", Attribute::Int(1))], &[Some(x.clone())], 2).unwrap_err();
         assert!(e.to_string().contains("evenly"), "{e}");
-        let e = split(13, &[("axis", Attribute::Int(1))], &[Some(x.clone()), Some(i64s(&[2, 2]))], 2).unwrap_err();
+        let e = split(
+            13,
+            &[("axis", Attribute::Int(1))],
+            &[Some(x.clone()), Some(i64s(&[2, 2]))],
+            2,
+        )
+        .unwrap_err();
         assert!(e.to_string().contains("add up"), "{e}");
-        let e = split(13, &[("axis", Attribute::Int(1))], &[Some(x.clone()), Some(i64s(&[6, -1]))], 2).unwrap_err();
+        let e = split(
+            13,
+            &[("axis", Attribute::Int(1))],
+            &[Some(x.clone()), Some(i64s(&[6, -1]))],
+            2,
+        )
+        .unwrap_err();
         assert!(e.to_string().contains("negative"), "{e}");
         let e = split(13, &[("axis", Attribute::Int(2))], &[Some(x.clone())], 2).unwrap_err();
         assert!(e.to_string().contains("out of range"), "{e}");

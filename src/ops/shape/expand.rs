@@ -1,6 +1,8 @@
 //! Expand (numpy broadcasting to a given shape) and Tile (repetition).
 
-use super::{data, int_list, linear_map, make, movement_flops, numel, offset_copy, strides, to_dims};
+use super::{
+    data, int_list, linear_map, make, movement_flops, numel, offset_copy, strides, to_dims,
+};
 use crate::error::{Error, Result};
 use crate::ops::util::{broadcast_shapes, fact, input};
 use crate::ops::{BuildContext, Fact, InferInput, Operator, Registry};
@@ -12,7 +14,12 @@ pub(super) fn register(r: &mut Registry) {
     r.add("Tile", 6, build_tile);
 }
 
-fn copy_typed<T: Element>(op: &str, a: &ArrayD<T>, out: &[usize], maps: &[Vec<usize>]) -> Result<Tensor> {
+fn copy_typed<T: Element>(
+    op: &str,
+    a: &ArrayD<T>,
+    out: &[usize],
+    maps: &[Vec<usize>],
+) -> Result<Tensor> {
     let v = offset_copy(op, &data(a), maps, None)?;
     make(op, out, v)
 }
@@ -71,7 +78,9 @@ impl Operator for Expand {
                 }
             })
             .collect();
-        Ok(vec![crate::dispatch!(x, a => copy_typed(EXPAND, a, &out, &maps)?)])
+        Ok(vec![
+            crate::dispatch!(x, a => copy_typed(EXPAND, a, &out, &maps)?),
+        ])
     }
 }
 
@@ -88,14 +97,20 @@ fn tile_shape(input: &[usize], repeats: &[i64]) -> Result<Vec<usize>> {
     if repeats.len() != input.len() {
         return Err(Error::op(
             TILE,
-            format!("repeats {repeats:?} should have one value per input dimension ({})", input.len()),
+            format!(
+                "repeats {repeats:?} should have one value per input dimension ({})",
+                input.len()
+            ),
         ));
     }
     let r = to_dims(TILE, repeats, "repeats")?;
     let out = input
         .iter()
         .zip(&r)
-        .map(|(&n, &k)| n.checked_mul(k).ok_or_else(|| Error::op(TILE, "output too large")))
+        .map(|(&n, &k)| {
+            n.checked_mul(k)
+                .ok_or_else(|| Error::op(TILE, "output too large"))
+        })
         .collect::<Result<Vec<_>>>()?;
     numel(TILE, &out)?;
     Ok(out)
@@ -127,12 +142,15 @@ impl Operator for Tile {
             maps.push(vec![0; reps[d] as usize]);
             maps.push(linear_map(s[d], 0, st[d] as isize));
         }
-        Ok(vec![crate::dispatch!(x, a => copy_typed(TILE, a, &out, &maps)?)])
+        Ok(vec![
+            crate::dispatch!(x, a => copy_typed(TILE, a, &out, &maps)?),
+        ])
     }
 }
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::cloned_ref_to_slice_refs)]
     use super::super::test_util::*;
     use crate::tensor::Tensor;
 
@@ -155,7 +173,12 @@ mod tests {
         assert_eq!(y, t(&[2, 2], vec![true; 4]));
         let y = run1("Expand", 13, &[], &[x.clone(), i64s(&[0, 3, 2])]);
         assert_eq!(y.shape(), &[0, 3, 2]);
-        let y = run1("Expand", 13, &[], &[t(&[1], vec!["s".to_string()]), i64s(&[3])]);
+        let y = run1(
+            "Expand",
+            13,
+            &[],
+            &[t(&[1], vec!["s".to_string()]), i64s(&[3])],
+        );
         assert_eq!(y, t(&[3], vec!["s".to_string(); 3]));
     }
 
@@ -176,7 +199,10 @@ mod tests {
         let y = run1("Tile", 13, &[], &[x.clone(), i64s(&[2, 2])]);
         assert_eq!(
             y,
-            t(&[4, 4], vec![0i32, 1, 0, 1, 2, 3, 2, 3, 0, 1, 0, 1, 2, 3, 2, 3])
+            t(
+                &[4, 4],
+                vec![0i32, 1, 0, 1, 2, 3, 2, 3, 0, 1, 0, 1, 2, 3, 2, 3]
+            )
         );
         let y = run1("Tile", 6, &[], &[x.clone(), i64s(&[1, 3])]);
         assert_eq!(y, t(&[2, 6], vec![0i32, 1, 0, 1, 0, 1, 2, 3, 2, 3, 2, 3]));

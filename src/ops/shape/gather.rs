@@ -2,7 +2,9 @@
 //! positions given by an integer index tensor. Negative indices count from
 //! the end; indices out of range are errors.
 
-use super::{data, linear_map, make, movement_flops, norm_axis, numel_of, offset_copy, strides, increment};
+use super::{
+    data, increment, linear_map, make, movement_flops, norm_axis, numel_of, offset_copy, strides,
+};
 use crate::error::{Error, Result};
 use crate::ops::util::{fact, input, par_rows};
 use crate::ops::{BuildContext, Fact, InferInput, Operator, Registry};
@@ -18,8 +20,14 @@ pub(super) fn register(r: &mut Registry) {
 /// The values of an integer index tensor of any rank.
 pub(super) fn index_values(op: &str, t: &Tensor) -> Result<Vec<i64>> {
     match t {
-        Tensor::I64(_) | Tensor::I32(_) | Tensor::I16(_) | Tensor::I8(_) | Tensor::U8(_)
-        | Tensor::U16(_) | Tensor::U32(_) | Tensor::U64(_) => t.to_i64_vec(),
+        Tensor::I64(_)
+        | Tensor::I32(_)
+        | Tensor::I16(_)
+        | Tensor::I8(_)
+        | Tensor::U8(_)
+        | Tensor::U16(_)
+        | Tensor::U32(_)
+        | Tensor::U64(_) => t.to_i64_vec(),
         other => Err(Error::op(
             op,
             format!("indices must be integers, found {}", other.dtype()),
@@ -42,7 +50,10 @@ pub(super) fn resolve(op: &str, i: i64, dim: usize) -> Result<usize> {
 
 fn check_type(op: &str, f: &Fact) -> Result<()> {
     if f.dtype.is_float() || f.dtype == crate::DType::String || f.dtype == crate::DType::Bool {
-        return Err(Error::op(op, format!("indices must be integers, found {}", f.dtype)));
+        return Err(Error::op(
+            op,
+            format!("indices must be integers, found {}", f.dtype),
+        ));
     }
     Ok(())
 }
@@ -68,10 +79,17 @@ fn gather_shape(axis: i64, data: &[usize], idx: &[usize]) -> Result<(usize, Vec<
     Ok((a, out))
 }
 
-fn gather_typed<T: Element>(x: &ArrayD<T>, axis: usize, idx: &[i64], out: &[usize]) -> Result<Tensor> {
+fn gather_typed<T: Element>(
+    x: &ArrayD<T>,
+    axis: usize,
+    idx: &[i64],
+    out: &[usize],
+) -> Result<Tensor> {
     let s = x.shape();
     let st = strides(s);
-    let mut maps: Vec<Vec<usize>> = (0..axis).map(|d| linear_map(s[d], 0, st[d] as isize)).collect();
+    let mut maps: Vec<Vec<usize>> = (0..axis)
+        .map(|d| linear_map(s[d], 0, st[d] as isize))
+        .collect();
     maps.push(
         idx.iter()
             .map(|&i| Ok(resolve(GATHER, i, s[axis])? * st[axis]))
@@ -104,7 +122,9 @@ impl Operator for Gather {
         let it = input(GATHER, inputs, 1)?;
         let idx = index_values(GATHER, it)?;
         let (axis, out) = gather_shape(self.axis, x.shape(), it.shape())?;
-        Ok(vec![crate::dispatch!(x, a => gather_typed(a, axis, &idx, &out)?)])
+        Ok(vec![
+            crate::dispatch!(x, a => gather_typed(a, axis, &idx, &out)?),
+        ])
     }
 }
 
@@ -167,7 +187,11 @@ pub(super) fn element_offsets(
     Ok(out)
 }
 
-fn gather_elements_typed<T: Element>(x: &ArrayD<T>, offs: &[usize], shape: &[usize]) -> Result<Tensor> {
+fn gather_elements_typed<T: Element>(
+    x: &ArrayD<T>,
+    offs: &[usize],
+    shape: &[usize],
+) -> Result<Tensor> {
     let src = data(x);
     if offs.iter().any(|&o| o >= src.len()) {
         return Err(Error::op(GE, "internal error: offset out of range"));
@@ -203,7 +227,9 @@ impl Operator for GatherElements {
         let axis = check_elements(GE, self.axis, x.shape(), it.shape())?;
         let idx = index_values(GE, it)?;
         let offs = element_offsets(GE, x.shape(), it.shape(), &idx, axis)?;
-        Ok(vec![crate::dispatch!(x, a => gather_elements_typed(a, &offs, it.shape())?)])
+        Ok(vec![
+            crate::dispatch!(x, a => gather_elements_typed(a, &offs, it.shape())?),
+        ])
     }
 }
 
@@ -220,13 +246,20 @@ fn build_gather_nd(ctx: &BuildContext) -> Result<Box<dyn Operator>> {
     } else {
         0
     };
-    let batch_dims = usize::try_from(b)
-        .map_err(|_| ctx.attrs.error("batch_dims", format!("must be non-negative, found {b}")))?;
+    let batch_dims = usize::try_from(b).map_err(|_| {
+        ctx.attrs
+            .error("batch_dims", format!("must be non-negative, found {b}"))
+    })?;
     Ok(Box::new(GatherNd { batch_dims }))
 }
 
 /// Shapes of a GatherND / ScatterND: returns (k, output shape).
-pub(super) fn nd_shape(op: &str, b: usize, data: &[usize], idx: &[usize]) -> Result<(usize, Vec<usize>)> {
+pub(super) fn nd_shape(
+    op: &str,
+    b: usize,
+    data: &[usize],
+    idx: &[usize],
+) -> Result<(usize, Vec<usize>)> {
     let q = idx.len();
     let r = data.len();
     if q == 0 || r == 0 {
@@ -248,7 +281,10 @@ pub(super) fn nd_shape(op: &str, b: usize, data: &[usize], idx: &[usize]) -> Res
     if k < 1 || k > r - b {
         return Err(Error::op(
             op,
-            format!("the last indices dimension ({k}) must be in 1..={} for data {data:?}", r - b),
+            format!(
+                "the last indices dimension ({k}) must be in 1..={} for data {data:?}",
+                r - b
+            ),
         ));
     }
     let mut out = idx[..q - 1].to_vec();
@@ -257,7 +293,14 @@ pub(super) fn nd_shape(op: &str, b: usize, data: &[usize], idx: &[usize]) -> Res
 }
 
 /// For each index tuple of a GatherND / ScatterND, the offset of its slice in the data.
-pub(super) fn nd_offsets(op: &str, b: usize, k: usize, data: &[usize], idx_shape: &[usize], idx: &[i64]) -> Result<Vec<usize>> {
+pub(super) fn nd_offsets(
+    op: &str,
+    b: usize,
+    k: usize,
+    data: &[usize],
+    idx_shape: &[usize],
+    idx: &[i64],
+) -> Result<Vec<usize>> {
     let st = strides(data);
     let q = idx_shape.len();
     let per_batch: usize = idx_shape[b..q - 1].iter().product();
@@ -275,7 +318,12 @@ pub(super) fn nd_offsets(op: &str, b: usize, k: usize, data: &[usize], idx_shape
         .collect()
 }
 
-fn gather_nd_typed<T: Element>(x: &ArrayD<T>, offs: &[usize], slice: usize, out_shape: &[usize]) -> Result<Tensor> {
+fn gather_nd_typed<T: Element>(
+    x: &ArrayD<T>,
+    offs: &[usize],
+    slice: usize,
+    out_shape: &[usize],
+) -> Result<Tensor> {
     let src = data(x);
     if offs.iter().any(|&o| o + slice > src.len()) {
         return Err(Error::op(GND, "internal error: offset out of range"));
@@ -298,7 +346,10 @@ impl Operator for GatherNd {
         let f = fact(GND, inputs, 0)?;
         let i = fact(GND, inputs, 1)?;
         if i.dtype != crate::DType::I64 {
-            return Err(Error::op(GND, format!("indices must be int64, found {}", i.dtype)));
+            return Err(Error::op(
+                GND,
+                format!("indices must be int64, found {}", i.dtype),
+            ));
         }
         Ok(vec![match (&f.shape, &i.shape) {
             (Some(d), Some(ix)) => Fact::new(f.dtype, nd_shape(GND, self.batch_dims, d, ix)?.1),
@@ -317,12 +368,15 @@ impl Operator for GatherNd {
         let idx = index_values(GND, it)?;
         let offs = nd_offsets(GND, self.batch_dims, k, x.shape(), it.shape(), &idx)?;
         let slice: usize = x.shape()[self.batch_dims + k..].iter().product();
-        Ok(vec![crate::dispatch!(x, a => gather_nd_typed(a, &offs, slice, &out)?)])
+        Ok(vec![
+            crate::dispatch!(x, a => gather_nd_typed(a, &offs, slice, &out)?),
+        ])
     }
 }
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::cloned_ref_to_slice_refs)]
     use super::super::test_util::*;
     use crate::attributes::Attribute;
     use crate::tensor::Tensor;
@@ -331,7 +385,12 @@ mod tests {
     fn gather_axes_and_index_types() {
         let x = iota(&[3, 4]);
         // Axis 0, 2-D indices with a negative one.
-        let y = run1("Gather", 13, &[], &[x.clone(), t(&[2, 2], vec![0i64, -1, 1, 2])]);
+        let y = run1(
+            "Gather",
+            13,
+            &[],
+            &[x.clone(), t(&[2, 2], vec![0i64, -1, 1, 2])],
+        );
         assert_eq!(y.shape(), &[2, 2, 4]);
         let want: Vec<f64> = [0, 2, 1, 2]
             .iter()
@@ -339,10 +398,26 @@ mod tests {
             .collect();
         assert_eq!(y.to_f64_vec().unwrap(), want);
         // Axis -1 with i32 indices.
-        let y = run1("Gather", 11, &[("axis", Attribute::Int(-1))], &[x.clone(), t(&[3], vec![3i32, 0, 3])]);
-        assert_eq!(y, t(&[3, 3], vec![3.0f32, 0.0, 3.0, 7.0, 4.0, 7.0, 11.0, 8.0, 11.0]));
+        let y = run1(
+            "Gather",
+            11,
+            &[("axis", Attribute::Int(-1))],
+            &[x.clone(), t(&[3], vec![3i32, 0, 3])],
+        );
+        assert_eq!(
+            y,
+            t(
+                &[3, 3],
+                vec![3.0f32, 0.0, 3.0, 7.0, 4.0, 7.0, 11.0, 8.0, 11.0]
+            )
+        );
         // Scalar index drops the axis.
-        let y = run1("Gather", 13, &[("axis", Attribute::Int(1))], &[x.clone(), Tensor::scalar(2i64)]);
+        let y = run1(
+            "Gather",
+            13,
+            &[("axis", Attribute::Int(1))],
+            &[x.clone(), Tensor::scalar(2i64)],
+        );
         assert_eq!(y, t(&[3], vec![2.0f32, 6.0, 10.0]));
         // Empty indices.
         let y = run1("Gather", 13, &[], &[x.clone(), t(&[0], Vec::<i64>::new())]);
@@ -360,18 +435,33 @@ mod tests {
         assert!(msg.contains("out of range"), "{msg}");
         let msg = fails("Gather", 13, &[], &[x.clone(), t(&[1], vec![-4i64])]);
         assert!(msg.contains("out of range"), "{msg}");
-        let msg = fails("Gather", 13, &[("axis", Attribute::Int(2))], &[x.clone(), t(&[1], vec![0i64])]);
+        let msg = fails(
+            "Gather",
+            13,
+            &[("axis", Attribute::Int(2))],
+            &[x.clone(), t(&[1], vec![0i64])],
+        );
         assert!(msg.contains("axis"), "{msg}");
         let msg = fails("Gather", 13, &[], &[x.clone(), t(&[1], vec![0.0f32])]);
         assert!(msg.contains("integers"), "{msg}");
-        let msg = fails("Gather", 13, &[], &[Tensor::scalar(1.0f32), t(&[1], vec![0i64])]);
+        let msg = fails(
+            "Gather",
+            13,
+            &[],
+            &[Tensor::scalar(1.0f32), t(&[1], vec![0i64])],
+        );
         assert!(msg.contains("axis"), "{msg}");
     }
 
     #[test]
     fn gather_elements_spec_examples() {
         let x = t(&[2, 2], vec![1i32, 2, 3, 4]);
-        let y = run1("GatherElements", 13, &[("axis", Attribute::Int(1))], &[x, t(&[2, 2], vec![0i64, 0, 1, 0])]);
+        let y = run1(
+            "GatherElements",
+            13,
+            &[("axis", Attribute::Int(1))],
+            &[x, t(&[2, 2], vec![0i64, 0, 1, 0])],
+        );
         assert_eq!(y, t(&[2, 2], vec![1i32, 1, 4, 3]));
         let x = iota(&[3, 3]);
         let y = run1(
@@ -382,33 +472,78 @@ mod tests {
         );
         assert_eq!(y, t(&[2, 3], vec![3.0f32, 7.0, 2.0, 6.0, 1.0, 2.0]));
         // Negative axis.
-        let y = run1("GatherElements", 13, &[("axis", Attribute::Int(-1))], &[x.clone(), t(&[1, 2], vec![2i64, 1])]);
+        let y = run1(
+            "GatherElements",
+            13,
+            &[("axis", Attribute::Int(-1))],
+            &[x.clone(), t(&[1, 2], vec![2i64, 1])],
+        );
         assert_eq!(y, t(&[1, 2], vec![2.0f32, 1.0]));
-        let msg = fails("GatherElements", 13, &[], &[x.clone(), t(&[1, 1], vec![3i64])]);
+        let msg = fails(
+            "GatherElements",
+            13,
+            &[],
+            &[x.clone(), t(&[1, 1], vec![3i64])],
+        );
         assert!(msg.contains("out of range"), "{msg}");
-        let msg = fails("GatherElements", 13, &[], &[x.clone(), t(&[3], vec![0i64; 3])]);
+        let msg = fails(
+            "GatherElements",
+            13,
+            &[],
+            &[x.clone(), t(&[3], vec![0i64; 3])],
+        );
         assert!(msg.contains("rank"), "{msg}");
-        let msg = fails("GatherElements", 13, &[("axis", Attribute::Int(0))], &[x, t(&[1, 4], vec![0i64; 4])]);
+        let msg = fails(
+            "GatherElements",
+            13,
+            &[("axis", Attribute::Int(0))],
+            &[x, t(&[1, 4], vec![0i64; 4])],
+        );
         assert!(msg.contains("exceeds"), "{msg}");
     }
 
     #[test]
     fn gather_nd_spec_examples() {
         let x = t(&[2, 2], vec![0i32, 1, 2, 3]);
-        let y = run1("GatherND", 11, &[], &[x.clone(), t(&[2, 2], vec![0i64, 0, 1, 1])]);
+        let y = run1(
+            "GatherND",
+            11,
+            &[],
+            &[x.clone(), t(&[2, 2], vec![0i64, 0, 1, 1])],
+        );
         assert_eq!(y, t(&[2], vec![0i32, 3]));
         let y = run1("GatherND", 11, &[], &[x.clone(), t(&[2, 1], vec![1i64, 0])]);
         assert_eq!(y, t(&[2, 2], vec![2i32, 3, 0, 1]));
         let x3 = t(&[2, 2, 2], (0..8).collect::<Vec<i32>>());
-        let y = run1("GatherND", 11, &[], &[x3.clone(), t(&[2, 2], vec![0i64, 1, 1, 0])]);
+        let y = run1(
+            "GatherND",
+            11,
+            &[],
+            &[x3.clone(), t(&[2, 2], vec![0i64, 1, 1, 0])],
+        );
         assert_eq!(y, t(&[2, 2], vec![2i32, 3, 4, 5]));
-        let y = run1("GatherND", 11, &[], &[x3.clone(), t(&[2, 1, 2], vec![0i64, 1, 1, 0])]);
+        let y = run1(
+            "GatherND",
+            11,
+            &[],
+            &[x3.clone(), t(&[2, 1, 2], vec![0i64, 1, 1, 0])],
+        );
         assert_eq!(y, t(&[2, 1, 2], vec![2i32, 3, 4, 5]));
         // batch_dims = 1.
-        let y = run1("GatherND", 12, &[("batch_dims", Attribute::Int(1))], &[x3.clone(), t(&[2, 1], vec![1i64, 0])]);
+        let y = run1(
+            "GatherND",
+            12,
+            &[("batch_dims", Attribute::Int(1))],
+            &[x3.clone(), t(&[2, 1], vec![1i64, 0])],
+        );
         assert_eq!(y, t(&[2, 2], vec![2i32, 3, 4, 5]));
         // Negative index.
-        let y = run1("GatherND", 13, &[], &[x.clone(), t(&[1, 2], vec![-1i64, -2])]);
+        let y = run1(
+            "GatherND",
+            13,
+            &[],
+            &[x.clone(), t(&[1, 2], vec![-1i64, -2])],
+        );
         assert_eq!(y, t(&[1], vec![2i32]));
     }
 
@@ -421,9 +556,19 @@ mod tests {
         assert!(msg.contains("last indices dimension"), "{msg}");
         let msg = fails("GatherND", 13, &[], &[x.clone(), t(&[1, 1], vec![0i32])]);
         assert!(msg.contains("int64"), "{msg}");
-        let msg = fails("GatherND", 13, &[("batch_dims", Attribute::Int(2))], &[x.clone(), t(&[2, 1], vec![0i64; 2])]);
+        let msg = fails(
+            "GatherND",
+            13,
+            &[("batch_dims", Attribute::Int(2))],
+            &[x.clone(), t(&[2, 1], vec![0i64; 2])],
+        );
         assert!(msg.contains("batch_dims"), "{msg}");
-        let msg = fails("GatherND", 13, &[("batch_dims", Attribute::Int(1))], &[x, t(&[3, 1], vec![0i64; 3])]);
+        let msg = fails(
+            "GatherND",
+            13,
+            &[("batch_dims", Attribute::Int(1))],
+            &[x, t(&[3, 1], vec![0i64; 3])],
+        );
         assert!(msg.contains("batch dimensions"), "{msg}");
     }
 }

@@ -260,6 +260,7 @@ pub(crate) use num_dispatch;
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::cloned_ref_to_slice_refs)]
     use super::*;
 
     #[test]

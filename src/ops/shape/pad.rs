@@ -4,7 +4,7 @@
 //! adds the `axes` input and opset 19 the `wrap` mode.
 
 use super::num::{num_dispatch, Num};
-use super::{data, int_list, make, movement_flops, norm_axes, strides, offset_copy, PAD};
+use super::{data, int_list, make, movement_flops, norm_axes, offset_copy, strides, PAD};
 use crate::error::{Error, Result};
 use crate::ops::util::{fact, input, opt_input};
 use crate::ops::{BuildContext, Fact, InferInput, Operator, Registry};
@@ -222,7 +222,9 @@ impl Operator for Pad {
         let Some(shape) = &f.shape else {
             return Ok(vec![Fact::unknown_shape(f.dtype)]);
         };
-        let pads = self.pads(shape.len(), |i| inputs.get(i).and_then(|x| x.fact.map(|_| x.value)))?;
+        let pads = self.pads(shape.len(), |i| {
+            inputs.get(i).and_then(|x| x.fact.map(|_| x.value))
+        })?;
         Ok(vec![match pads {
             Some(p) => Fact::new(f.dtype, out_shape(shape, &p)?),
             None => Fact::unknown_shape(f.dtype),
@@ -240,7 +242,9 @@ impl Operator for Pad {
             .ok_or_else(|| Error::op(OP, "internal error: pads unknown at run time"))?;
         let out = match &self.attrs {
             Some((_, v)) => num_dispatch!(OP, x, a => pad_attr_value(self, a, &pads, *v))?,
-            None => crate::dispatch!(x, a => pad_input_value(self, a, &pads, opt_input(inputs, 2))?),
+            None => {
+                crate::dispatch!(x, a => pad_input_value(self, a, &pads, opt_input(inputs, 2))?)
+            }
         };
         Ok(vec![out])
     }
@@ -248,6 +252,7 @@ impl Operator for Pad {
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::cloned_ref_to_slice_refs)]
     use super::super::test_util::*;
     use crate::attributes::Attribute;
     use crate::tensor::Tensor;
@@ -295,7 +300,11 @@ mod tests {
                     &[("mode", s(mode))],
                     &[x.clone(), i64s(&[b, e]), Tensor::scalar(-7i64)],
                 );
-                assert_eq!(y.to_i64_vec().unwrap(), naive_1d(&xs, b, e, mode, -7), "{mode} {b} {e}");
+                assert_eq!(
+                    y.to_i64_vec().unwrap(),
+                    naive_1d(&xs, b, e, mode, -7),
+                    "{mode} {b} {e}"
+                );
             }
         }
     }
@@ -304,30 +313,113 @@ mod tests {
     fn pad_2d_spec_examples() {
         let x = t(&[3, 2], vec![1.0f32, 1.2, 2.3, 3.4, 4.5, 5.7]);
         let pads = i64s(&[0, 2, 0, 0]);
-        let y = run1("Pad", 11, &[("mode", s("constant"))], &[x.clone(), pads.clone(), Tensor::scalar(0.0f32)]);
-        assert_eq!(y, t(&[3, 4], vec![0.0f32, 0.0, 1.0, 1.2, 0.0, 0.0, 2.3, 3.4, 0.0, 0.0, 4.5, 5.7]));
-        let y = run1("Pad", 11, &[("mode", s("reflect"))], &[x.clone(), pads.clone()]);
-        assert_eq!(y, t(&[3, 4], vec![1.0f32, 1.2, 1.0, 1.2, 2.3, 3.4, 2.3, 3.4, 4.5, 5.7, 4.5, 5.7]));
-        let y = run1("Pad", 11, &[("mode", s("edge"))], &[x.clone(), pads.clone()]);
-        assert_eq!(y, t(&[3, 4], vec![1.0f32, 1.0, 1.0, 1.2, 2.3, 2.3, 2.3, 3.4, 4.5, 4.5, 4.5, 5.7]));
+        let y = run1(
+            "Pad",
+            11,
+            &[("mode", s("constant"))],
+            &[x.clone(), pads.clone(), Tensor::scalar(0.0f32)],
+        );
+        assert_eq!(
+            y,
+            t(
+                &[3, 4],
+                vec![0.0f32, 0.0, 1.0, 1.2, 0.0, 0.0, 2.3, 3.4, 0.0, 0.0, 4.5, 5.7]
+            )
+        );
+        let y = run1(
+            "Pad",
+            11,
+            &[("mode", s("reflect"))],
+            &[x.clone(), pads.clone()],
+        );
+        assert_eq!(
+            y,
+            t(
+                &[3, 4],
+                vec![1.0f32, 1.2, 1.0, 1.2, 2.3, 3.4, 2.3, 3.4, 4.5, 5.7, 4.5, 5.7]
+            )
+        );
+        let y = run1(
+            "Pad",
+            11,
+            &[("mode", s("edge"))],
+            &[x.clone(), pads.clone()],
+        );
+        assert_eq!(
+            y,
+            t(
+                &[3, 4],
+                vec![1.0f32, 1.0, 1.0, 1.2, 2.3, 2.3, 2.3, 3.4, 4.5, 4.5, 4.5, 5.7]
+            )
+        );
         // Opset 2 attributes, with the fill value.
-        let y = run1("Pad", 2, &[("pads", ints(&[1, 0, 0, 1])), ("value", Attribute::Float(9.0))], &[x.clone()]);
-        assert_eq!(y, t(&[4, 3], vec![9.0f32, 9.0, 9.0, 1.0, 1.2, 9.0, 2.3, 3.4, 9.0, 4.5, 5.7, 9.0]));
+        let y = run1(
+            "Pad",
+            2,
+            &[
+                ("pads", ints(&[1, 0, 0, 1])),
+                ("value", Attribute::Float(9.0)),
+            ],
+            &[x.clone()],
+        );
+        assert_eq!(
+            y,
+            t(
+                &[4, 3],
+                vec![9.0f32, 9.0, 9.0, 1.0, 1.2, 9.0, 2.3, 3.4, 9.0, 4.5, 5.7, 9.0]
+            )
+        );
         // Opset 18 axes (negative), and absent constant value.
-        let ins = vec![Some(x.clone()), Some(i64s(&[1, 1])), None, Some(i64s(&[-1]))];
+        let ins = vec![
+            Some(x.clone()),
+            Some(i64s(&[1, 1])),
+            None,
+            Some(i64s(&[-1])),
+        ];
         let y = run("Pad", 18, &[], &ins).unwrap().remove(0);
-        assert_eq!(y, t(&[3, 4], vec![0.0f32, 1.0, 1.2, 0.0, 0.0, 2.3, 3.4, 0.0, 0.0, 4.5, 5.7, 0.0]));
+        assert_eq!(
+            y,
+            t(
+                &[3, 4],
+                vec![0.0f32, 1.0, 1.2, 0.0, 0.0, 2.3, 3.4, 0.0, 0.0, 4.5, 5.7, 0.0]
+            )
+        );
     }
 
     #[test]
     fn pad_other_types_and_empty() {
         let x = t(&[2], vec!["a".to_string(), "b".to_string()]);
-        let y = run1("Pad", 13, &[], &[x.clone(), i64s(&[1, 0]), Tensor::scalar("z".to_string())]);
-        assert_eq!(y, t(&[3], vec!["z".to_string(), "a".to_string(), "b".to_string()]));
-        let y = run1("Pad", 13, &[("mode", s("edge"))], &[t(&[1, 1], vec![true]), i64s(&[0, 1, 0, 1])]);
+        let y = run1(
+            "Pad",
+            13,
+            &[],
+            &[x.clone(), i64s(&[1, 0]), Tensor::scalar("z".to_string())],
+        );
+        assert_eq!(
+            y,
+            t(
+                &[3],
+                vec!["z".to_string(), "a".to_string(), "b".to_string()]
+            )
+        );
+        let y = run1(
+            "Pad",
+            13,
+            &[("mode", s("edge"))],
+            &[t(&[1, 1], vec![true]), i64s(&[0, 1, 0, 1])],
+        );
         assert_eq!(y, t(&[1, 3], vec![true; 3]));
         // Constant padding of an empty tensor.
-        let y = run1("Pad", 13, &[], &[t(&[0, 2], Vec::<f64>::new()), i64s(&[1, 0, 0, 0]), Tensor::scalar(5.0f64)]);
+        let y = run1(
+            "Pad",
+            13,
+            &[],
+            &[
+                t(&[0, 2], Vec::<f64>::new()),
+                i64s(&[1, 0, 0, 0]),
+                Tensor::scalar(5.0f64),
+            ],
+        );
         assert_eq!(y, t(&[1, 2], vec![5.0f64, 5.0]));
         // Scalar input, no pads.
         let y = run1("Pad", 13, &[], &[Tensor::scalar(3i32), i64s(&[])]);
@@ -341,13 +433,33 @@ mod tests {
         assert!(msg.contains("should have 2"), "{msg}");
         let msg = fails("Pad", 13, &[], &[x.clone(), i64s(&[-2, -1])]);
         assert!(msg.contains("negative size"), "{msg}");
-        let msg = fails("Pad", 13, &[("mode", s("wrap"))], &[x.clone(), i64s(&[1, 1])]);
+        let msg = fails(
+            "Pad",
+            13,
+            &[("mode", s("wrap"))],
+            &[x.clone(), i64s(&[1, 1])],
+        );
         assert!(msg.contains("wrap"), "{msg}");
-        let msg = fails("Pad", 19, &[("mode", s("reflect"))], &[t(&[0], Vec::<f32>::new()), i64s(&[1, 1])]);
+        let msg = fails(
+            "Pad",
+            19,
+            &[("mode", s("reflect"))],
+            &[t(&[0], Vec::<f32>::new()), i64s(&[1, 1])],
+        );
         assert!(msg.contains("empty"), "{msg}");
-        let msg = fails("Pad", 13, &[], &[x.clone(), i64s(&[1, 1]), Tensor::scalar(1i32)]);
+        let msg = fails(
+            "Pad",
+            13,
+            &[],
+            &[x.clone(), i64s(&[1, 1]), Tensor::scalar(1i32)],
+        );
         assert!(msg.contains("constant_value"), "{msg}");
-        let msg = fails("Pad", 18, &[], &[x.clone(), i64s(&[1, 1]), Tensor::scalar(1.0f32), i64s(&[1])]);
+        let msg = fails(
+            "Pad",
+            18,
+            &[],
+            &[x.clone(), i64s(&[1, 1]), Tensor::scalar(1.0f32), i64s(&[1])],
+        );
         assert!(msg.contains("out of range"), "{msg}");
         let msg = fails("Pad", 2, &[], &[x]);
         assert!(msg.contains("pads"), "{msg}");

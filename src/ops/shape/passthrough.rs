@@ -50,7 +50,9 @@ fn build_dropout(ctx: &BuildContext) -> Result<Box<dyn Operator>> {
     if ctx.opset < 12 {
         let ratio = ctx.attrs.float("ratio", 0.5)?;
         if !(0.0..1.0).contains(&ratio) {
-            return Err(ctx.attrs.error("ratio", format!("{ratio} is not in [0, 1)")));
+            return Err(ctx
+                .attrs
+                .error("ratio", format!("{ratio} is not in [0, 1)")));
         }
     }
     Ok(Box::new(Dropout {
@@ -194,7 +196,10 @@ impl Operator for ShapeOp {
         let s = input("Shape", inputs, 0)?.shape();
         let (a, b) = self.range(s.len());
         let v: Vec<i64> = s[a..b].iter().map(|&d| d as i64).collect();
-        Ok(vec![Tensor::I64(ArrayD::from_shape_vec(vec![v.len()], v).map_err(|e| Error::op("Shape", e.to_string()))?)])
+        Ok(vec![Tensor::I64(
+            ArrayD::from_shape_vec(vec![v.len()], v)
+                .map_err(|e| Error::op("Shape", e.to_string()))?,
+        )])
     }
 
     fn fold_from_facts(&self, inputs: &[InferInput]) -> Option<Vec<Tensor>> {
@@ -235,6 +240,7 @@ impl Operator for Size {
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::cloned_ref_to_slice_refs)]
     use super::super::test_util::*;
     use crate::attributes::Attribute;
     use crate::tensor::Tensor;
@@ -252,7 +258,14 @@ mod tests {
     fn dropout_inference() {
         let x = t(&[2, 2], vec![f16::from_f32(1.5); 4]);
         // Opset 7: mask of the input type, all ones.
-        let y = run_n("Dropout", 7, &[("ratio", Attribute::Float(0.3))], &[Some(x.clone())], 2).unwrap();
+        let y = run_n(
+            "Dropout",
+            7,
+            &[("ratio", Attribute::Float(0.3))],
+            &[Some(x.clone())],
+            2,
+        )
+        .unwrap();
         assert_eq!(y[0], x);
         assert_eq!(y[1], t(&[2, 2], vec![f16::from_f32(1.0); 4]));
         // Opset 10: bool mask.
@@ -263,7 +276,11 @@ mod tests {
             "Dropout",
             13,
             &[("seed", Attribute::Int(3))],
-            &[Some(x.clone()), Some(Tensor::scalar(0.2f32)), Some(Tensor::scalar(false))],
+            &[
+                Some(x.clone()),
+                Some(Tensor::scalar(0.2f32)),
+                Some(Tensor::scalar(false)),
+            ],
             2,
         )
         .unwrap();
@@ -273,14 +290,24 @@ mod tests {
         let y = run1("Dropout", 13, &[], &[x.clone()]);
         assert_eq!(y, x);
         // Training mode with ratio 0 is the identity.
-        let y = run1("Dropout", 13, &[], &[x.clone(), Tensor::scalar(0.0f32), Tensor::scalar(true)]);
+        let y = run1(
+            "Dropout",
+            13,
+            &[],
+            &[x.clone(), Tensor::scalar(0.0f32), Tensor::scalar(true)],
+        );
         assert_eq!(y, x);
     }
 
     #[test]
     fn dropout_errors() {
         let x = t(&[2], vec![1.0f32, 2.0]);
-        let msg = fails("Dropout", 13, &[], &[x.clone(), Tensor::scalar(0.5f32), Tensor::scalar(true)]);
+        let msg = fails(
+            "Dropout",
+            13,
+            &[],
+            &[x.clone(), Tensor::scalar(0.5f32), Tensor::scalar(true)],
+        );
         assert!(msg.contains("training"), "{msg}");
         let msg = fails("Dropout", 13, &[], &[x.clone(), Tensor::scalar(1.5f32)]);
         assert!(msg.contains("ratio"), "{msg}");
@@ -294,21 +321,38 @@ mod tests {
     fn shape_and_size() {
         let x = iota(&[2, 3, 4]);
         assert_eq!(run1("Shape", 13, &[], &[x.clone()]), i64s(&[2, 3, 4]));
-        let cases: [(&[(&str, Attribute)], &[i64]); 6] = [
+        type Case<'a> = (&'a [(&'a str, Attribute)], &'a [i64]);
+        let cases: [Case; 6] = [
             (&[("start", Attribute::Int(1))], &[3, 4]),
             (&[("end", Attribute::Int(-1))], &[2, 3]),
-            (&[("start", Attribute::Int(-10)), ("end", Attribute::Int(10))], &[2, 3, 4]),
-            (&[("start", Attribute::Int(2)), ("end", Attribute::Int(1))], &[]),
+            (
+                &[("start", Attribute::Int(-10)), ("end", Attribute::Int(10))],
+                &[2, 3, 4],
+            ),
+            (
+                &[("start", Attribute::Int(2)), ("end", Attribute::Int(1))],
+                &[],
+            ),
             (&[("start", Attribute::Int(-1))], &[4]),
             (&[("start", Attribute::Int(3))], &[]),
         ];
         for (attrs, want) in cases {
-            assert_eq!(run1("Shape", 15, attrs, &[x.clone()]), i64s(want), "{attrs:?}");
+            assert_eq!(
+                run1("Shape", 15, attrs, &[x.clone()]),
+                i64s(want),
+                "{attrs:?}"
+            );
         }
         // start/end are ignored before opset 15.
-        assert_eq!(run1("Shape", 13, &[("start", Attribute::Int(1))], &[x.clone()]), i64s(&[2, 3, 4]));
+        assert_eq!(
+            run1("Shape", 13, &[("start", Attribute::Int(1))], &[x.clone()]),
+            i64s(&[2, 3, 4])
+        );
         assert_eq!(run1("Shape", 15, &[], &[Tensor::scalar(1u8)]), i64s(&[]));
         assert_eq!(run1("Size", 13, &[], &[x]), Tensor::scalar(24i64));
-        assert_eq!(run1("Size", 13, &[], &[t(&[3, 0], Vec::<bool>::new())]), Tensor::scalar(0i64));
+        assert_eq!(
+            run1("Size", 13, &[], &[t(&[3, 0], Vec::<bool>::new())]),
+            Tensor::scalar(0i64)
+        );
     }
 }

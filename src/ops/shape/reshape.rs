@@ -19,12 +19,7 @@ fn reshaped<T: Element>(op: &str, a: &ArrayD<T>, shape: &[usize]) -> Result<Tens
     a.clone()
         .into_shape_with_order(IxDyn(shape))
         .map(T::into_tensor)
-        .map_err(|e| {
-            Error::op(
-                op,
-                format!("cannot view {:?} as {shape:?}: {e}", a.shape()),
-            )
-        })
+        .map_err(|e| Error::op(op, format!("cannot view {:?} as {shape:?}: {e}", a.shape())))
 }
 
 /// A copy of `t` with shape `shape` (same number of elements).
@@ -103,7 +98,9 @@ impl Reshape {
                         format!("shape {spec:?} has an invalid dimension {d}"),
                     ))
                 }
-                d => out.push(usize::try_from(d).map_err(|_| Error::op(RESHAPE, "dimension too large"))?),
+                d => out.push(
+                    usize::try_from(d).map_err(|_| Error::op(RESHAPE, "dimension too large"))?,
+                ),
             }
         }
         if self.allowzero && infer_at.is_some() && spec.contains(&0) {
@@ -171,7 +168,11 @@ fn build_flatten(ctx: &BuildContext) -> Result<Box<dyn Operator>> {
 impl Flatten {
     fn out_shape(&self, s: &[usize]) -> Result<Vec<usize>> {
         let r = s.len() as i64;
-        let a = if self.axis < 0 { self.axis + r } else { self.axis };
+        let a = if self.axis < 0 {
+            self.axis + r
+        } else {
+            self.axis
+        };
         if a < 0 || a > r {
             return Err(Error::op(
                 FLATTEN,
@@ -249,7 +250,8 @@ impl Squeeze {
     fn out_shape(&self, s: &[usize], axes: Option<&[i64]>) -> Result<Vec<usize>> {
         let op = self.name();
         if self.squeeze {
-            match axes {
+            // An empty axes list squeezes every dimension of size 1, as when absent.
+            match axes.filter(|a| !a.is_empty()) {
                 None => Ok(s.iter().copied().filter(|&d| d != 1).collect()),
                 Some(axes) => {
                     let axes = norm_axes(op, axes, s.len())?;
@@ -257,7 +259,9 @@ impl Squeeze {
                         if s[a] != 1 {
                             return Err(Error::op(
                                 op,
-                                format!("cannot squeeze axis {a} of shape {s:?}: its size is not 1"),
+                                format!(
+                                    "cannot squeeze axis {a} of shape {s:?}: its size is not 1"
+                                ),
                             ));
                         }
                     }
@@ -320,6 +324,7 @@ impl Operator for Squeeze {
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::cloned_ref_to_slice_refs)]
     use super::super::test_util::*;
     use crate::attributes::Attribute;
     use crate::tensor::Tensor;
@@ -339,7 +344,10 @@ mod tests {
         let x = iota(&[2, 3, 4]);
         assert_eq!(reshape(&x, &[4, -1], 13, 0).unwrap().shape(), &[4, 6]);
         assert_eq!(reshape(&x, &[0, -1], 13, 0).unwrap().shape(), &[2, 12]);
-        assert_eq!(reshape(&x, &[0, 0, 2, 2], 13, 0).unwrap().shape(), &[2, 3, 2, 2]);
+        assert_eq!(
+            reshape(&x, &[0, 0, 2, 2], 13, 0).unwrap().shape(),
+            &[2, 3, 2, 2]
+        );
         let y = reshape(&x, &[24], 5, 0).unwrap();
         assert_eq!(y.to_f64_vec().unwrap(), x.to_f64_vec().unwrap());
         // Scalar and back.
@@ -360,28 +368,69 @@ mod tests {
     #[test]
     fn reshape_errors() {
         let x = iota(&[2, 3, 4]);
-        assert!(reshape(&x, &[5, -1], 13, 0).unwrap_err().to_string().contains("-1"));
-        assert!(reshape(&x, &[-1, -1], 13, 0).unwrap_err().to_string().contains("more than one"));
-        assert!(reshape(&x, &[25], 13, 0).unwrap_err().to_string().contains("24 elements"));
-        assert!(reshape(&x, &[2, -2, 12], 13, 0).unwrap_err().to_string().contains("invalid"));
-        assert!(reshape(&x, &[0, 0, 0, 0], 13, 0).unwrap_err().to_string().contains("rank"));
+        assert!(reshape(&x, &[5, -1], 13, 0)
+            .unwrap_err()
+            .to_string()
+            .contains("-1"));
+        assert!(reshape(&x, &[-1, -1], 13, 0)
+            .unwrap_err()
+            .to_string()
+            .contains("more than one"));
+        assert!(reshape(&x, &[25], 13, 0)
+            .unwrap_err()
+            .to_string()
+            .contains("24 elements"));
+        assert!(reshape(&x, &[2, -2, 12], 13, 0)
+            .unwrap_err()
+            .to_string()
+            .contains("invalid"));
+        assert!(reshape(&x, &[0, 0, 0, 0], 13, 0)
+            .unwrap_err()
+            .to_string()
+            .contains("rank"));
         let e = t(&[0, 3], Vec::<f32>::new());
-        assert!(reshape(&e, &[0, -1], 14, 1).unwrap_err().to_string().contains("allowzero"));
+        assert!(reshape(&e, &[0, -1], 14, 1)
+            .unwrap_err()
+            .to_string()
+            .contains("allowzero"));
         // -1 next to a zero-size dimension is ambiguous...
-        assert!(reshape(&e, &[0, -1], 14, 0).unwrap_err().to_string().contains("-1"));
+        assert!(reshape(&e, &[0, -1], 14, 0)
+            .unwrap_err()
+            .to_string()
+            .contains("-1"));
         // ...but not next to known non-zero ones.
         assert_eq!(reshape(&e, &[3, -1], 14, 0).unwrap().shape(), &[3, 0]);
-        assert!(reshape(&x, &[i64::MAX, i64::MAX], 14, 0).unwrap_err().to_string().contains("too many"));
+        assert!(reshape(&x, &[i64::MAX, i64::MAX], 14, 0)
+            .unwrap_err()
+            .to_string()
+            .contains("too many"));
     }
 
     #[test]
     fn flatten_axes() {
         let x = iota(&[2, 3, 4, 5]);
-        for (axis, want) in [(0, [1, 120]), (1, [2, 60]), (2, [6, 20]), (4, [120, 1]), (-1, [24, 5]), (-4, [1, 120])] {
-            let y = run1("Flatten", 13, &[("axis", Attribute::Int(axis))], &[x.clone()]);
+        for (axis, want) in [
+            (0, [1, 120]),
+            (1, [2, 60]),
+            (2, [6, 20]),
+            (4, [120, 1]),
+            (-1, [24, 5]),
+            (-4, [1, 120]),
+        ] {
+            let y = run1(
+                "Flatten",
+                13,
+                &[("axis", Attribute::Int(axis))],
+                &[x.clone()],
+            );
             assert_eq!(y.shape(), &want, "axis {axis}");
         }
-        let y = run1("Flatten", 13, &[("axis", Attribute::Int(0))], &[Tensor::scalar(3u16)]);
+        let y = run1(
+            "Flatten",
+            13,
+            &[("axis", Attribute::Int(0))],
+            &[Tensor::scalar(3u16)],
+        );
         assert_eq!(y, t(&[1, 1], vec![3u16]));
         let msg = fails("Flatten", 13, &[("axis", Attribute::Int(5))], &[x.clone()]);
         assert!(msg.contains("out of range"), "{msg}");
@@ -393,19 +442,41 @@ mod tests {
     fn squeeze_and_unsqueeze() {
         let x = iota(&[1, 3, 1, 2]);
         assert_eq!(run1("Squeeze", 11, &[], &[x.clone()]).shape(), &[3, 2]);
-        assert_eq!(run1("Squeeze", 11, &[("axes", ints(&[-2]))], &[x.clone()]).shape(), &[1, 3, 2]);
-        assert_eq!(run1("Squeeze", 13, &[], &[x.clone(), i64s(&[0])]).shape(), &[3, 1, 2]);
+        assert_eq!(
+            run1("Squeeze", 11, &[("axes", ints(&[-2]))], &[x.clone()]).shape(),
+            &[1, 3, 2]
+        );
+        assert_eq!(
+            run1("Squeeze", 13, &[], &[x.clone(), i64s(&[0])]).shape(),
+            &[3, 1, 2]
+        );
         assert_eq!(run1("Squeeze", 13, &[], &[x.clone()]).shape(), &[3, 2]);
-        assert_eq!(run1("Squeeze", 13, &[], &[t(&[1], vec![true])]), Tensor::scalar(true));
+        assert_eq!(
+            run1("Squeeze", 13, &[], &[x.clone(), i64s(&[])]).shape(),
+            &[3, 2]
+        );
+        assert_eq!(
+            run1("Squeeze", 13, &[], &[t(&[1], vec![true])]),
+            Tensor::scalar(true)
+        );
         let msg = fails("Squeeze", 13, &[], &[x.clone(), i64s(&[1])]);
         assert!(msg.contains("not 1"), "{msg}");
         let msg = fails("Squeeze", 13, &[], &[x.clone(), i64s(&[4])]);
         assert!(msg.contains("out of range"), "{msg}");
 
         let y = iota(&[3, 4]);
-        assert_eq!(run1("Unsqueeze", 11, &[("axes", ints(&[0, 3]))], &[y.clone()]).shape(), &[1, 3, 4, 1]);
-        assert_eq!(run1("Unsqueeze", 13, &[], &[y.clone(), i64s(&[-1, 1])]).shape(), &[3, 1, 4, 1]);
-        assert_eq!(run1("Unsqueeze", 13, &[], &[Tensor::scalar(2.0f64), i64s(&[0])]), t(&[1], vec![2.0f64]));
+        assert_eq!(
+            run1("Unsqueeze", 11, &[("axes", ints(&[0, 3]))], &[y.clone()]).shape(),
+            &[1, 3, 4, 1]
+        );
+        assert_eq!(
+            run1("Unsqueeze", 13, &[], &[y.clone(), i64s(&[-1, 1])]).shape(),
+            &[3, 1, 4, 1]
+        );
+        assert_eq!(
+            run1("Unsqueeze", 13, &[], &[Tensor::scalar(2.0f64), i64s(&[0])]),
+            t(&[1], vec![2.0f64])
+        );
         let msg = fails("Unsqueeze", 13, &[], &[y.clone(), i64s(&[1, 1])]);
         assert!(msg.contains("repeated"), "{msg}");
         let msg = fails("Unsqueeze", 13, &[], &[y.clone(), i64s(&[3])]);

@@ -112,7 +112,10 @@ fn apply<T: Element>(
         return Err(Error::op(op, "internal error: offsets out of range"));
     }
     for (j, &o) in offs.iter().enumerate() {
-        for (dst, v) in out[o..o + slice].iter_mut().zip(&upd[j * slice..(j + 1) * slice]) {
+        for (dst, v) in out[o..o + slice]
+            .iter_mut()
+            .zip(&upd[j * slice..(j + 1) * slice])
+        {
             f(dst, v);
         }
     }
@@ -167,7 +170,10 @@ impl Operator for Scatter {
             ));
         }
         if self.nd && i.dtype != crate::DType::I64 {
-            return Err(Error::op(self.name, format!("indices must be int64, found {}", i.dtype)));
+            return Err(Error::op(
+                self.name,
+                format!("indices must be int64, found {}", i.dtype),
+            ));
         }
         if let (Some(d), Some(ix), Some(us)) = (&f.shape, &i.shape, &u.shape) {
             self.check(d, ix, us)?;
@@ -176,7 +182,12 @@ impl Operator for Scatter {
     }
 
     fn flops(&self, inputs: &[Option<&Fact>], outputs: &[Fact]) -> u64 {
-        let upd = inputs.get(2).copied().flatten().and_then(|f| f.len()).unwrap_or(0) as u64;
+        let upd = inputs
+            .get(2)
+            .copied()
+            .flatten()
+            .and_then(|f| f.len())
+            .unwrap_or(0) as u64;
         movement_flops(inputs, outputs) + upd
     }
 
@@ -206,6 +217,7 @@ impl Operator for Scatter {
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::cloned_ref_to_slice_refs)]
     use super::super::test_util::*;
     use crate::attributes::Attribute;
 
@@ -214,16 +226,34 @@ mod tests {
         let x = t(&[3, 3], vec![0.0f32; 9]);
         let idx = t(&[2, 3], vec![1i64, 0, 2, 0, 2, 1]);
         let upd = t(&[2, 3], vec![1.0f32, 1.1, 1.2, 2.0, 2.1, 2.2]);
-        let y = run1("ScatterElements", 11, &[], &[x.clone(), idx.clone(), upd.clone()]);
-        assert_eq!(y, t(&[3, 3], vec![2.0f32, 1.1, 0.0, 1.0, 0.0, 2.2, 0.0, 2.1, 1.2]));
+        let y = run1(
+            "ScatterElements",
+            11,
+            &[],
+            &[x.clone(), idx.clone(), upd.clone()],
+        );
+        assert_eq!(
+            y,
+            t(
+                &[3, 3],
+                vec![2.0f32, 1.1, 0.0, 1.0, 0.0, 2.2, 0.0, 2.1, 1.2]
+            )
+        );
         // The deprecated Scatter at opset 9 behaves the same.
-        assert_eq!(run1("Scatter", 9, &[], &[x.clone(), idx.clone(), upd.clone()]), y);
+        assert_eq!(
+            run1("Scatter", 9, &[], &[x.clone(), idx.clone(), upd.clone()]),
+            y
+        );
         let x = t(&[1, 5], vec![1.0f32, 2.0, 3.0, 4.0, 5.0]);
         let y = run1(
             "ScatterElements",
             13,
             &[("axis", Attribute::Int(1))],
-            &[x.clone(), t(&[1, 2], vec![1i64, 3]), t(&[1, 2], vec![1.1f32, 2.1])],
+            &[
+                x.clone(),
+                t(&[1, 2], vec![1i64, 3]),
+                t(&[1, 2], vec![1.1f32, 2.1]),
+            ],
         );
         assert_eq!(y, t(&[1, 5], vec![1.0f32, 1.1, 3.0, 2.1, 5.0]));
         // Negative indices and axis.
@@ -231,7 +261,11 @@ mod tests {
             "ScatterElements",
             13,
             &[("axis", Attribute::Int(-1))],
-            &[x.clone(), t(&[1, 2], vec![1i32, -3]), t(&[1, 2], vec![1.1f32, 2.1])],
+            &[
+                x.clone(),
+                t(&[1, 2], vec![1i32, -3]),
+                t(&[1, 2], vec![1.1f32, 2.1]),
+            ],
         );
         assert_eq!(y, t(&[1, 5], vec![1.0f32, 1.1, 2.1, 4.0, 5.0]));
     }
@@ -241,7 +275,12 @@ mod tests {
         let x = t(&[1, 5], vec![1i32, 2, 3, 4, 5]);
         let idx = t(&[1, 3], vec![1i64, 1, 4]);
         let upd = t(&[1, 3], vec![10i32, 3, 0]);
-        let cases = [("add", vec![1i32, 15, 3, 4, 5]), ("mul", vec![1, 60, 3, 4, 0]), ("max", vec![1, 10, 3, 4, 5]), ("min", vec![1, 2, 3, 4, 0])];
+        let cases = [
+            ("add", vec![1i32, 15, 3, 4, 5]),
+            ("mul", vec![1, 60, 3, 4, 0]),
+            ("max", vec![1, 10, 3, 4, 5]),
+            ("min", vec![1, 2, 3, 4, 0]),
+        ];
         for (r, want) in cases {
             let y = run1(
                 "ScatterElements",
@@ -252,29 +291,77 @@ mod tests {
             assert_eq!(y, t(&[1, 5], want), "{r}");
         }
         // Without reduction the last duplicate wins.
-        let y = run1("ScatterElements", 18, &[("axis", Attribute::Int(1))], &[x.clone(), idx.clone(), upd.clone()]);
+        let y = run1(
+            "ScatterElements",
+            18,
+            &[("axis", Attribute::Int(1))],
+            &[x.clone(), idx.clone(), upd.clone()],
+        );
         assert_eq!(y, t(&[1, 5], vec![1i32, 3, 3, 4, 0]));
         // max is not accepted before opset 18.
-        let msg = fails("ScatterElements", 16, &[("reduction", s("max"))], &[x.clone(), idx.clone(), upd.clone()]);
+        let msg = fails(
+            "ScatterElements",
+            16,
+            &[("reduction", s("max"))],
+            &[x.clone(), idx.clone(), upd.clone()],
+        );
         assert!(msg.contains("reduction"), "{msg}");
         // Strings only without reduction.
         let xs = t(&[2], vec!["a".to_string(), "b".to_string()]);
-        let y = run1("ScatterElements", 18, &[], &[xs.clone(), t(&[1], vec![1i64]), t(&[1], vec!["z".to_string()])]);
+        let y = run1(
+            "ScatterElements",
+            18,
+            &[],
+            &[
+                xs.clone(),
+                t(&[1], vec![1i64]),
+                t(&[1], vec!["z".to_string()]),
+            ],
+        );
         assert_eq!(y, t(&[2], vec!["a".to_string(), "z".to_string()]));
-        let msg = fails("ScatterElements", 18, &[("reduction", s("add"))], &[xs, t(&[1], vec![1i64]), t(&[1], vec!["z".to_string()])]);
+        let msg = fails(
+            "ScatterElements",
+            18,
+            &[("reduction", s("add"))],
+            &[xs, t(&[1], vec![1i64]), t(&[1], vec!["z".to_string()])],
+        );
         assert!(msg.contains("numeric"), "{msg}");
     }
 
     #[test]
     fn scatter_elements_errors() {
         let x = t(&[2, 2], vec![0.0f32; 4]);
-        let msg = fails("ScatterElements", 13, &[], &[x.clone(), t(&[1, 1], vec![2i64]), t(&[1, 1], vec![1.0f32])]);
+        let msg = fails(
+            "ScatterElements",
+            13,
+            &[],
+            &[x.clone(), t(&[1, 1], vec![2i64]), t(&[1, 1], vec![1.0f32])],
+        );
         assert!(msg.contains("out of range"), "{msg}");
-        let msg = fails("ScatterElements", 13, &[], &[x.clone(), t(&[1, 1], vec![0i64]), t(&[1, 2], vec![1.0f32; 2])]);
+        let msg = fails(
+            "ScatterElements",
+            13,
+            &[],
+            &[
+                x.clone(),
+                t(&[1, 1], vec![0i64]),
+                t(&[1, 2], vec![1.0f32; 2]),
+            ],
+        );
         assert!(msg.contains("updates shape"), "{msg}");
-        let msg = fails("ScatterElements", 13, &[], &[x.clone(), t(&[1, 1], vec![0i64]), t(&[1, 1], vec![1.0f64])]);
+        let msg = fails(
+            "ScatterElements",
+            13,
+            &[],
+            &[x.clone(), t(&[1, 1], vec![0i64]), t(&[1, 1], vec![1.0f64])],
+        );
         assert!(msg.contains("updates are"), "{msg}");
-        let msg = fails("Scatter", 11, &[], &[x.clone(), t(&[1, 1], vec![0i64]), t(&[1, 1], vec![1.0f32])]);
+        let msg = fails(
+            "Scatter",
+            11,
+            &[],
+            &[x.clone(), t(&[1, 1], vec![0i64]), t(&[1, 1], vec![1.0f32])],
+        );
         assert!(msg.contains("removed"), "{msg}");
     }
 
@@ -285,13 +372,26 @@ mod tests {
             "ScatterND",
             11,
             &[],
-            &[x.clone(), t(&[4, 1], vec![4i64, 3, 1, 7]), t(&[4], vec![9i64, 10, 11, 12])],
+            &[
+                x.clone(),
+                t(&[4, 1], vec![4i64, 3, 1, 7]),
+                t(&[4], vec![9i64, 10, 11, 12]),
+            ],
         );
         assert_eq!(y, t(&[8], vec![1i64, 11, 3, 10, 9, 6, 7, 12]));
         // Slices: 4x4x4 data, replace two 4x4 blocks.
         let x = t(&[4, 4, 4], vec![1.0f64; 64]);
         let upd: Vec<f64> = (0..32).map(|v| v as f64 + 100.0).collect();
-        let y = run1("ScatterND", 13, &[], &[x.clone(), t(&[2, 1], vec![0i64, 2]), t(&[2, 4, 4], upd.clone())]);
+        let y = run1(
+            "ScatterND",
+            13,
+            &[],
+            &[
+                x.clone(),
+                t(&[2, 1], vec![0i64, 2]),
+                t(&[2, 4, 4], upd.clone()),
+            ],
+        );
         let yv = y.to_f64_vec().unwrap();
         assert_eq!(&yv[0..16], &upd[0..16]);
         assert_eq!(&yv[16..32], &[1.0; 16]);
@@ -301,7 +401,12 @@ mod tests {
         let idx = t(&[2, 1], vec![1i64, 1]);
         let upd = t(&[2], vec![5.0f32, 0.5]);
         for (r, want) in [("add", 7.5f32), ("mul", 5.0), ("max", 5.0), ("min", 0.5)] {
-            let y = run1("ScatterND", 18, &[("reduction", s(r))], &[x.clone(), idx.clone(), upd.clone()]);
+            let y = run1(
+                "ScatterND",
+                18,
+                &[("reduction", s(r))],
+                &[x.clone(), idx.clone(), upd.clone()],
+            );
             assert_eq!(y, t(&[4], vec![1.0f32, want, 3.0, 4.0]), "{r}");
         }
     }
@@ -309,14 +414,38 @@ mod tests {
     #[test]
     fn scatter_nd_errors() {
         let x = t(&[2, 2], vec![0.0f32; 4]);
-        let msg = fails("ScatterND", 13, &[], &[x.clone(), t(&[1, 2], vec![0i64, 2]), t(&[1], vec![1.0f32])]);
+        let msg = fails(
+            "ScatterND",
+            13,
+            &[],
+            &[x.clone(), t(&[1, 2], vec![0i64, 2]), t(&[1], vec![1.0f32])],
+        );
         assert!(msg.contains("out of range"), "{msg}");
-        let msg = fails("ScatterND", 13, &[], &[x.clone(), t(&[1, 1], vec![0i64]), t(&[1, 3], vec![1.0f32; 3])]);
+        let msg = fails(
+            "ScatterND",
+            13,
+            &[],
+            &[
+                x.clone(),
+                t(&[1, 1], vec![0i64]),
+                t(&[1, 3], vec![1.0f32; 3]),
+            ],
+        );
         assert!(msg.contains("should be"), "{msg}");
-        let msg = fails("ScatterND", 13, &[], &[x.clone(), t(&[1, 3], vec![0i64; 3]), t(&[1], vec![1.0f32])]);
+        let msg = fails(
+            "ScatterND",
+            13,
+            &[],
+            &[x.clone(), t(&[1, 3], vec![0i64; 3]), t(&[1], vec![1.0f32])],
+        );
         assert!(msg.contains("last indices"), "{msg}");
         // Before opset 16 the reduction attribute does not exist: a plain replace.
-        let y = run1("ScatterND", 15, &[("reduction", s("add"))], &[x, t(&[1, 1], vec![0i64]), t(&[1, 2], vec![1.0f32; 2])]);
+        let y = run1(
+            "ScatterND",
+            15,
+            &[("reduction", s("add"))],
+            &[x, t(&[1, 1], vec![0i64]), t(&[1, 2], vec![1.0f32; 2])],
+        );
         assert_eq!(y, t(&[2, 2], vec![1.0f32, 1.0, 0.0, 0.0]));
     }
 }

@@ -2,7 +2,10 @@
 //! output shapes depend on the data), and CumSum.
 
 use super::num::{num_dispatch, Num};
-use super::{data, int_scalar, linear_map, make, movement_flops, norm_axis, numel_of, offset_copy, strides, unravel};
+use super::{
+    data, int_scalar, linear_map, make, movement_flops, norm_axis, numel_of, offset_copy, strides,
+    unravel,
+};
 use crate::error::{Error, Result};
 use crate::ops::util::{fact, input, opt_input, par_rows};
 use crate::ops::{BuildContext, Fact, InferInput, Operator, Registry};
@@ -56,7 +59,10 @@ impl Operator for Trilu {
         let f = fact(TRILU, inputs, 0)?;
         if let Some(s) = &f.shape {
             if s.len() < 2 {
-                return Err(Error::op(TRILU, format!("expected rank 2 or more, found shape {s:?}")));
+                return Err(Error::op(
+                    TRILU,
+                    format!("expected rank 2 or more, found shape {s:?}"),
+                ));
             }
         }
         Ok(vec![f.clone()])
@@ -69,13 +75,18 @@ impl Operator for Trilu {
     fn run(&self, inputs: &[Option<&Tensor>]) -> Result<Vec<Tensor>> {
         let x = input(TRILU, inputs, 0)?;
         if x.shape().len() < 2 {
-            return Err(Error::op(TRILU, format!("expected rank 2 or more, found shape {:?}", x.shape())));
+            return Err(Error::op(
+                TRILU,
+                format!("expected rank 2 or more, found shape {:?}", x.shape()),
+            ));
         }
         let k = match opt_input(inputs, 1) {
             Some(t) => int_scalar(TRILU, t, "k")?,
             None => 0,
         };
-        Ok(vec![crate::dispatch!(x, a => trilu_typed(a, self.upper, k)?)])
+        Ok(vec![
+            crate::dispatch!(x, a => trilu_typed(a, self.upper, k)?),
+        ])
     }
 }
 
@@ -103,16 +114,23 @@ fn build_nonzero(_ctx: &BuildContext) -> Result<Box<dyn Operator>> {
 /// Coordinates of the non-zero elements, `[rank, count]` (a scalar counts as rank 1).
 fn nonzero(t: &Tensor) -> Result<Tensor> {
     let mask = nonzero_mask(NONZERO, t)?;
-    let shape: Vec<usize> = if t.shape().is_empty() { vec![1] } else { t.shape().to_vec() };
+    let shape: Vec<usize> = if t.shape().is_empty() {
+        vec![1]
+    } else {
+        t.shape().to_vec()
+    };
     let count = mask.iter().filter(|&&b| b).count();
     let rank = shape.len();
     let mut out = vec![0i64; numel_of::<i64>(NONZERO, &[rank, count])?];
-    let mut j = 0;
-    for (flat, _) in mask.iter().enumerate().filter(|(_, &b)| b) {
+    let positions = mask
+        .iter()
+        .enumerate()
+        .filter(|(_, &b)| b)
+        .map(|(flat, _)| flat);
+    for (j, flat) in positions.enumerate() {
         for (d, c) in unravel(flat, &shape).into_iter().enumerate() {
             out[d * count + j] = c as i64;
         }
-        j += 1;
     }
     make(NONZERO, &[rank, count], out)
 }
@@ -127,7 +145,12 @@ impl Operator for NonZero {
     }
 
     fn flops(&self, inputs: &[Option<&Fact>], outputs: &[Fact]) -> u64 {
-        let n = inputs.first().copied().flatten().and_then(|f| f.len()).unwrap_or(0) as u64;
+        let n = inputs
+            .first()
+            .copied()
+            .flatten()
+            .and_then(|f| f.len())
+            .unwrap_or(0) as u64;
         n.max(movement_flops(inputs, outputs))
     }
 
@@ -153,10 +176,16 @@ impl Compress {
     /// Output shape and, per output dimension, the offset map.
     fn plan(&self, shape: &[usize], cond: &Tensor) -> Result<(Vec<usize>, Vec<Vec<usize>>)> {
         let Tensor::Bool(c) = cond else {
-            return Err(Error::op(COMPRESS, format!("condition must be bool, found {}", cond.dtype())));
+            return Err(Error::op(
+                COMPRESS,
+                format!("condition must be bool, found {}", cond.dtype()),
+            ));
         };
         if c.ndim() != 1 {
-            return Err(Error::op(COMPRESS, format!("condition must be 1-D, found shape {:?}", c.shape())));
+            return Err(Error::op(
+                COMPRESS,
+                format!("condition must be 1-D, found shape {:?}", c.shape()),
+            ));
         }
         let (dims, axis): (Vec<usize>, usize) = match self.axis {
             None => (vec![shape.iter().product()], 0),
@@ -201,7 +230,10 @@ impl Operator for Compress {
         let f = fact(COMPRESS, inputs, 0)?;
         let c = fact(COMPRESS, inputs, 1)?;
         if c.dtype != DType::Bool {
-            return Err(Error::op(COMPRESS, format!("condition must be bool, found {}", c.dtype)));
+            return Err(Error::op(
+                COMPRESS,
+                format!("condition must be bool, found {}", c.dtype),
+            ));
         }
         Ok(vec![match (&f.shape, inputs[1].value) {
             (Some(s), Some(cond)) => Fact::new(f.dtype, self.plan(s, cond)?.0),
@@ -216,7 +248,9 @@ impl Operator for Compress {
     fn run(&self, inputs: &[Option<&Tensor>]) -> Result<Vec<Tensor>> {
         let x = input(COMPRESS, inputs, 0)?;
         let (out, maps) = self.plan(x.shape(), input(COMPRESS, inputs, 1)?)?;
-        Ok(vec![crate::dispatch!(x, a => compress_typed(a, &out, &maps)?)])
+        Ok(vec![
+            crate::dispatch!(x, a => compress_typed(a, &out, &maps)?),
+        ])
     }
 }
 
@@ -235,7 +269,12 @@ fn build_cumsum(ctx: &BuildContext) -> Result<Box<dyn Operator>> {
     }))
 }
 
-fn cumsum_typed<T: Num>(a: &ArrayD<T>, axis: usize, exclusive: bool, reverse: bool) -> Result<ArrayD<T>> {
+fn cumsum_typed<T: Num>(
+    a: &ArrayD<T>,
+    axis: usize,
+    exclusive: bool,
+    reverse: bool,
+) -> Result<ArrayD<T>> {
     let s = a.shape().to_vec();
     let src = data(a);
     let len = s[axis];
@@ -272,10 +311,16 @@ impl Operator for CumSum {
         let f = fact(CUMSUM, inputs, 0)?;
         let a = fact(CUMSUM, inputs, 1)?;
         if !matches!(a.dtype, DType::I32 | DType::I64) {
-            return Err(Error::op(CUMSUM, format!("axis must be int32 or int64, found {}", a.dtype)));
+            return Err(Error::op(
+                CUMSUM,
+                format!("axis must be int32 or int64, found {}", a.dtype),
+            ));
         }
         if matches!(f.dtype, DType::Bool | DType::String) {
-            return Err(Error::op(CUMSUM, format!("expected a numeric input, found {}", f.dtype)));
+            return Err(Error::op(
+                CUMSUM,
+                format!("expected a numeric input, found {}", f.dtype),
+            ));
         }
         Ok(vec![f.clone()])
     }
@@ -288,12 +333,15 @@ impl Operator for CumSum {
         let x = input(CUMSUM, inputs, 0)?;
         let axis = int_scalar(CUMSUM, input(CUMSUM, inputs, 1)?, "axis")?;
         let axis = norm_axis(CUMSUM, axis, x.shape().len())?;
-        Ok(vec![crate::numeric_map!(CUMSUM, x, a => cumsum_typed(a, axis, self.exclusive, self.reverse)?)?])
+        Ok(vec![
+            crate::numeric_map!(CUMSUM, x, a => cumsum_typed(a, axis, self.exclusive, self.reverse)?)?,
+        ])
     }
 }
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::cloned_ref_to_slice_refs)]
     use super::super::test_util::*;
     use crate::attributes::Attribute;
     use crate::tensor::Tensor;
@@ -306,20 +354,39 @@ mod tests {
                 .map(|p| {
                     let (i, j) = ((p / 4) as i64, (p % 4) as i64);
                     let keep = if upper { j - i >= k } else { j - i <= k };
-                    if keep { p as f64 } else { 0.0 }
+                    if keep {
+                        p as f64
+                    } else {
+                        0.0
+                    }
                 })
                 .collect()
         };
         for upper in [0, 1] {
             for k in [-4i64, -1, 0, 1, 2, 5] {
-                let y = run1("Trilu", 14, &[("upper", Attribute::Int(upper))], &[x.clone(), Tensor::scalar(k)]);
-                assert_eq!(y.to_f64_vec().unwrap(), naive(upper == 1, k), "upper {upper} k {k}");
+                let y = run1(
+                    "Trilu",
+                    14,
+                    &[("upper", Attribute::Int(upper))],
+                    &[x.clone(), Tensor::scalar(k)],
+                );
+                assert_eq!(
+                    y.to_f64_vec().unwrap(),
+                    naive(upper == 1, k),
+                    "upper {upper} k {k}"
+                );
             }
         }
         // Batched, default k, bool data.
         let b = t(&[2, 2, 2], vec![true; 8]);
         let y = run1("Trilu", 14, &[("upper", Attribute::Int(0))], &[b]);
-        assert_eq!(y, t(&[2, 2, 2], vec![true, false, true, true, true, false, true, true]));
+        assert_eq!(
+            y,
+            t(
+                &[2, 2, 2],
+                vec![true, false, true, true, true, false, true, true]
+            )
+        );
         let y = run1("Trilu", 14, &[], &[t(&[0, 3], Vec::<i32>::new())]);
         assert_eq!(y.shape(), &[0, 3]);
         let msg = fails("Trilu", 14, &[], &[t(&[3], vec![1i32; 3])]);
@@ -329,28 +396,65 @@ mod tests {
     #[test]
     fn nonzero_cases() {
         let x = t(&[2, 2], vec![1.0f32, 0.0, 1.0, 1.0]);
-        assert_eq!(run1("NonZero", 13, &[], &[x]), t(&[2, 3], vec![0i64, 1, 1, 0, 0, 1]));
+        assert_eq!(
+            run1("NonZero", 13, &[], &[x]),
+            t(&[2, 3], vec![0i64, 1, 1, 0, 0, 1])
+        );
         let x = t(&[3], vec!["".to_string(), "a".to_string(), "b".to_string()]);
         assert_eq!(run1("NonZero", 13, &[], &[x]), t(&[1, 2], vec![1i64, 2]));
-        assert_eq!(run1("NonZero", 13, &[], &[Tensor::scalar(5u8)]), t(&[1, 1], vec![0i64]));
-        assert_eq!(run1("NonZero", 13, &[], &[t(&[2], vec![false, false])]).shape(), &[1, 0]);
-        assert_eq!(run1("NonZero", 13, &[], &[t(&[1], vec![f32::NAN])]), t(&[1, 1], vec![0i64]));
+        assert_eq!(
+            run1("NonZero", 13, &[], &[Tensor::scalar(5u8)]),
+            t(&[1, 1], vec![0i64])
+        );
+        assert_eq!(
+            run1("NonZero", 13, &[], &[t(&[2], vec![false, false])]).shape(),
+            &[1, 0]
+        );
+        assert_eq!(
+            run1("NonZero", 13, &[], &[t(&[1], vec![f32::NAN])]),
+            t(&[1, 1], vec![0i64])
+        );
     }
 
     #[test]
     fn compress_cases() {
         let x = iota(&[3, 2]);
         let c = t(&[2], vec![false, true]);
-        let y = run1("Compress", 11, &[("axis", Attribute::Int(0))], &[x.clone(), c.clone()]);
+        let y = run1(
+            "Compress",
+            11,
+            &[("axis", Attribute::Int(0))],
+            &[x.clone(), c.clone()],
+        );
         assert_eq!(y, t(&[1, 2], vec![2.0f32, 3.0]));
-        let y = run1("Compress", 11, &[("axis", Attribute::Int(-1))], &[x.clone(), c.clone()]);
+        let y = run1(
+            "Compress",
+            11,
+            &[("axis", Attribute::Int(-1))],
+            &[x.clone(), c.clone()],
+        );
         assert_eq!(y, t(&[3, 1], vec![1.0f32, 3.0, 5.0]));
-        let y = run1("Compress", 11, &[], &[x.clone(), t(&[5], vec![false, true, false, false, true])]);
+        let y = run1(
+            "Compress",
+            11,
+            &[],
+            &[x.clone(), t(&[5], vec![false, true, false, false, true])],
+        );
         assert_eq!(y, t(&[2], vec![1.0f32, 4.0]));
         // Longer condition is fine while its extra entries are false.
-        let y = run1("Compress", 11, &[("axis", Attribute::Int(1))], &[x.clone(), t(&[3], vec![true, false, false])]);
+        let y = run1(
+            "Compress",
+            11,
+            &[("axis", Attribute::Int(1))],
+            &[x.clone(), t(&[3], vec![true, false, false])],
+        );
         assert_eq!(y.shape(), &[3, 1]);
-        let msg = fails("Compress", 11, &[("axis", Attribute::Int(1))], &[x.clone(), t(&[3], vec![true, false, true])]);
+        let msg = fails(
+            "Compress",
+            11,
+            &[("axis", Attribute::Int(1))],
+            &[x.clone(), t(&[3], vec![true, false, true])],
+        );
         assert!(msg.contains("beyond"), "{msg}");
         let msg = fails("Compress", 11, &[], &[x.clone(), t(&[2], vec![1i64, 0])]);
         assert!(msg.contains("bool"), "{msg}");
@@ -382,10 +486,16 @@ mod tests {
                 let y = run1(
                     "CumSum",
                     14,
-                    &[("exclusive", Attribute::Int(ex)), ("reverse", Attribute::Int(rev))],
+                    &[
+                        ("exclusive", Attribute::Int(ex)),
+                        ("reverse", Attribute::Int(rev)),
+                    ],
                     &[x.clone(), Tensor::scalar(0i32)],
                 );
-                assert_eq!(y.to_f64_vec().unwrap(), naive_cumsum(&xv, ex == 1, rev == 1));
+                assert_eq!(
+                    y.to_f64_vec().unwrap(),
+                    naive_cumsum(&xv, ex == 1, rev == 1)
+                );
             }
         }
         let m = t(&[2, 3], vec![1i64, 2, 3, 4, 5, 6]);
@@ -393,13 +503,23 @@ mod tests {
         assert_eq!(y, t(&[2, 3], vec![1i64, 3, 6, 4, 9, 15]));
         let y = run1("CumSum", 11, &[], &[m.clone(), Tensor::scalar(-2i64)]);
         assert_eq!(y, t(&[2, 3], vec![1i64, 2, 3, 5, 7, 9]));
-        let y = run1("CumSum", 11, &[], &[t(&[2], vec![200u8, 100]), Tensor::scalar(0i64)]);
+        let y = run1(
+            "CumSum",
+            11,
+            &[],
+            &[t(&[2], vec![200u8, 100]), Tensor::scalar(0i64)],
+        );
         assert_eq!(y, t(&[2], vec![200u8, 44]));
         let msg = fails("CumSum", 11, &[], &[m.clone(), Tensor::scalar(2i64)]);
         assert!(msg.contains("out of range"), "{msg}");
         let msg = fails("CumSum", 11, &[], &[m, Tensor::scalar(0.0f32)]);
         assert!(msg.contains("int32"), "{msg}");
-        let msg = fails("CumSum", 11, &[], &[t(&[1], vec![true]), Tensor::scalar(0i64)]);
+        let msg = fails(
+            "CumSum",
+            11,
+            &[],
+            &[t(&[1], vec![true]), Tensor::scalar(0i64)],
+        );
         assert!(msg.contains("numeric"), "{msg}");
     }
 }

@@ -18,7 +18,7 @@ const OP: &str = "Slice";
 #[derive(Debug)]
 struct Slice {
     /// Before opset 10: (starts, ends, axes) from attributes.
-    attrs: Option<(Vec<i64>, Vec<i64>, Option<Vec<i64>>)>,
+    attrs: Option<AttrParams>,
 }
 
 fn build(ctx: &BuildContext) -> Result<Box<dyn Operator>> {
@@ -132,7 +132,11 @@ fn plan(
     Ok((out_shape, maps))
 }
 
-fn slice_typed<T: Element>(a: &ArrayD<T>, out_shape: &[usize], maps: &[Vec<usize>]) -> Result<Tensor> {
+fn slice_typed<T: Element>(
+    a: &ArrayD<T>,
+    out_shape: &[usize],
+    maps: &[Vec<usize>],
+) -> Result<Tensor> {
     let v = offset_copy(OP, &data(a), maps, None)?;
     make(OP, out_shape, v)
 }
@@ -167,6 +171,10 @@ impl Slice {
     }
 }
 
+/// Starts, ends and optional axes from the attributes (opset < 10).
+type AttrParams = (Vec<i64>, Vec<i64>, Option<Vec<i64>>);
+
+/// Starts, ends, optional axes and optional steps.
 type SliceParams = (Vec<i64>, Vec<i64>, Option<Vec<i64>>, Option<Vec<i64>>);
 
 impl Operator for Slice {
@@ -196,6 +204,7 @@ impl Operator for Slice {
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::cloned_ref_to_slice_refs)]
     use super::super::test_util::*;
     use crate::tensor::Tensor;
 
@@ -224,7 +233,13 @@ mod tests {
         v
     }
 
-    fn slice10(x: &Tensor, s: &[i64], e: &[i64], a: Option<&[i64]>, st: Option<&[i64]>) -> crate::Result<Tensor> {
+    fn slice10(
+        x: &Tensor,
+        s: &[i64],
+        e: &[i64],
+        a: Option<&[i64]>,
+        st: Option<&[i64]>,
+    ) -> crate::Result<Tensor> {
         let ins = vec![
             Some(x.clone()),
             Some(i64s(s)),
@@ -238,7 +253,22 @@ mod tests {
     #[test]
     fn slice_1d_against_naive() {
         let x = t(&[7], (0..7i64).collect::<Vec<_>>());
-        let vals = [-100i64, -8, -7, -3, -1, 0, 1, 3, 6, 7, 8, 100, i64::MAX, i64::MIN];
+        let vals = [
+            -100i64,
+            -8,
+            -7,
+            -3,
+            -1,
+            0,
+            1,
+            3,
+            6,
+            7,
+            8,
+            100,
+            i64::MAX,
+            i64::MIN,
+        ];
         for &s in &vals {
             for &e in &vals {
                 for step in [1i64, 2, 3, -1, -2, -5, i64::MIN] {
@@ -254,10 +284,20 @@ mod tests {
     fn slice_2d_axes_and_steps() {
         let x = iota(&[3, 4]);
         // Reverse both axes given as negative axes.
-        let y = slice10(&x, &[-1, -1], &[i64::MIN, i64::MIN], Some(&[-1, -2]), Some(&[-1, -1])).unwrap();
+        let y = slice10(
+            &x,
+            &[-1, -1],
+            &[i64::MIN, i64::MIN],
+            Some(&[-1, -2]),
+            Some(&[-1, -1]),
+        )
+        .unwrap();
         assert_eq!(
             y,
-            t(&[3, 4], vec![11.0f32, 10.0, 9.0, 8.0, 7.0, 6.0, 5.0, 4.0, 3.0, 2.0, 1.0, 0.0])
+            t(
+                &[3, 4],
+                vec![11.0f32, 10.0, 9.0, 8.0, 7.0, 6.0, 5.0, 4.0, 3.0, 2.0, 1.0, 0.0]
+            )
         );
         let y = slice10(&x, &[1, 0], &[3, 4], Some(&[0, 1]), Some(&[1, 2])).unwrap();
         assert_eq!(y, t(&[2, 2], vec![4.0f32, 6.0, 8.0, 10.0]));
@@ -276,7 +316,10 @@ mod tests {
 
     #[test]
     fn slice_opset1_attributes_and_strings() {
-        let x = t(&[2, 3], ["a", "b", "c", "d", "e", "f"].map(String::from).to_vec());
+        let x = t(
+            &[2, 3],
+            ["a", "b", "c", "d", "e", "f"].map(String::from).to_vec(),
+        );
         let y = run1(
             "Slice",
             1,
@@ -287,7 +330,11 @@ mod tests {
         let y = run1(
             "Slice",
             1,
-            &[("starts", ints(&[-2])), ("ends", ints(&[-1])), ("axes", ints(&[1]))],
+            &[
+                ("starts", ints(&[-2])),
+                ("ends", ints(&[-1])),
+                ("axes", ints(&[1])),
+            ],
             &[x],
         );
         assert_eq!(y, t(&[2, 1], ["b", "e"].map(String::from).to_vec()));
@@ -303,10 +350,22 @@ mod tests {
     #[test]
     fn slice_errors() {
         let x = iota(&[3, 4]);
-        assert!(slice10(&x, &[0], &[1], None, Some(&[0])).unwrap_err().to_string().contains("step"));
-        assert!(slice10(&x, &[0], &[1], Some(&[2]), None).unwrap_err().to_string().contains("out of range"));
-        assert!(slice10(&x, &[0, 0], &[1], None, None).unwrap_err().to_string().contains("length"));
-        assert!(slice10(&x, &[0, 0], &[1, 1], Some(&[1, -1]), None).unwrap_err().to_string().contains("repeated"));
+        assert!(slice10(&x, &[0], &[1], None, Some(&[0]))
+            .unwrap_err()
+            .to_string()
+            .contains("step"));
+        assert!(slice10(&x, &[0], &[1], Some(&[2]), None)
+            .unwrap_err()
+            .to_string()
+            .contains("out of range"));
+        assert!(slice10(&x, &[0, 0], &[1], None, None)
+            .unwrap_err()
+            .to_string()
+            .contains("length"));
+        assert!(slice10(&x, &[0, 0], &[1, 1], Some(&[1, -1]), None)
+            .unwrap_err()
+            .to_string()
+            .contains("repeated"));
         let msg = fails("Slice", 13, &[], &[x.clone(), f32s(&[0.0]), i64s(&[1])]);
         assert!(msg.contains("integer"), "{msg}");
         let msg = fails("Slice", 9, &[("ends", ints(&[1]))], &[x]);

@@ -154,7 +154,10 @@ impl Blocks {
     fn plan(&self, s: &[usize]) -> Result<(Vec<usize>, Vec<Vec<usize>>)> {
         let op = self.name();
         let &[n, c, h, w] = s else {
-            return Err(Error::op(op, format!("expected a 4-D input, found shape {s:?}")));
+            return Err(Error::op(
+                op,
+                format!("expected a 4-D input, found shape {s:?}"),
+            ));
         };
         let b = self.block;
         let bb = b
@@ -233,6 +236,7 @@ impl Operator for Blocks {
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::cloned_ref_to_slice_refs)]
     use super::super::test_util::*;
     use crate::attributes::Attribute;
     use crate::tensor::Tensor;
@@ -267,15 +271,29 @@ mod tests {
         let s = [2usize, 3, 4];
         let x = iota(&s);
         let xv = x.to_f64_vec().unwrap();
-        for p in [[0, 1, 2], [0, 2, 1], [1, 0, 2], [1, 2, 0], [2, 0, 1], [2, 1, 0]] {
+        for p in [
+            [0, 1, 2],
+            [0, 2, 1],
+            [1, 0, 2],
+            [1, 2, 0],
+            [2, 0, 1],
+            [2, 1, 0],
+        ] {
             let pi: Vec<i64> = p.iter().map(|&v| v as i64).collect();
             let y = run1("Transpose", 13, &[("perm", ints(&pi))], &[x.clone()]);
-            assert_eq!(y.to_f64_vec().unwrap(), naive_transpose(&xv, &s, &p), "{p:?}");
+            assert_eq!(
+                y.to_f64_vec().unwrap(),
+                naive_transpose(&xv, &s, &p),
+                "{p:?}"
+            );
         }
         // Default: reversed axes.
         let y = run1("Transpose", 13, &[], &[x.clone()]);
         assert_eq!(y.shape(), &[4, 3, 2]);
-        assert_eq!(y.to_f64_vec().unwrap(), naive_transpose(&xv, &s, &[2, 1, 0]));
+        assert_eq!(
+            y.to_f64_vec().unwrap(),
+            naive_transpose(&xv, &s, &[2, 1, 0])
+        );
     }
 
     #[test]
@@ -283,11 +301,20 @@ mod tests {
         let s = [8usize, 64, 70];
         let x = iota(&s);
         let y = run1("Transpose", 13, &[("perm", ints(&[2, 0, 1]))], &[x.clone()]);
-        assert_eq!(y.to_f64_vec().unwrap(), naive_transpose(&x.to_f64_vec().unwrap(), &s, &[2, 0, 1]));
+        assert_eq!(
+            y.to_f64_vec().unwrap(),
+            naive_transpose(&x.to_f64_vec().unwrap(), &s, &[2, 0, 1])
+        );
         let st = t(&[2, 2], ["a", "b", "c", "d"].map(String::from).to_vec());
         let y = run1("Transpose", 13, &[], &[st]);
-        assert_eq!(y, t(&[2, 2], ["a", "c", "b", "d"].map(String::from).to_vec()));
-        assert_eq!(run1("Transpose", 13, &[], &[Tensor::scalar(true)]), Tensor::scalar(true));
+        assert_eq!(
+            y,
+            t(&[2, 2], ["a", "c", "b", "d"].map(String::from).to_vec())
+        );
+        assert_eq!(
+            run1("Transpose", 13, &[], &[Tensor::scalar(true)]),
+            Tensor::scalar(true)
+        );
         let e = t(&[0, 3], Vec::<i16>::new());
         assert_eq!(run1("Transpose", 13, &[], &[e]).shape(), &[3, 0]);
     }
@@ -305,24 +332,46 @@ mod tests {
     fn depth_to_space_modes() {
         // Spec example: N=1, C=8, H=2, W=3, blocksize 2.
         let x = iota(&[1, 8, 2, 3]);
-        let dcr = run1("DepthToSpace", 13, &[("blocksize", Attribute::Int(2)), ("mode", s("DCR"))], &[x.clone()]);
+        let dcr = run1(
+            "DepthToSpace",
+            13,
+            &[("blocksize", Attribute::Int(2)), ("mode", s("DCR"))],
+            &[x.clone()],
+        );
         let want_dcr: Vec<f64> = vec![
-            0., 12., 1., 13., 2., 14., 24., 36., 25., 37., 26., 38., 3., 15., 4., 16., 5., 17., 27., 39., 28., 40., 29., 41.,
-            6., 18., 7., 19., 8., 20., 30., 42., 31., 43., 32., 44., 9., 21., 10., 22., 11., 23., 33., 45., 34., 46., 35., 47.,
+            0., 12., 1., 13., 2., 14., 24., 36., 25., 37., 26., 38., 3., 15., 4., 16., 5., 17.,
+            27., 39., 28., 40., 29., 41., 6., 18., 7., 19., 8., 20., 30., 42., 31., 43., 32., 44.,
+            9., 21., 10., 22., 11., 23., 33., 45., 34., 46., 35., 47.,
         ];
         assert_eq!(dcr.shape(), &[1, 2, 4, 6]);
         assert_eq!(dcr.to_f64_vec().unwrap(), want_dcr);
-        let crd = run1("DepthToSpace", 13, &[("blocksize", Attribute::Int(2)), ("mode", s("CRD"))], &[x.clone()]);
+        let crd = run1(
+            "DepthToSpace",
+            13,
+            &[("blocksize", Attribute::Int(2)), ("mode", s("CRD"))],
+            &[x.clone()],
+        );
         let want_crd: Vec<f64> = vec![
-            0., 6., 1., 7., 2., 8., 12., 18., 13., 19., 14., 20., 3., 9., 4., 10., 5., 11., 15., 21., 16., 22., 17., 23.,
-            24., 30., 25., 31., 26., 32., 36., 42., 37., 43., 38., 44., 27., 33., 28., 34., 29., 35., 39., 45., 40., 46., 41., 47.,
+            0., 6., 1., 7., 2., 8., 12., 18., 13., 19., 14., 20., 3., 9., 4., 10., 5., 11., 15.,
+            21., 16., 22., 17., 23., 24., 30., 25., 31., 26., 32., 36., 42., 37., 43., 38., 44.,
+            27., 33., 28., 34., 29., 35., 39., 45., 40., 46., 41., 47.,
         ];
         assert_eq!(crd.to_f64_vec().unwrap(), want_crd);
         // Opset 1 has no mode attribute: always DCR.
-        let y = run1("DepthToSpace", 1, &[("blocksize", Attribute::Int(2)), ("mode", s("CRD"))], &[x.clone()]);
+        let y = run1(
+            "DepthToSpace",
+            1,
+            &[("blocksize", Attribute::Int(2)), ("mode", s("CRD"))],
+            &[x.clone()],
+        );
         assert_eq!(y, dcr);
         // SpaceToDepth inverts DCR DepthToSpace.
-        let back = run1("SpaceToDepth", 13, &[("blocksize", Attribute::Int(2))], &[dcr]);
+        let back = run1(
+            "SpaceToDepth",
+            13,
+            &[("blocksize", Attribute::Int(2))],
+            &[dcr],
+        );
         assert_eq!(back, x);
     }
 
@@ -330,22 +379,58 @@ mod tests {
     fn space_to_depth_example() {
         // Hand-computed: 1x1x2x4, blocksize 2 -> 1x4x1x2.
         let x = iota(&[1, 1, 2, 4]);
-        let y = run1("SpaceToDepth", 13, &[("blocksize", Attribute::Int(2))], &[x]);
-        assert_eq!(y, t(&[1, 4, 1, 2], vec![0.0f32, 2.0, 1.0, 3.0, 4.0, 6.0, 5.0, 7.0]));
+        let y = run1(
+            "SpaceToDepth",
+            13,
+            &[("blocksize", Attribute::Int(2))],
+            &[x],
+        );
+        assert_eq!(
+            y,
+            t(
+                &[1, 4, 1, 2],
+                vec![0.0f32, 2.0, 1.0, 3.0, 4.0, 6.0, 5.0, 7.0]
+            )
+        );
     }
 
     #[test]
     fn block_errors() {
         let x = iota(&[1, 6, 2, 3]);
-        let msg = fails("DepthToSpace", 13, &[("blocksize", Attribute::Int(2))], &[x.clone()]);
+        let msg = fails(
+            "DepthToSpace",
+            13,
+            &[("blocksize", Attribute::Int(2))],
+            &[x.clone()],
+        );
         assert!(msg.contains("multiple"), "{msg}");
-        let msg = fails("SpaceToDepth", 13, &[("blocksize", Attribute::Int(2))], &[x.clone()]);
+        let msg = fails(
+            "SpaceToDepth",
+            13,
+            &[("blocksize", Attribute::Int(2))],
+            &[x.clone()],
+        );
         assert!(msg.contains("multiples"), "{msg}");
-        let msg = fails("SpaceToDepth", 13, &[("blocksize", Attribute::Int(0))], &[x.clone()]);
+        let msg = fails(
+            "SpaceToDepth",
+            13,
+            &[("blocksize", Attribute::Int(0))],
+            &[x.clone()],
+        );
         assert!(msg.contains("positive"), "{msg}");
-        let msg = fails("DepthToSpace", 13, &[("blocksize", Attribute::Int(1)), ("mode", s("XYZ"))], &[x.clone()]);
+        let msg = fails(
+            "DepthToSpace",
+            13,
+            &[("blocksize", Attribute::Int(1)), ("mode", s("XYZ"))],
+            &[x.clone()],
+        );
         assert!(msg.contains("DCR"), "{msg}");
-        let msg = fails("DepthToSpace", 13, &[("blocksize", Attribute::Int(1))], &[iota(&[6, 2, 3])]);
+        let msg = fails(
+            "DepthToSpace",
+            13,
+            &[("blocksize", Attribute::Int(1))],
+            &[iota(&[6, 2, 3])],
+        );
         assert!(msg.contains("4-D"), "{msg}");
         let msg = fails("DepthToSpace", 13, &[], &[x]);
         assert!(msg.contains("blocksize"), "{msg}");
