@@ -1,0 +1,494 @@
+//! The parallel GEMM engine shared by Gemm, MatMul and Conv: `matrixmultiply`
+//! (single-threaded, strided, cache-blocked) on output tiles chosen from the
+//! problem size alone, run on the current rayon pool. Each output element is
+//! produced by the same call whatever the number of threads, so results are
+//! bit-identical across pool sizes. Vector-by-matrix products (one output row
+//! or column) use dedicated GEMV loops instead of packing the whole matrix.
+
+use super::simd::multiversion;
+use num_traits::Float;
+use rayon::prelude::*;
+use std::cell::RefCell;
+use std::fmt::Debug;
+
+/// Target floating-point operations per parallel task (about 0.1–0.3 ms).
+pub(crate) const TASK_FLOPS: usize = 1 << 23;
+/// Upper bound on tasks per call, to bound scheduling overhead.
+pub(crate) const MAX_TASKS: usize = 64;
+/// Narrowest column block the planner creates by splitting.
+const NB_MIN: usize = 128;
+/// Fewest rows in a block the planner creates by splitting.
+const MB_MIN: usize = 32;
+/// Output elements per GEMV task at least.
+const GEMV_MIN_BLOCK: usize = 64;
+
+/// A raw pointer that may cross threads; every task writes a disjoint part.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct SendPtr<T>(pub *mut T);
+// SAFETY: used only to hand disjoint output regions to parallel tasks.
+unsafe impl<T> Send for SendPtr<T> {}
+// SAFETY: as above.
+unsafe impl<T> Sync for SendPtr<T> {}
+
+impl<T> SendPtr<T> {
+    /// The mutable slice `[start, start + len)` of the pointed-to buffer.
+    ///
+    /// # Safety
+    /// The range must lie inside the buffer, and no other live reference may
+    /// overlap it.
+    pub(crate) unsafe fn slice<'a>(self, start: usize, len: usize) -> &'a mut [T] {
+        std::slice::from_raw_parts_mut(self.0.add(start), len)
+    }
+
+    /// The pointer `off` elements further (no bounds check until used).
+    pub(crate) fn offset(self, off: usize) -> SendPtr<T> {
+        SendPtr(self.0.wrapping_add(off))
+    }
+}
+
+/// A strided read-only matrix: element (i, j) is at `ptr + i*rs + j*cs`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Mat<T> {
+    /// Element (0, 0).
+    pub ptr: *const T,
+    /// Row stride, in elements.
+    pub rs: isize,
+    /// Column stride, in elements.
+    pub cs: isize,
+}
+// SAFETY: a read-only view handed to parallel tasks.
+unsafe impl<T> Send for Mat<T> {}
+// SAFETY: as above.
+unsafe impl<T> Sync for Mat<T> {}
+
+impl<T> Mat<T> {
+    /// A row-major matrix with `cols` columns starting at `ptr`.
+    pub(crate) fn row_major(ptr: *const T, cols: usize) -> Mat<T> {
+        Mat {
+            ptr,
+            rs: cols as isize,
+            cs: 1,
+        }
+    }
+
+    /// The same matrix starting `off` elements further.
+    pub(crate) fn offset(self, off: usize) -> Mat<T> {
+        Mat {
+            ptr: self.ptr.wrapping_add(off),
+            ..self
+        }
+    }
+
+    /// The same matrix transposed.
+    pub(crate) fn t(self) -> Mat<T> {
+        Mat {
+            ptr: self.ptr,
+            rs: self.cs,
+            cs: self.rs,
+        }
+    }
+
+    /// Pointer to element (i, j).
+    ///
+    /// # Safety
+    /// (i, j) must be inside the matrix.
+    unsafe fn at(&self, i: usize, j: usize) -> *const T {
+        self.ptr
+            .offset(i as isize * self.rs)
+            .offset(j as isize * self.cs)
+    }
+}
+
+/// Floating-point types the GEMM engine handles.
+pub(crate) trait GemmFloat: Float + Default + Debug + Send + Sync + 'static {
+    /// `C ← alpha·A·B + beta·C` for strided m×k, k×n and m×n matrices.
+    ///
+    /// # Safety
+    /// All pointers and strides must describe valid, non-aliasing matrices
+    /// (C writable).
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn gemm(
+        m: usize,
+        k: usize,
+        n: usize,
+        alpha: Self,
+        a: Mat<Self>,
+        b: Mat<Self>,
+        beta: Self,
+        c: *mut Self,
+        rsc: isize,
+        csc: isize,
+    );
+
+    /// Runs `f` with a scratch buffer of `len` elements (contents unspecified)
+    /// reused across calls on the same thread.
+    fn with_scratch<R>(len: usize, f: impl FnOnce(&mut [Self]) -> R) -> R;
+}
+
+fn scratch<T: Copy + Default, R>(
+    cell: &'static std::thread::LocalKey<RefCell<Vec<T>>>,
+    len: usize,
+    f: impl FnOnce(&mut [T]) -> R,
+) -> R {
+    cell.with(|c| match c.try_borrow_mut() {
+        Ok(mut v) => {
+            if v.len() < len {
+                v.resize(len, T::default());
+            }
+            f(&mut v[..len])
+        }
+        Err(_) => f(&mut vec![T::default(); len]),
+    })
+}
+
+thread_local! {
+    static SCRATCH_F32: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
+    static SCRATCH_F64: RefCell<Vec<f64>> = const { RefCell::new(Vec::new()) };
+}
+
+impl GemmFloat for f32 {
+    unsafe fn gemm(
+        m: usize,
+        k: usize,
+        n: usize,
+        alpha: f32,
+        a: Mat<f32>,
+        b: Mat<f32>,
+        beta: f32,
+        c: *mut f32,
+        rsc: isize,
+        csc: isize,
+    ) {
+        matrixmultiply::sgemm(
+            m, k, n, alpha, a.ptr, a.rs, a.cs, b.ptr, b.rs, b.cs, beta, c, rsc, csc,
+        )
+    }
+
+    fn with_scratch<R>(len: usize, f: impl FnOnce(&mut [f32]) -> R) -> R {
+        scratch(&SCRATCH_F32, len, f)
+    }
+}
+
+impl GemmFloat for f64 {
+    unsafe fn gemm(
+        m: usize,
+        k: usize,
+        n: usize,
+        alpha: f64,
+        a: Mat<f64>,
+        b: Mat<f64>,
+        beta: f64,
+        c: *mut f64,
+        rsc: isize,
+        csc: isize,
+    ) {
+        matrixmultiply::dgemm(
+            m, k, n, alpha, a.ptr, a.rs, a.cs, b.ptr, b.rs, b.cs, beta, c, rsc, csc,
+        )
+    }
+
+    fn with_scratch<R>(len: usize, f: impl FnOnce(&mut [f64]) -> R) -> R {
+        scratch(&SCRATCH_F64, len, f)
+    }
+}
+
+/// Runs `f(i)` for every `i < n`, in parallel on the current rayon pool when
+/// it has more than one thread. Tasks must write disjoint outputs.
+pub(crate) fn par_for(n: usize, f: impl Fn(usize) + Sync + Send) {
+    if n <= 1 || rayon::current_num_threads() <= 1 {
+        (0..n).for_each(f);
+    } else {
+        (0..n).into_par_iter().with_max_len(1).for_each(f);
+    }
+}
+
+fn round_up(x: usize, to: usize) -> usize {
+    x.div_ceil(to) * to
+}
+
+/// How an m×n output is cut into blocks of `mb` rows by `nb` columns. It
+/// depends only on the problem's sizes, never on the thread count.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Tiling {
+    /// Rows of the output.
+    pub m: usize,
+    /// Columns of the output.
+    pub n: usize,
+    /// Rows per block.
+    pub mb: usize,
+    /// Columns per block.
+    pub nb: usize,
+}
+
+impl Tiling {
+    /// Tiles for `batches` products of (m×k)·(k×n), with blocks at most
+    /// `nb_cap` columns wide: enough blocks to keep a few threads busy when
+    /// there is work for them, splitting columns first (cheap to repack).
+    pub(crate) fn plan(batches: usize, m: usize, n: usize, k: usize, nb_cap: usize) -> Tiling {
+        let flops = 2usize
+            .saturating_mul(m)
+            .saturating_mul(n)
+            .saturating_mul(k.max(1))
+            .saturating_mul(batches);
+        let target = (flops / TASK_FLOPS).clamp(1, MAX_TASKS);
+        let per_batch = target.div_ceil(batches.max(1));
+        let mut mb = m.max(1);
+        let mut nb = if n > nb_cap {
+            (nb_cap / 16 * 16).max(16)
+        } else {
+            n.max(1)
+        };
+        loop {
+            let tiles = m.div_ceil(mb) * n.div_ceil(nb);
+            if tiles >= per_batch {
+                break;
+            }
+            if nb >= 2 * NB_MIN {
+                nb = round_up(nb.div_ceil(2), 16);
+            } else if mb >= 2 * MB_MIN {
+                mb = round_up(mb.div_ceil(2), 8);
+            } else {
+                break;
+            }
+        }
+        Tiling { m, n, mb, nb }
+    }
+
+    /// Number of blocks.
+    pub(crate) fn count(&self) -> usize {
+        self.m.div_ceil(self.mb) * self.n.div_ceil(self.nb)
+    }
+
+    /// Block `i` as (first row, end row, first column, end column).
+    pub(crate) fn block(&self, i: usize) -> (usize, usize, usize, usize) {
+        let cols = self.n.div_ceil(self.nb);
+        let (bi, bj) = (i / cols, i % cols);
+        let r0 = bi * self.mb;
+        let c0 = bj * self.nb;
+        (
+            r0,
+            (r0 + self.mb).min(self.m),
+            c0,
+            (c0 + self.nb).min(self.n),
+        )
+    }
+}
+
+/// One finished output block, as handed to an epilogue: batch, rows
+/// `r0..r1`, columns `c0..c1`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Block {
+    /// Batch index.
+    pub batch: usize,
+    /// First row.
+    pub r0: usize,
+    /// End row (exclusive).
+    pub r1: usize,
+    /// First column.
+    pub c0: usize,
+    /// End column (exclusive).
+    pub c1: usize,
+}
+
+/// A batch of products `C_b = alpha · A_b · B_b`, each C row-major m×n.
+pub(crate) struct Batched<'a, T> {
+    /// Number of products.
+    pub batches: usize,
+    /// Rows of A and C.
+    pub m: usize,
+    /// Columns of B and C.
+    pub n: usize,
+    /// Columns of A, rows of B.
+    pub k: usize,
+    /// Scale of the product.
+    pub alpha: T,
+    /// A of batch b.
+    pub a: &'a (dyn Fn(usize) -> Mat<T> + Sync),
+    /// B of batch b.
+    pub b: &'a (dyn Fn(usize) -> Mat<T> + Sync),
+    /// C of batch b: row-major, row stride n.
+    pub c: &'a (dyn Fn(usize) -> SendPtr<T> + Sync),
+    /// Called on each block right after it is written (bias, activation).
+    pub epilogue: Option<&'a (dyn Fn(Block) + Sync)>,
+}
+
+impl<T: GemmFloat> Batched<'_, T> {
+    /// Computes every product, overwriting C.
+    ///
+    /// # Safety
+    /// The matrices returned by `a`, `b` and `c` must be valid for the sizes
+    /// given, and the C of distinct batches must not overlap.
+    pub(crate) unsafe fn run(&self) {
+        let (m, n, k) = (self.m, self.n, self.k);
+        if m == 0 || n == 0 || self.batches == 0 {
+            return;
+        }
+        if m == 1 || n == 1 {
+            // One output row (or column): C = a·B as a vector-matrix product.
+            let len = if m == 1 { n } else { m };
+            let block = round_up(
+                (TASK_FLOPS / (2 * k.max(1))).max(GEMV_MIN_BLOCK).min(len),
+                16,
+            );
+            let per = len.div_ceil(block);
+            par_for(self.batches * per, |t| {
+                let (bi, j) = (t / per, t % per);
+                let (j0, j1) = (j * block, ((j + 1) * block).min(len));
+                let (a, b) = ((self.a)(bi), (self.b)(bi));
+                // Row vector x (k) and matrix W (k × len) with y = x·W.
+                let (x, w) = if m == 1 { (a, b) } else { (b.t(), a.t()) };
+                let out = (self.c)(bi).slice(j0, j1 - j0);
+                gemv(k, self.alpha, x, w, j0, out);
+                if let Some(e) = self.epilogue {
+                    let blk = if m == 1 {
+                        Block {
+                            batch: bi,
+                            r0: 0,
+                            r1: 1,
+                            c0: j0,
+                            c1: j1,
+                        }
+                    } else {
+                        Block {
+                            batch: bi,
+                            r0: j0,
+                            r1: j1,
+                            c0: 0,
+                            c1: 1,
+                        }
+                    };
+                    e(blk);
+                }
+            });
+            return;
+        }
+        let tiling = Tiling::plan(self.batches, m, n, k, usize::MAX);
+        let per = tiling.count();
+        par_for(self.batches * per, |t| {
+            let bi = t / per;
+            let (r0, r1, c0, c1) = tiling.block(t % per);
+            let (a, b, c) = ((self.a)(bi), (self.b)(bi), (self.c)(bi));
+            let a = Mat {
+                ptr: a.at(r0, 0),
+                ..a
+            };
+            let b = Mat {
+                ptr: b.at(0, c0),
+                ..b
+            };
+            T::gemm(
+                r1 - r0,
+                k,
+                c1 - c0,
+                self.alpha,
+                a,
+                b,
+                T::zero(),
+                c.0.add(r0 * n + c0),
+                n as isize,
+                1,
+            );
+            if let Some(e) = self.epilogue {
+                e(Block {
+                    batch: bi,
+                    r0,
+                    r1,
+                    c0,
+                    c1,
+                });
+            }
+        });
+    }
+}
+
+/// `y[j - j0] = alpha · Σ_k x[k]·w[k][j]` for columns `j0 .. j0 + y.len()` of
+/// the row vector `x` (1×k, column stride `x.cs`) times `w` (k×n).
+///
+/// # Safety
+/// `x` and `w` must be valid for those sizes.
+unsafe fn gemv<T: GemmFloat>(k: usize, alpha: T, x: Mat<T>, w: Mat<T>, j0: usize, y: &mut [T]) {
+    let len = y.len();
+    T::with_scratch(k, |xs| {
+        for (i, v) in xs.iter_mut().enumerate() {
+            *v = *x.at(0, i);
+        }
+        if w.cs == 1 {
+            // Rows of w are contiguous: accumulate scaled rows (axpy).
+            let rows: Vec<&[T]> = (0..k)
+                .map(|i| std::slice::from_raw_parts(w.at(i, j0), len))
+                .collect();
+            gemv_rows(xs, &rows, y);
+        } else if w.rs == 1 {
+            // Columns of w are contiguous: one dot product per output.
+            for (j, out) in y.iter_mut().enumerate() {
+                let col = std::slice::from_raw_parts(w.at(0, j0 + j), k);
+                *out = dot(xs, col);
+            }
+        } else {
+            for (j, out) in y.iter_mut().enumerate() {
+                let mut acc = T::zero();
+                for (i, &xv) in xs.iter().enumerate() {
+                    acc = acc + xv * *w.at(i, j0 + j);
+                }
+                *out = acc;
+            }
+        }
+    });
+    if alpha != T::one() {
+        for v in y.iter_mut() {
+            *v = *v * alpha;
+        }
+    }
+}
+
+multiversion! {
+    /// `y[j] = Σ_i x[i]·rows[i][j]`, summing in order of i.
+    fn gemv_rows<T: GemmFloat>(x: &[T], rows: &[&[T]], y: &mut [T]) {
+        for v in y.iter_mut() {
+            *v = T::zero();
+        }
+        let len = y.len();
+        let mut i = 0;
+        while i + 4 <= x.len() {
+            let (x0, x1, x2, x3) = (x[i], x[i + 1], x[i + 2], x[i + 3]);
+            let (r0, r1, r2, r3) = (&rows[i][..len], &rows[i + 1][..len], &rows[i + 2][..len], &rows[i + 3][..len]);
+            for j in 0..len {
+                y[j] = y[j] + x0 * r0[j] + x1 * r1[j] + x2 * r2[j] + x3 * r3[j];
+            }
+            i += 4;
+        }
+        while i < x.len() {
+            let (xv, r) = (x[i], &rows[i][..len]);
+            for j in 0..len {
+                y[j] = y[j] + xv * r[j];
+            }
+            i += 1;
+        }
+    }
+}
+
+multiversion! {
+    /// Dot product with 16 interleaved partial sums (a fixed order).
+    pub(crate) fn dot<T: GemmFloat>(a: &[T], b: &[T]) -> T {
+        let n = a.len().min(b.len());
+        let mut acc = [T::zero(); 16];
+        let chunks = n / 16;
+        for c in 0..chunks {
+            let (pa, pb) = (&a[c * 16..c * 16 + 16], &b[c * 16..c * 16 + 16]);
+            for l in 0..16 {
+                acc[l] = acc[l] + pa[l] * pb[l];
+            }
+        }
+        for i in chunks * 16..n {
+            acc[i - chunks * 16] = acc[i - chunks * 16] + a[i] * b[i];
+        }
+        let mut w = 8;
+        while w > 0 {
+            for l in 0..w {
+                acc[l] = acc[l] + acc[l + w];
+            }
+            w /= 2;
+        }
+        acc[0]
+    }
+}

@@ -1,0 +1,338 @@
+//! `Gemm`: `Y = alpha·A'·B' + beta·C`, with A' and B' optionally transposed,
+//! C unidirectionally broadcast to (M, N) and optional from opset 11, and an
+//! optional fused activation applied to each output block.
+
+use super::engine::{Batched, Block, GemmFloat, Mat, SendPtr};
+use super::fused::Activation;
+use super::int::{int_matmul, IntElem};
+use super::{contiguous, from_f32_vec, to_f32_vec};
+use crate::error::{Error, Result};
+use crate::ops::util::{fact, input, opt_fact, opt_input, out_len};
+use crate::ops::{BuildContext, Fact, InferInput, Operator};
+use crate::tensor::{DType, Tensor};
+use ndarray::{ArrayD, IxDyn};
+
+const OP: &str = "Gemm";
+
+/// A built Gemm node.
+#[derive(Debug)]
+struct GemmOp {
+    alpha: f32,
+    beta: f32,
+    trans_a: bool,
+    trans_b: bool,
+    act: Option<Activation>,
+    /// A constant half-precision B, converted to f32 once at build.
+    b_f32: Option<Vec<f32>>,
+}
+
+/// Sizes of one Gemm: A' is m×k, B' is k×n; C's (row, column) strides when
+/// broadcast to m×n.
+#[derive(Debug, Clone, Copy)]
+struct Dims {
+    m: usize,
+    k: usize,
+    n: usize,
+    c: Option<(usize, usize)>,
+}
+
+pub(super) fn build(ctx: &BuildContext) -> Result<Box<dyn Operator>> {
+    let at = ctx.attrs;
+    let b_f32 = match ctx.constant(1) {
+        Some(t @ (Tensor::F16(_) | Tensor::BF16(_))) => Some(to_f32_vec(OP, t)?),
+        _ => None,
+    };
+    Ok(Box::new(GemmOp {
+        alpha: at.float("alpha", 1.0)?,
+        beta: at.float("beta", 1.0)?,
+        trans_a: at.int("transA", 0)? != 0,
+        trans_b: at.int("transB", 0)? != 0,
+        act: Activation::from_attrs(at)?,
+        b_f32,
+    }))
+}
+
+fn supported(t: DType) -> bool {
+    matches!(
+        t,
+        DType::F32
+            | DType::F64
+            | DType::F16
+            | DType::BF16
+            | DType::I32
+            | DType::I64
+            | DType::U32
+            | DType::U64
+    )
+}
+
+impl GemmOp {
+    fn dims(&self, a: &[usize], b: &[usize], c: Option<&[usize]>) -> Result<Dims> {
+        if a.len() != 2 || b.len() != 2 {
+            return Err(Error::op(
+                OP,
+                format!("A and B must be 2-D, found shapes {a:?} and {b:?}"),
+            ));
+        }
+        let (m, k) = if self.trans_a {
+            (a[1], a[0])
+        } else {
+            (a[0], a[1])
+        };
+        let (k2, n) = if self.trans_b {
+            (b[1], b[0])
+        } else {
+            (b[0], b[1])
+        };
+        if k != k2 {
+            return Err(Error::op(
+                OP,
+                format!(
+                    "inner dimensions differ: A{} is {a:?}, B{} is {b:?}",
+                    if self.trans_a { "ᵀ" } else { "" },
+                    if self.trans_b { "ᵀ" } else { "" }
+                ),
+            ));
+        }
+        let c = match c {
+            None => None,
+            Some(cs) => {
+                if cs.len() > 2 {
+                    return Err(Error::op(
+                        OP,
+                        format!("C must have rank ≤ 2, found shape {cs:?}"),
+                    ));
+                }
+                let cm = if cs.len() == 2 { cs[0] } else { 1 };
+                let cn = cs.last().copied().unwrap_or(1);
+                if (cm != 1 && cm != m) || (cn != 1 && cn != n) {
+                    return Err(Error::op(
+                        OP,
+                        format!("C of shape {cs:?} does not broadcast to [{m}, {n}]"),
+                    ));
+                }
+                Some((if cm == 1 { 0 } else { cn }, usize::from(cn != 1)))
+            }
+        };
+        Ok(Dims { m, k, n, c })
+    }
+
+    fn check_types(&self, a: DType, b: DType, c: Option<DType>) -> Result<()> {
+        if !supported(a) {
+            return Err(Error::op(OP, format!("unsupported element type {a}")));
+        }
+        if b != a || c.is_some_and(|c| c != a) {
+            return Err(Error::op(
+                OP,
+                format!(
+                    "inputs must share one element type, found {a}, {b}{}",
+                    c.map(|c| format!(", {c}")).unwrap_or_default()
+                ),
+            ));
+        }
+        if self.act.is_some() && !a.is_float() {
+            return Err(Error::op(
+                OP,
+                format!("a fused activation needs floating-point data, found {a}"),
+            ));
+        }
+        Ok(())
+    }
+
+    fn float_gemm<T: GemmFloat>(&self, a: &[T], b: &[T], c: Option<&[T]>, d: Dims) -> Vec<T> {
+        let Dims { m, k, n, .. } = d;
+        let mut out = vec![T::zero(); m * n];
+        let am = if self.trans_a {
+            Mat {
+                ptr: a.as_ptr(),
+                rs: 1,
+                cs: m as isize,
+            }
+        } else {
+            Mat::row_major(a.as_ptr(), k)
+        };
+        let bm = if self.trans_b {
+            Mat {
+                ptr: b.as_ptr(),
+                rs: 1,
+                cs: k as isize,
+            }
+        } else {
+            Mat::row_major(b.as_ptr(), n)
+        };
+        let outp = SendPtr(out.as_mut_ptr());
+        let cast = |v: f32| T::from(v).unwrap_or_else(T::nan);
+        let (alpha, beta) = (cast(self.alpha), cast(self.beta));
+        let c = match (c, d.c) {
+            (Some(c), Some(strides)) if self.beta != 0.0 => Some((c, strides)),
+            _ => None,
+        };
+        let act = self.act;
+        let epi = |blk: Block| {
+            for i in blk.r0..blk.r1 {
+                // SAFETY: the block's rows and columns belong to this task alone.
+                let row = unsafe { outp.slice(i * n + blk.c0, blk.c1 - blk.c0) };
+                if let Some((c, (rs, cs))) = c {
+                    for (j, v) in (blk.c0..blk.c1).zip(row.iter_mut()) {
+                        *v = *v + beta * c[i * rs + j * cs];
+                    }
+                }
+                if let Some(act) = act {
+                    act.apply(row);
+                }
+            }
+        };
+        let job = Batched {
+            batches: 1,
+            m,
+            n,
+            k,
+            alpha,
+            a: &|_| am,
+            b: &|_| bm,
+            c: &|_| outp,
+            epilogue: (c.is_some() || act.is_some()).then_some(&epi as &(dyn Fn(Block) + Sync)),
+        };
+        // SAFETY: A, B and the output buffer match the sizes checked in `dims`.
+        unsafe { job.run() };
+        out
+    }
+
+    fn int_gemm<T: IntElem>(
+        &self,
+        a: &ArrayD<T>,
+        b: &ArrayD<T>,
+        c: Option<&ArrayD<T>>,
+        d: Dims,
+    ) -> Vec<T> {
+        let Dims { m, k, n, .. } = d;
+        let row_major = |x: &ArrayD<T>, t: bool| -> Vec<T> {
+            if t {
+                x.t().iter().copied().collect()
+            } else {
+                x.iter().copied().collect()
+            }
+        };
+        let (a, b) = (row_major(a, self.trans_a), row_major(b, self.trans_b));
+        let mut out = vec![T::zero(); m * n];
+        int_matmul(&a, &b, m, k, n, &[0], &[0], &mut out);
+        let c = match (c, d.c) {
+            (Some(c), Some(s)) if self.beta != 0.0 => Some((contiguous(c), s)),
+            _ => None,
+        };
+        let exact = self.alpha == 1.0 && (c.is_none() || self.beta == 1.0);
+        for i in 0..m {
+            for j in 0..n {
+                let v = &mut out[i * n + j];
+                let cv = c.as_ref().map(|(c, (rs, cs))| c[i * rs + j * cs]);
+                *v = if exact {
+                    cv.map_or(*v, |cv| v.wrapping_add(&cv))
+                } else {
+                    T::from_f64(
+                        self.alpha as f64 * v.to_f64()
+                            + cv.map_or(0.0, |cv| self.beta as f64 * cv.to_f64()),
+                    )
+                };
+            }
+        }
+        out
+    }
+}
+
+fn wrap<T: crate::tensor::Element>(shape: &[usize], v: Vec<T>) -> Result<Tensor> {
+    ArrayD::from_shape_vec(IxDyn(shape), v)
+        .map(T::into_tensor)
+        .map_err(|e| Error::op(OP, e.to_string()))
+}
+
+impl Operator for GemmOp {
+    fn infer(&self, inputs: &[InferInput]) -> Result<Vec<Fact>> {
+        let (a, b) = (fact(OP, inputs, 0)?, fact(OP, inputs, 1)?);
+        let c = opt_fact(inputs, 2);
+        self.check_types(a.dtype, b.dtype, c.map(|c| c.dtype))?;
+        match (&a.shape, &b.shape) {
+            (Some(sa), Some(sb)) => {
+                let cs = match c {
+                    Some(Fact { shape: None, .. }) => {
+                        return Ok(vec![Fact::unknown_shape(a.dtype)])
+                    }
+                    Some(Fact { shape: Some(s), .. }) => Some(s.as_slice()),
+                    None => None,
+                };
+                let d = self.dims(sa, sb, cs)?;
+                Ok(vec![Fact::new(a.dtype, vec![d.m, d.n])])
+            }
+            _ => Ok(vec![Fact::unknown_shape(a.dtype)]),
+        }
+    }
+
+    fn flops(&self, inputs: &[Option<&Fact>], outputs: &[Fact]) -> u64 {
+        let mn = out_len(outputs, 0);
+        let k = inputs
+            .first()
+            .copied()
+            .flatten()
+            .and_then(|a| a.shape.as_ref())
+            .and_then(|s| if self.trans_a { s.first() } else { s.get(1) })
+            .copied()
+            .unwrap_or(1) as u64;
+        let extra = if inputs.get(2).copied().flatten().is_some() {
+            2
+        } else {
+            0
+        } + u64::from(self.act.is_some());
+        (2 * mn * k.max(1) + extra * mn).max(1)
+    }
+
+    fn run(&self, inputs: &[Option<&Tensor>]) -> Result<Vec<Tensor>> {
+        let (a, b) = (input(OP, inputs, 0)?, input(OP, inputs, 1)?);
+        let c = opt_input(inputs, 2);
+        self.check_types(a.dtype(), b.dtype(), c.map(|c| c.dtype()))?;
+        let d = self.dims(a.shape(), b.shape(), c.map(|c| c.shape()))?;
+        let shape = [d.m, d.n];
+        let out = match (a, b) {
+            (Tensor::F32(x), Tensor::F32(y)) => {
+                let cv = c.and_then(|c| c.array::<f32>()).map(contiguous);
+                wrap(
+                    &shape,
+                    self.float_gemm(&contiguous(x), &contiguous(y), cv.as_deref(), d),
+                )?
+            }
+            (Tensor::F64(x), Tensor::F64(y)) => {
+                let cv = c.and_then(|c| c.array::<f64>()).map(contiguous);
+                wrap(
+                    &shape,
+                    self.float_gemm(&contiguous(x), &contiguous(y), cv.as_deref(), d),
+                )?
+            }
+            (Tensor::F16(_), _) | (Tensor::BF16(_), _) => {
+                let av = to_f32_vec(OP, a)?;
+                let bv = match &self.b_f32 {
+                    Some(v) if v.len() == b.len() => std::borrow::Cow::Borrowed(v.as_slice()),
+                    _ => std::borrow::Cow::Owned(to_f32_vec(OP, b)?),
+                };
+                let cv = c.map(|c| to_f32_vec(OP, c)).transpose()?;
+                from_f32_vec(OP, a, &shape, self.float_gemm(&av, &bv, cv.as_deref(), d))?
+            }
+            (Tensor::I32(x), Tensor::I32(y)) => {
+                wrap(&shape, self.int_gemm(x, y, c.and_then(|c| c.array()), d))?
+            }
+            (Tensor::I64(x), Tensor::I64(y)) => {
+                wrap(&shape, self.int_gemm(x, y, c.and_then(|c| c.array()), d))?
+            }
+            (Tensor::U32(x), Tensor::U32(y)) => {
+                wrap(&shape, self.int_gemm(x, y, c.and_then(|c| c.array()), d))?
+            }
+            (Tensor::U64(x), Tensor::U64(y)) => {
+                wrap(&shape, self.int_gemm(x, y, c.and_then(|c| c.array()), d))?
+            }
+            _ => {
+                return Err(Error::op(
+                    OP,
+                    format!("unsupported element type {}", a.dtype()),
+                ))
+            }
+        };
+        Ok(vec![out])
+    }
+}

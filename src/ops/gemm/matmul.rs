@@ -1,0 +1,295 @@
+//! `MatMul`: numpy-style matrix product with broadcast batch dimensions and
+//! 1-D operands promoted (and their unit dimension removed from the result).
+//! A batch that shares one B is folded into a single taller product.
+
+use super::engine::{Batched, GemmFloat, Mat, SendPtr};
+use super::int::{int_matmul, IntElem};
+use super::{checked_product, contiguous, from_f32_vec, to_f32_vec};
+use crate::error::{Error, Result};
+use crate::ops::util::{broadcast_shapes, fact, input};
+use crate::ops::{BuildContext, Fact, InferInput, Operator};
+use crate::tensor::{DType, Element, Tensor};
+use ndarray::{ArrayD, IxDyn};
+
+const OP: &str = "MatMul";
+
+/// A built MatMul node.
+#[derive(Debug)]
+struct MatMulOp {
+    /// A constant half-precision B, converted to f32 once at build.
+    b_f32: Option<Vec<f32>>,
+}
+
+pub(super) fn build(ctx: &BuildContext) -> Result<Box<dyn Operator>> {
+    let b_f32 = match ctx.constant(1) {
+        Some(t @ (Tensor::F16(_) | Tensor::BF16(_))) => Some(to_f32_vec(OP, t)?),
+        _ => None,
+    };
+    Ok(Box::new(MatMulOp { b_f32 }))
+}
+
+/// The product's layout: `batches` products of m×k by k×n, with the element
+/// offsets of each batch's A and B, and the output shape.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Plan {
+    /// Output shape.
+    pub out: Vec<usize>,
+    /// Rows of each product (batches of A sharing one B are folded in).
+    pub m: usize,
+    /// Inner dimension.
+    pub k: usize,
+    /// Columns of each product.
+    pub n: usize,
+    /// Offset of each batch's A.
+    pub a_offs: Vec<usize>,
+    /// Offset of each batch's B.
+    pub b_offs: Vec<usize>,
+}
+
+/// The output shape of a MatMul, checking the operands.
+pub(crate) fn out_shape(a: &[usize], b: &[usize]) -> Result<Vec<usize>> {
+    Ok(shapes(a, b)?.0)
+}
+
+type Shapes = (
+    Vec<usize>,
+    Vec<usize>,
+    Vec<usize>,
+    Vec<usize>,
+    usize,
+    usize,
+    usize,
+);
+
+/// (output shape, batch shape, A's batch, B's batch, m, k, n).
+fn shapes(a: &[usize], b: &[usize]) -> Result<Shapes> {
+    if a.is_empty() || b.is_empty() {
+        return Err(Error::op(
+            OP,
+            format!("operands must have rank ≥ 1, found shapes {a:?} and {b:?}"),
+        ));
+    }
+    let a2: Vec<usize> = if a.len() == 1 {
+        vec![1, a[0]]
+    } else {
+        a.to_vec()
+    };
+    let b2: Vec<usize> = if b.len() == 1 {
+        vec![b[0], 1]
+    } else {
+        b.to_vec()
+    };
+    let (ra, rb) = (a2.len(), b2.len());
+    let (m, k, k2, n) = (a2[ra - 2], a2[ra - 1], b2[rb - 2], b2[rb - 1]);
+    if k != k2 {
+        return Err(Error::op(
+            OP,
+            format!("inner dimensions differ: shapes {a:?} and {b:?}"),
+        ));
+    }
+    let (ba, bb) = (a2[..ra - 2].to_vec(), b2[..rb - 2].to_vec());
+    let batch = broadcast_shapes(OP, &ba, &bb)?;
+    let mut out = batch.clone();
+    if a.len() > 1 {
+        out.push(m);
+    }
+    if b.len() > 1 {
+        out.push(n);
+    }
+    Ok((out, batch, ba, bb, m, k, n))
+}
+
+/// Offsets (in matrices) of each output batch into an operand with batch
+/// shape `own`, right-aligned and broadcast against `batch`.
+fn batch_offsets(batch: &[usize], own: &[usize]) -> Vec<usize> {
+    let total: usize = batch.iter().product();
+    let r = batch.len();
+    let pad = r - own.len();
+    // Row-major strides of the operand's own batch dims, 0 where broadcast.
+    let mut strides = vec![0usize; r];
+    let mut s = 1;
+    for i in (0..own.len()).rev() {
+        strides[pad + i] = if own[i] == 1 { 0 } else { s };
+        s *= own[i];
+    }
+    let mut offs = Vec::with_capacity(total);
+    let mut idx = vec![0usize; r];
+    for _ in 0..total {
+        offs.push(idx.iter().zip(&strides).map(|(i, s)| i * s).sum());
+        for d in (0..r).rev() {
+            idx[d] += 1;
+            if idx[d] < batch[d] {
+                break;
+            }
+            idx[d] = 0;
+        }
+    }
+    offs
+}
+
+/// The full plan for operands of these shapes.
+pub(crate) fn plan(a: &[usize], b: &[usize]) -> Result<Plan> {
+    let (out, batch, ba, bb, m, k, n) = shapes(a, b)?;
+    checked_product(OP, &out)?;
+    checked_product(OP, &batch)?;
+    let b_count: usize = bb.iter().product();
+    if b_count == 1 {
+        // One B for every batch: A's batches (contiguous) form one tall A.
+        let rows = checked_product(OP, &ba)? * m;
+        return Ok(Plan {
+            out,
+            m: rows,
+            k,
+            n,
+            a_offs: vec![0],
+            b_offs: vec![0],
+        });
+    }
+    let a_offs = batch_offsets(&batch, &ba)
+        .into_iter()
+        .map(|o| o * m * k)
+        .collect();
+    let b_offs = batch_offsets(&batch, &bb)
+        .into_iter()
+        .map(|o| o * k * n)
+        .collect();
+    Ok(Plan {
+        out,
+        m,
+        k,
+        n,
+        a_offs,
+        b_offs,
+    })
+}
+
+/// Runs a float plan: returns the row-major output data.
+pub(crate) fn float_matmul<T: GemmFloat>(p: &Plan, a: &[T], b: &[T]) -> Vec<T> {
+    let batches = p.a_offs.len();
+    let (m, k, n) = (p.m, p.k, p.n);
+    let mut out = vec![T::zero(); batches * m * n];
+    let outp = SendPtr(out.as_mut_ptr());
+    let (ap, bp) = (Mat::row_major(a.as_ptr(), k), Mat::row_major(b.as_ptr(), n));
+    let job = Batched {
+        batches,
+        m,
+        n,
+        k,
+        alpha: T::one(),
+        // SAFETY (offsets): computed from the operands' own shapes.
+        a: &|i| ap.offset(p.a_offs[i]),
+        b: &|i| bp.offset(p.b_offs[i]),
+        c: &|i| outp.offset(i * m * n),
+        epilogue: None,
+    };
+    // SAFETY: the plan's sizes and offsets lie inside `a`, `b` and `out`.
+    unsafe { job.run() };
+    out
+}
+
+fn int_run<T: IntElem + Element>(p: &Plan, a: &ArrayD<T>, b: &ArrayD<T>) -> Result<Tensor> {
+    let mut out = vec![T::zero(); p.a_offs.len() * p.m * p.n];
+    int_matmul(
+        &contiguous(a),
+        &contiguous(b),
+        p.m,
+        p.k,
+        p.n,
+        &p.a_offs,
+        &p.b_offs,
+        &mut out,
+    );
+    wrap(&p.out, out)
+}
+
+fn wrap<T: Element>(shape: &[usize], v: Vec<T>) -> Result<Tensor> {
+    ArrayD::from_shape_vec(IxDyn(shape), v)
+        .map(T::into_tensor)
+        .map_err(|e| Error::op(OP, e.to_string()))
+}
+
+fn check_types(a: DType, b: DType) -> Result<()> {
+    if !matches!(
+        a,
+        DType::F32
+            | DType::F64
+            | DType::F16
+            | DType::BF16
+            | DType::I32
+            | DType::I64
+            | DType::U32
+            | DType::U64
+    ) {
+        return Err(Error::op(OP, format!("unsupported element type {a}")));
+    }
+    if a != b {
+        return Err(Error::op(
+            OP,
+            format!("operands must share one element type, found {a} and {b}"),
+        ));
+    }
+    Ok(())
+}
+
+impl Operator for MatMulOp {
+    fn infer(&self, inputs: &[InferInput]) -> Result<Vec<Fact>> {
+        let (a, b) = (fact(OP, inputs, 0)?, fact(OP, inputs, 1)?);
+        check_types(a.dtype, b.dtype)?;
+        Ok(vec![match (&a.shape, &b.shape) {
+            (Some(sa), Some(sb)) => Fact::new(a.dtype, out_shape(sa, sb)?),
+            _ => Fact::unknown_shape(a.dtype),
+        }])
+    }
+
+    fn flops(&self, inputs: &[Option<&Fact>], _outputs: &[Fact]) -> u64 {
+        let shape = |i: usize| {
+            inputs
+                .get(i)
+                .copied()
+                .flatten()
+                .and_then(|f| f.shape.clone())
+        };
+        match (shape(0), shape(1)) {
+            (Some(a), Some(b)) => match plan(&a, &b) {
+                Ok(p) => {
+                    (2 * p.a_offs.len() as u64 * p.m as u64 * p.n as u64 * p.k.max(1) as u64).max(1)
+                }
+                Err(_) => 1,
+            },
+            _ => 1,
+        }
+    }
+
+    fn run(&self, inputs: &[Option<&Tensor>]) -> Result<Vec<Tensor>> {
+        let (a, b) = (input(OP, inputs, 0)?, input(OP, inputs, 1)?);
+        check_types(a.dtype(), b.dtype())?;
+        let p = plan(a.shape(), b.shape())?;
+        let out = match (a, b) {
+            (Tensor::F32(x), Tensor::F32(y)) => {
+                wrap(&p.out, float_matmul(&p, &contiguous(x), &contiguous(y)))?
+            }
+            (Tensor::F64(x), Tensor::F64(y)) => {
+                wrap(&p.out, float_matmul(&p, &contiguous(x), &contiguous(y)))?
+            }
+            (Tensor::F16(_), _) | (Tensor::BF16(_), _) => {
+                let av = to_f32_vec(OP, a)?;
+                let bv = match &self.b_f32 {
+                    Some(v) if v.len() == b.len() => std::borrow::Cow::Borrowed(v.as_slice()),
+                    _ => std::borrow::Cow::Owned(to_f32_vec(OP, b)?),
+                };
+                from_f32_vec(OP, a, &p.out, float_matmul(&p, &av, &bv))?
+            }
+            (Tensor::I32(x), Tensor::I32(y)) => int_run(&p, x, y)?,
+            (Tensor::I64(x), Tensor::I64(y)) => int_run(&p, x, y)?,
+            (Tensor::U32(x), Tensor::U32(y)) => int_run(&p, x, y)?,
+            (Tensor::U64(x), Tensor::U64(y)) => int_run(&p, x, y)?,
+            _ => {
+                return Err(Error::op(
+                    OP,
+                    format!("unsupported element type {}", a.dtype()),
+                ))
+            }
+        };
+        Ok(vec![out])
+    }
+}
