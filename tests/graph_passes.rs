@@ -51,7 +51,12 @@ fn shape_chains_fold_once_shapes_are_known() {
     assert_eq!(s.graph().nodes.len(), 5);
     let x = Tensor::from_vec(&[2, 3, 4], (0..24).map(|v| v as f32).collect()).unwrap();
     let plan = s.plan([("x", x.clone())]).unwrap();
-    let ops: Vec<&str> = plan.graph.nodes.iter().map(|n| n.op_type.as_str()).collect();
+    let ops: Vec<&str> = plan
+        .graph
+        .nodes
+        .iter()
+        .map(|n| n.op_type.as_str())
+        .collect();
     assert_eq!(ops, vec!["Reshape"], "the shape chain folds away");
     let out = s.run([("x", x)]).unwrap();
     assert_eq!(out[0].1.shape(), &[2, 12]);
@@ -77,8 +82,14 @@ fn constant_of_shape_weights_fold_at_load_in_ir3_models() {
     );
     m.ir_version = 3;
     let s = Session::from_bytes(&bytes(&m)).unwrap();
-    assert_eq!(s.inputs().len(), 1, "initializers listed as inputs are not inputs");
+    assert_eq!(
+        s.inputs().len(),
+        1,
+        "initializers listed as inputs are not inputs"
+    );
     assert_eq!(s.graph().nodes.len(), 1, "ConstantOfShape folded at load");
-    let out = s.run([("x", Tensor::from_vec(&[2, 2], vec![1.0f32; 4]).unwrap())]).unwrap();
+    let out = s
+        .run([("x", Tensor::from_vec(&[2, 2], vec![1.0f32; 4]).unwrap())])
+        .unwrap();
     assert_eq!(out[0].1.to_f64_vec().unwrap(), vec![1.5; 4]);
 }
