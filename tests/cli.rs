@@ -101,3 +101,19 @@ fn errors_exit_non_zero_with_the_message() {
     assert!(!o.status.success());
     assert!(String::from_utf8_lossy(&o.stderr).contains("input_0.pb"));
 }
+
+#[test]
+fn operators_page_matches_the_build() {
+    let o = ramify().args(["ops", "--markdown"]).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let generated = String::from_utf8(o.stdout).unwrap();
+    for op in ["Conv", "Softmax", "Resize", "MatMul", "ReduceMean", "Cast"] {
+        assert!(generated.contains(&format!("| {op} |")), "{op} missing");
+    }
+    let page = std::fs::read_to_string(repo().join("docs/operators.md")).unwrap_or_default();
+    assert!(
+        page == generated,
+        "docs/operators.md is stale: regenerate it with \
+         `cargo run --release -- ops --markdown > docs/operators.md`"
+    );
+}

@@ -122,6 +122,8 @@ pub type Builder = fn(&BuildContext) -> Result<Box<dyn Operator>>;
 pub struct OpEntry {
     /// Lowest opset version this implementation covers.
     pub since: i64,
+    /// The operator family (module) that implements it.
+    pub family: &'static str,
     /// The builder.
     pub build: Builder,
 }
@@ -129,17 +131,33 @@ pub struct OpEntry {
 /// Maps operator names of the default ONNX domain to their builders.
 pub struct Registry {
     ops: HashMap<&'static str, OpEntry>,
+    family: &'static str,
 }
 
 impl Registry {
     /// Registers `name` from opset `since`.
     pub fn add(&mut self, name: &'static str, since: i64, build: Builder) {
-        self.ops.insert(name, OpEntry { since, build });
+        let family = self.family;
+        self.ops.insert(
+            name,
+            OpEntry {
+                since,
+                family,
+                build,
+            },
+        );
     }
 
     /// The entry for `name`, if supported.
     pub fn get(&self, name: &str) -> Option<&OpEntry> {
         self.ops.get(name)
+    }
+
+    /// All supported operators with their entries, sorted by name.
+    pub fn entries(&self) -> Vec<(&'static str, OpEntry)> {
+        let mut v: Vec<_> = self.ops.iter().map(|(k, e)| (*k, *e)).collect();
+        v.sort_unstable_by_key(|(k, _)| *k);
+        v
     }
 
     /// All supported operator names, sorted.
@@ -156,18 +174,25 @@ pub fn registry() -> &'static Registry {
     REGISTRY.get_or_init(|| {
         let mut r = Registry {
             ops: HashMap::new(),
+            family: "",
         };
-        activation::register(&mut r);
-        binary::register(&mut r);
-        conv::register(&mut r);
-        gemm::register(&mut r);
-        misc::register(&mut r);
-        norm::register(&mut r);
-        pool::register(&mut r);
-        reduce::register(&mut r);
-        resize::register(&mut r);
-        shape::register(&mut r);
-        unary::register(&mut r);
+        let families: [(&'static str, fn(&mut Registry)); 11] = [
+            ("activation", activation::register),
+            ("binary", binary::register),
+            ("conv", conv::register),
+            ("gemm", gemm::register),
+            ("misc", misc::register),
+            ("norm", norm::register),
+            ("pool", pool::register),
+            ("reduce", reduce::register),
+            ("resize", resize::register),
+            ("shape", shape::register),
+            ("unary", unary::register),
+        ];
+        for (family, register) in families {
+            r.family = family;
+            register(&mut r);
+        }
         r
     })
 }

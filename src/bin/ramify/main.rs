@@ -4,6 +4,7 @@ mod bench;
 mod burn;
 mod inputs;
 mod inspect;
+mod ops;
 mod options;
 mod run;
 mod stats;
@@ -31,6 +32,8 @@ enum Command {
     Bench(bench::BenchArgs),
     /// Show a model's forks, siblings, costs and the plan for a load.
     Inspect(inspect::InspectArgs),
+    /// List the supported operators (`--markdown` for docs/operators.md).
+    Ops(ops::OpsArgs),
     /// Spin one core for a bounded time (background load for experiments).
     #[command(hide = true)]
     Burn {
@@ -57,6 +60,7 @@ fn main() {
         Command::Run(a) => run::main(a),
         Command::Bench(a) => bench::main(a),
         Command::Inspect(a) => inspect::main(a),
+        Command::Ops(a) => ops::main(a),
         Command::Burn { seconds } => {
             burn::spin(seconds);
             Ok(())
