@@ -112,10 +112,14 @@ pub fn onnx_type_name(code: i32) -> String {
         21 => "UINT4",
         22 => "INT4",
         23 => "FLOAT4E2M1",
-        _ => match DType::from_onnx_code(code) {
+        24 => "FLOAT8E8M0",
+        25 => "UINT2",
+        26 => "INT2",
+        1..=13 | 16 => match DType::from_onnx_code(code) {
             Ok(t) => return t.to_string(),
             Err(_) => return format!("data type {code}"),
         },
+        _ => return format!("data type {code}"),
     };
     name.to_string()
 }
@@ -435,5 +439,27 @@ impl Tensor {
 impl fmt::Display for Tensor {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}{:?}", self.dtype(), self.shape())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_type_code_has_a_name_and_unknown_codes_are_typed_errors() {
+        for code in -2..64 {
+            let name = onnx_type_name(code);
+            assert!(!name.is_empty());
+            match DType::from_onnx_code(code) {
+                Ok(t) => assert_eq!(t.onnx_code(), code),
+                Err(e) => assert!(
+                    matches!(e, Error::UnsupportedType(ref n) if *n == name),
+                    "{e}"
+                ),
+            }
+        }
+        assert_eq!(onnx_type_name(26), "INT2");
+        assert_eq!(onnx_type_name(99), "data type 99");
     }
 }
