@@ -103,7 +103,10 @@ fn build_bitshift(ctx: &BuildContext) -> Result<Box<dyn Operator>> {
             ))
         }
     };
-    Ok(Box::new(BitShift { left }))
+    Ok(Box::new(BitShift {
+        left,
+        signed: ctx.opset >= 28,
+    }))
 }
 
 pub(crate) fn register(r: &mut Registry) {

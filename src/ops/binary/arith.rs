@@ -25,7 +25,7 @@ pub(crate) trait Arith: Copy + Send + Sync + Default + PartialOrd + 'static {
     fn is_zero(self) -> bool;
     /// Remainder with the sign of the dividend (C `fmod` / `%`).
     fn fmod(self, b: Self) -> Self;
-    /// Remainder with the sign of the divisor (Python `%`); integers only.
+    /// Remainder with the sign of the divisor (Python `%`, `numpy.mod`).
     fn floor_mod(self, b: Self) -> Self;
     /// True for NaN.
     fn is_nan(self) -> bool;
@@ -87,7 +87,13 @@ macro_rules! float_arith {
             #[inline(always)] fn fmod(self, b: Self) -> Self { self % b }
             #[inline(always)] fn floor_mod(self, b: Self) -> Self {
                 let r = self % b;
-                if r != 0.0 && ((r < 0.0) != (b < 0.0)) { r + b } else { r }
+                if r == 0.0 {
+                    r.copysign(b)
+                } else if (r < 0.0) != (b < 0.0) {
+                    r + b
+                } else {
+                    r
+                }
             }
             #[inline(always)] fn is_nan(self) -> bool { self.is_nan() }
         }
@@ -143,7 +149,7 @@ pub(crate) enum ArithKind {
     Sub,
     Mul,
     Div,
-    /// `fmod`: remainder takes the dividend's sign (required for floats).
+    /// `fmod`: remainder takes the dividend's sign; otherwise the divisor's.
     Mod {
         fmod: bool,
     },
@@ -164,9 +170,6 @@ fn arith<T: Arith>(op: &str, kind: ArithKind, a: &ArrayD<T>, b: &ArrayD<T>) -> R
         ArithKind::Mod { fmod } => {
             if zero_divisor() {
                 return Err(Error::op(op, "integer modulo by zero"));
-            }
-            if !T::INT && !fmod {
-                return Err(Error::op(op, "floating-point inputs require fmod=1"));
             }
             if fmod {
                 zip2(op, a, b, |&x, &y| x.fmod(y))

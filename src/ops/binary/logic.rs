@@ -175,10 +175,14 @@ impl Operator for Bitwise {
     }
 }
 
-/// BitShift on unsigned integers; shifting by the bit width or more gives 0.
+/// BitShift on integers; shifting left by the bit width or more (or by a
+/// negative amount) gives 0, shifting right that far fills with the sign bit
+/// (signed types are accepted from opset 28 on, as ONNX's tests expect).
 #[derive(Debug)]
 pub(crate) struct BitShift {
     pub left: bool,
+    /// Signed integer types are allowed (opset 28 on).
+    pub signed: bool,
 }
 
 macro_rules! shift {
@@ -192,10 +196,31 @@ macro_rules! shift {
     }};
 }
 
+macro_rules! signed_shift {
+    ($op:expr, $left:expr, $x:expr, $y:expr, $t:ty) => {{
+        const BITS: $t = <$t>::BITS as $t;
+        let far = |s: $t| !(0..BITS).contains(&s);
+        if $left {
+            zip2($op, $x, $y, |&v, &s| if far(s) { 0 } else { v << s })?
+        } else {
+            zip2(
+                $op,
+                $x,
+                $y,
+                |&v, &s| if far(s) { v >> (BITS - 1) } else { v >> s },
+            )?
+        }
+    }};
+}
+
 impl Operator for BitShift {
     fn infer(&self, inputs: &[InferInput]) -> Result<Vec<Fact>> {
-        let unsigned = |d| matches!(d, DType::U8 | DType::U16 | DType::U32 | DType::U64);
-        infer_types("BitShift", inputs, 2, unsigned, None)
+        let signed = self.signed;
+        let integer = |d| {
+            matches!(d, DType::U8 | DType::U16 | DType::U32 | DType::U64)
+                || (signed && matches!(d, DType::I8 | DType::I16 | DType::I32 | DType::I64))
+        };
+        infer_types("BitShift", inputs, 2, integer, None)
     }
 
     fn flops(&self, _inputs: &[Option<&Fact>], outputs: &[Fact]) -> u64 {
@@ -207,11 +232,18 @@ impl Operator for BitShift {
         let a = input(op, inputs, 0)?;
         let b = input(op, inputs, 1)?;
         let l = self.left;
+        if !self.signed && !matches!(a.dtype(), DType::U8 | DType::U16 | DType::U32 | DType::U64) {
+            return Err(type_error(op, a.dtype(), b.dtype()));
+        }
         let out = match (a, b) {
             (Tensor::U8(x), Tensor::U8(y)) => Tensor::U8(shift!(op, l, x, y, u8)),
             (Tensor::U16(x), Tensor::U16(y)) => Tensor::U16(shift!(op, l, x, y, u16)),
             (Tensor::U32(x), Tensor::U32(y)) => Tensor::U32(shift!(op, l, x, y, u32)),
             (Tensor::U64(x), Tensor::U64(y)) => Tensor::U64(shift!(op, l, x, y, u64)),
+            (Tensor::I8(x), Tensor::I8(y)) => Tensor::I8(signed_shift!(op, l, x, y, i8)),
+            (Tensor::I16(x), Tensor::I16(y)) => Tensor::I16(signed_shift!(op, l, x, y, i16)),
+            (Tensor::I32(x), Tensor::I32(y)) => Tensor::I32(signed_shift!(op, l, x, y, i32)),
+            (Tensor::I64(x), Tensor::I64(y)) => Tensor::I64(signed_shift!(op, l, x, y, i64)),
             (x, y) => return Err(type_error(op, x.dtype(), y.dtype())),
         };
         Ok(vec![out])

@@ -137,10 +137,30 @@ fn modulo_variants() {
         run_op(c.as_ref(), &[Some(&fa), Some(&fb)]).unwrap(),
         t1(vec![-1.5f32, 1.5])
     );
-    assert!(
-        run_op(py.as_ref(), &[Some(&fa), Some(&fb)]).is_err(),
-        "float needs fmod=1"
+    // fmod=0 on floats follows numpy.mod: the result takes the divisor's
+    // sign, a zero result too, and x mod 0 is NaN.
+    let fa = t1(vec![-7.5f32, 7.5, 0.0, -3.0, 1.0, 1.0]);
+    let fb = t1(vec![
+        2.0f32,
+        -2.0,
+        -2.0,
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        0.0,
+    ]);
+    let got = run_op(py.as_ref(), &[Some(&fa), Some(&fb)]).unwrap();
+    let got: Vec<f32> = got
+        .to_f64_vec()
+        .unwrap()
+        .iter()
+        .map(|&v| v as f32)
+        .collect();
+    assert_eq!(
+        &got[..5],
+        &[0.5, -0.5, -0.0, f32::INFINITY, f32::NEG_INFINITY]
     );
+    assert!(got[2].is_sign_negative(), "zero takes the divisor's sign");
+    assert!(got[5].is_nan());
     assert!(run_op(c.as_ref(), &[Some(&a), Some(&t1(vec![0i32]))]).is_err());
     let u = t1(vec![7u16]);
     assert_eq!(
@@ -355,6 +375,19 @@ fn bit_shift() {
         t1(vec![1u64])
     );
     assert!(run_op(l.as_ref(), &[Some(&t1(vec![1i32])), Some(&t1(vec![1i32]))]).is_err());
+    // Opset 28: signed types; far shifts give 0 (left) or the sign fill (right).
+    let l28 = build_op("BitShift", &dir("LEFT"), 28, &[]).unwrap();
+    let r28 = build_op("BitShift", &dir("RIGHT"), 28, &[]).unwrap();
+    let x = t1(vec![-8i8, 4, -1, 64, -128]);
+    let s = t1(vec![-1i8, 8, 100, 1, 1]);
+    assert_eq!(
+        run_op(l28.as_ref(), &[Some(&x), Some(&s)]).unwrap(),
+        t1(vec![0i8, 0, 0, -128, 0])
+    );
+    assert_eq!(
+        run_op(r28.as_ref(), &[Some(&x), Some(&s)]).unwrap(),
+        t1(vec![-1i8, 0, -1, 32, -64])
+    );
     assert!(build_op("BitShift", &[], 11, &[]).is_err());
     assert!(build_op("BitShift", &dir("UP"), 11, &[]).is_err());
 }

@@ -81,8 +81,10 @@ impl Sampler {
                 }
             }
             Coord::AlignCorners => {
+                // The resized length is scale · input, not the rounded output
+                // length (as ONNX's reference computes it).
                 if ax.output > 1 {
-                    x * (n - 1.0) / (m - 1.0)
+                    x * (n - 1.0) / (s * n - 1.0)
                 } else {
                     0.0
                 }
@@ -248,6 +250,14 @@ mod tests {
         assert_eq!(s(Coord::PytorchHalfPixel), 1.25);
         assert_eq!(s(Coord::Asymmetric), 1.5);
         assert_eq!(s(Coord::AlignCorners), 3.0 * 3.0 / 7.0);
+        // With a scale that does not give a whole length, align_corners uses
+        // scale · input (2.4 here), not the rounded output length 2.
+        let frac = Axis {
+            scale: 0.6,
+            ..axis(4, 2)
+        };
+        let c = sampler(Mode::Linear, Coord::AlignCorners).coordinate(1, &frac);
+        assert!((c - 3.0 / 1.4).abs() < 1e-12, "{c}");
         assert_eq!(s(Coord::TfHalfPixelForNn), 1.75);
         assert_eq!(s(Coord::HalfPixelSymmetric), 1.25);
         let one = axis(4, 1);

@@ -83,9 +83,10 @@ fn linear_examples() {
     );
     let y = resize(&lin, &x, None, Some(&[1.0, 1.0, 0.6, 0.6]), None, 13).unwrap();
     assert_close(&y, &t(&[1, 1, 1, 2], vec![2.6666667f32, 4.3333335]), 1e-6);
-    // align_corners uses the integer output length (as ONNX Runtime does).
+    // align_corners divides by scale · length (2.4), not the output length 2,
+    // as ONNX's reference and its test_resize_downsample_scales_linear_align_corners.
     let y = resize(&ac, &x, None, Some(&[1.0, 1.0, 0.6, 0.6]), None, 13).unwrap();
-    assert_eq!(y, t(&[1, 1, 1, 2], vec![1.0f32, 4.0]));
+    assert_close(&y, &t(&[1, 1, 1, 2], vec![1.0f32, 3.142857]), 1e-6);
 }
 
 #[test]
@@ -367,7 +368,8 @@ fn coordinate(cfg: &Cfg, o: usize, scale: f64, n: usize, m: usize) -> f64 {
             if m == 1 {
                 0.0
             } else {
-                x * (nf - 1.0) / (mf - 1.0)
+                // ONNX's reference: the resized length is scale · n.
+                x * (nf - 1.0) / (scale * nf - 1.0)
             }
         }
         "asymmetric" => x / scale,

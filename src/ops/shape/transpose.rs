@@ -106,7 +106,8 @@ impl Operator for Transpose {
 struct Blocks {
     to_space: bool,
     block: usize,
-    /// DepthToSpace: column-row-depth order (CRD) instead of DCR.
+    /// Column-row-depth channel order (CRD) instead of DCR (DepthToSpace
+    /// from opset 11, SpaceToDepth from opset 28).
     crd: bool,
 }
 
@@ -125,7 +126,7 @@ fn build_blocks(ctx: &BuildContext, to_space: bool) -> Result<Box<dyn Operator>>
         .ok()
         .filter(|&v| v > 0)
         .ok_or_else(|| a.error("blocksize", format!("must be positive, found {b}")))?;
-    let crd = if to_space && ctx.opset >= 11 {
+    let crd = if (to_space && ctx.opset >= 11) || ctx.opset >= 28 {
         match a.string("mode", "DCR")?.as_str() {
             "DCR" => false,
             "CRD" => true,
@@ -198,15 +199,21 @@ impl Blocks {
             }
             let (ho, wo) = (h / b, w / b);
             let out = vec![n, numel(op, &[c, bb])?, ho, wo];
-            // Output order: N, b1, b2, C, H', W'.
-            let maps = vec![
-                linear_map(n, 0, (c * hw) as isize),
+            // Output order: N, b1, b2, C, H', W' (DCR) or N, C, b1, b2, H', W' (CRD).
+            let (block_rows, block_cols, channels) = (
                 linear_map(b, 0, w as isize),
                 linear_map(b, 0, 1),
                 linear_map(c, 0, hw as isize),
-                linear_map(ho, 0, (b * w) as isize),
-                linear_map(wo, 0, b as isize),
-            ];
+            );
+            let middle = if self.crd {
+                [channels, block_rows, block_cols]
+            } else {
+                [block_rows, block_cols, channels]
+            };
+            let mut maps = vec![linear_map(n, 0, (c * hw) as isize)];
+            maps.extend(middle);
+            maps.push(linear_map(ho, 0, (b * w) as isize));
+            maps.push(linear_map(wo, 0, b as isize));
             Ok((out, maps))
         }
     }
@@ -371,6 +378,14 @@ mod tests {
             13,
             &[("blocksize", Attribute::Int(2))],
             &[dcr],
+        );
+        assert_eq!(back, x);
+        // From opset 28 SpaceToDepth has the mode too: CRD inverts CRD.
+        let back = run1(
+            "SpaceToDepth",
+            28,
+            &[("blocksize", Attribute::Int(2)), ("mode", s("CRD"))],
+            &[crd],
         );
         assert_eq!(back, x);
     }
