@@ -133,13 +133,7 @@ impl Operator for Conv {
         let (Some(xs), Some(ws)) = (&x.shape, &w.shape) else {
             return Ok(vec![Fact::unknown_shape(x.dtype)]);
         };
-        let bs = match b {
-            Some(f) => match &f.shape {
-                Some(s) => Some(s.as_slice()),
-                None => None,
-            },
-            None => None,
-        };
+        let bs = b.and_then(|f| f.shape.as_deref());
         let p = plan(&self.window, self.group, xs, ws, bs)?;
         Ok(vec![Fact::new(x.dtype, p.out_shape)])
     }

@@ -66,9 +66,9 @@ impl<'a> Lines<'a> {
         loop {
             let mut oo = lo_l;
             let mut ii = input_of(r - 1, lo_l);
-            for d in 0..r - 1 {
-                oo += o[d] * self.out_strides[d];
-                ii += input_of(d, o[d]) * self.in_strides[d];
+            for (d, &od) in o.iter().enumerate().take(r - 1) {
+                oo += od * self.out_strides[d];
+                ii += input_of(d, od) * self.in_strides[d];
             }
             f(oo, ii, hi_l - lo_l);
             // Advance the odometer over the outer dimensions.

@@ -487,7 +487,8 @@ fn conv_f64_and_f16() {
 #[test]
 fn conv_bits_identical_across_thread_counts() {
     // Large enough to split into many tasks on every path.
-    let cases: Vec<(Vec<usize>, Vec<usize>, Vec<(&str, Attribute)>)> = vec![
+    type Case<'a> = (Vec<usize>, Vec<usize>, Vec<(&'a str, Attribute)>);
+    let cases: Vec<Case> = vec![
         (
             vec![2, 16, 40, 40],
             vec![32, 16, 3, 3],
