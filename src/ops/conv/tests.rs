@@ -996,3 +996,49 @@ fn convt_errors_and_flops() {
     let flops = op.flops(&[Some(&xf), Some(&wf), Some(&bf)], &out);
     assert_eq!(flops, 2 * 36 * 18 + 2 * 49);
 }
+
+#[test]
+fn conv_empty_and_bf16() {
+    // Empty batch: empty output of the right shape.
+    let x = t32(&[0, 2, 4, 4], &[]);
+    let w = t32(&[3, 2, 3, 3], &[0.5; 54]);
+    let y = run("Conv", 13, &[], &[Some(&x), Some(&w)]).unwrap();
+    assert_eq!(y[0].shape(), &[0, 3, 2, 2]);
+    let y = run(
+        "ConvTranspose",
+        13,
+        &[],
+        &[Some(&x), Some(&t32(&[2, 3, 3, 3], &[0.5; 54]))],
+    )
+    .unwrap();
+    assert_eq!(y[0].shape(), &[0, 3, 6, 6]);
+    // No input channels: the output is the bias.
+    let x = t32(&[1, 0, 3, 3], &[]);
+    let w = t32(&[2, 0, 2, 2], &[]);
+    let b = t32(&[2], &[1.5, -2.0]);
+    let y = run("Conv", 13, &[], &[Some(&x), Some(&w), Some(&b)]).unwrap();
+    assert_tensor_close(
+        &y[0],
+        &[1.5, 1.5, 1.5, 1.5, -2.0, -2.0, -2.0, -2.0],
+        0.0,
+        0.0,
+    );
+    // bfloat16 goes through f32 like float16.
+    let xs = [1, 2, 4, 4];
+    let ws = [2, 2, 3, 3];
+    let xv = rand64(32, 51);
+    let wv = rand64(36, 52);
+    let bf = |v: &[f64], s: &[usize]| {
+        Tensor::from_vec(
+            s,
+            v.iter()
+                .map(|&x| half::bf16::from_f64(x))
+                .collect::<Vec<_>>(),
+        )
+        .unwrap()
+    };
+    let y = run("Conv", 22, &[], &[Some(&bf(&xv, &xs)), Some(&bf(&wv, &ws))]).unwrap();
+    assert!(matches!(y[0], Tensor::BF16(_)));
+    let want = ref_conv(&xv, &xs, &wv, &ws, None, &geo(2), &[2, 2]);
+    assert_tensor_close(&y[0], &want, 3e-2, 5e-2);
+}
