@@ -1,5 +1,118 @@
-//! TODO family header.
+//! Convolutions: `Conv` (im2col or direct 1×1 GEMM on the shared GEMM engine,
+//! a direct kernel for depthwise convolution, fused activation) and
+//! `ConvTranspose` (GEMM then col2im scatter), over any number of spatial
+//! dimensions, with the sliding-window geometry shared with the pools.
 
+use super::gemm::engine::GemmFloat;
+use super::gemm::fused::Activation;
+use super::gemm::{contiguous, from_f32_vec, to_f32_vec};
 use super::Registry;
+use crate::error::{Error, Result};
+use crate::tensor::{DType, Tensor};
 
-pub(crate) fn register(_r: &mut Registry) {}
+mod conv_op;
+pub(crate) mod geom;
+mod lines;
+#[cfg(test)]
+mod tests;
+mod transpose;
+
+pub(crate) fn register(r: &mut Registry) {
+    r.add("Conv", 1, conv_op::build);
+    r.add("ConvTranspose", 1, transpose::build);
+}
+
+/// Checks that X, W and the optional B share one floating-point type.
+fn check_types(op: &str, x: DType, w: DType, b: Option<DType>) -> Result<()> {
+    if !x.is_float() {
+        return Err(Error::op(
+            op,
+            format!("expected a floating-point input X, found {x}"),
+        ));
+    }
+    if w != x {
+        return Err(Error::op(op, format!("W has type {w}, X has type {x}")));
+    }
+    if let Some(b) = b {
+        if b != x {
+            return Err(Error::op(op, format!("B has type {b}, X has type {x}")));
+        }
+    }
+    Ok(())
+}
+
+/// Reads the `group` attribute (≥ 1).
+fn parse_group(attrs: &crate::attributes::Attributes) -> Result<usize> {
+    let g = attrs.int("group", 1)?;
+    usize::try_from(g)
+        .ok()
+        .filter(|&g| g >= 1)
+        .ok_or_else(|| attrs.error("group", format!("must be ≥ 1, found {g}")))
+}
+
+/// Checks that the optional bias has shape `[m]`.
+fn check_bias(op: &str, b: Option<&[usize]>, m: usize) -> Result<()> {
+    match b {
+        Some(s) if s != [m] => Err(Error::op(
+            op,
+            format!("B must have shape [{m}] (one value per output channel), found {s:?}"),
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// Wraps a result vector as a tensor of shape `shape`.
+fn wrap<T: crate::tensor::Element>(op: &str, shape: &[usize], v: Vec<T>) -> Result<Tensor> {
+    Tensor::from_vec(shape, v).map_err(|e| Error::op(op, format!("result shape: {e}")))
+}
+
+/// A convolution kernel generic over the GEMM float types.
+trait FloatKernel {
+    /// Computes the row-major output from row-major X, W and optional B.
+    fn compute<T: GemmFloat>(&self, x: &[T], w: &[T], b: Option<&[T]>) -> Result<Vec<T>>;
+}
+
+/// Runs `k` on f32/f64 data directly and on f16/bf16 data through f32,
+/// returning a tensor of X's type and shape `shape`.
+fn run_float<K: FloatKernel>(
+    op: &str,
+    k: &K,
+    x: &Tensor,
+    w: &Tensor,
+    b: Option<&Tensor>,
+    shape: &[usize],
+) -> Result<Tensor> {
+    check_types(op, x.dtype(), w.dtype(), b.map(|b| b.dtype()))?;
+    match (x, w, b) {
+        (Tensor::F32(xa), Tensor::F32(wa), b) => {
+            let bb = b.and_then(|b| b.array::<f32>()).map(contiguous);
+            let y = k.compute(&contiguous(xa), &contiguous(wa), bb.as_deref())?;
+            wrap(op, shape, y)
+        }
+        (Tensor::F64(xa), Tensor::F64(wa), b) => {
+            let bb = b.and_then(|b| b.array::<f64>()).map(contiguous);
+            let y = k.compute(&contiguous(xa), &contiguous(wa), bb.as_deref())?;
+            wrap(op, shape, y)
+        }
+        _ => {
+            let xs = to_f32_vec(op, x)?;
+            let ws = to_f32_vec(op, w)?;
+            let bs = b.map(|b| to_f32_vec(op, b)).transpose()?;
+            let y = k.compute(&xs, &ws, bs.as_deref())?;
+            from_f32_vec(op, x, shape, y)
+        }
+    }
+}
+
+/// Adds the bias `b` (if any) to an output row, then applies the fused
+/// activation (if any).
+fn finish_row<T: GemmFloat>(row: &mut [T], b: Option<T>, act: Option<Activation>) {
+    if let Some(b) = b {
+        for v in row.iter_mut() {
+            *v = *v + b;
+        }
+    }
+    if let Some(a) = act {
+        a.apply(row);
+    }
+}

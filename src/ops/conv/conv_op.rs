@@ -1,0 +1,383 @@
+//! `Conv`: N-D grouped, strided, dilated, padded convolution with optional
+//! bias and fused activation. 1×1 stride-1 unpadded kernels are one GEMM on X
+//! as it lies; depthwise convolutions (one input channel per group) use a
+//! direct kernel; everything else is im2col followed by a GEMM per group.
+
+use super::geom::{Window, WindowAttrs};
+use super::lines::Lines;
+use super::{check_bias, finish_row, parse_group, run_float, FloatKernel};
+use crate::error::{Error, Result};
+use crate::ops::gemm::checked_product;
+use crate::ops::gemm::engine::{Batched, Block, GemmFloat, Mat, SendPtr};
+use crate::ops::gemm::fused::Activation;
+use crate::ops::util::{fact, input, opt_fact, opt_input, par_rows};
+use crate::ops::{BuildContext, Fact, InferInput, Operator};
+use crate::tensor::Tensor;
+
+const OP: &str = "Conv";
+
+/// A built Conv node.
+#[derive(Debug)]
+struct Conv {
+    window: WindowAttrs,
+    group: usize,
+    act: Option<Activation>,
+}
+
+pub(super) fn build(ctx: &BuildContext) -> Result<Box<dyn Operator>> {
+    Ok(Box::new(Conv {
+        window: WindowAttrs::parse(ctx.attrs, true)?,
+        group: parse_group(ctx.attrs)?,
+        act: Activation::from_attrs(ctx.attrs)?,
+    }))
+}
+
+/// The sizes of one Conv call.
+#[derive(Debug, Clone)]
+pub(super) struct ConvPlan {
+    /// Batch size.
+    pub n: usize,
+    /// Input channels.
+    pub c: usize,
+    /// Output channels.
+    pub m: usize,
+    /// Groups.
+    pub group: usize,
+    /// The resolved window.
+    pub win: Window,
+    /// Output shape `[n, m, spatial...]`.
+    pub out_shape: Vec<usize>,
+}
+
+impl ConvPlan {
+    /// Input channels per group.
+    fn cg(&self) -> usize {
+        self.c / self.group
+    }
+    /// Output channels per group.
+    fn mg(&self) -> usize {
+        self.m / self.group
+    }
+}
+
+/// Checks the shapes of X, W and B against the attributes and resolves the window.
+pub(super) fn plan(
+    window: &WindowAttrs,
+    group: usize,
+    x: &[usize],
+    w: &[usize],
+    b: Option<&[usize]>,
+) -> Result<ConvPlan> {
+    if x.len() < 3 {
+        return Err(Error::op(
+            OP,
+            format!("X must have rank ≥ 3 (N, C, spatial...), found shape {x:?}"),
+        ));
+    }
+    if w.len() != x.len() {
+        return Err(Error::op(
+            OP,
+            format!("W has shape {w:?}, expected rank {} like X {x:?}", x.len()),
+        ));
+    }
+    let (n, c, m) = (x[0], x[1], w[0]);
+    let expect_c = w[1]
+        .checked_mul(group)
+        .ok_or_else(|| Error::op(OP, "channel count overflows"))?;
+    if c != expect_c {
+        return Err(Error::op(
+            OP,
+            format!(
+                "X has {c} channels but W {w:?} with group {group} expects {expect_c} (W.shape[1]·group)"
+            ),
+        ));
+    }
+    if m % group != 0 {
+        return Err(Error::op(
+            OP,
+            format!("group {group} does not divide the {m} output channels of W {w:?}"),
+        ));
+    }
+    if let Some(k) = &window.kernel {
+        if k.as_slice() != &w[2..] {
+            return Err(Error::op(
+                OP,
+                format!(
+                    "kernel_shape {k:?} differs from W's spatial dims {:?}",
+                    &w[2..]
+                ),
+            ));
+        }
+    }
+    check_bias(OP, b, m)?;
+    let win = window.resolve(OP, &x[2..], &w[2..], false)?;
+    let mut out_shape = vec![n, m];
+    out_shape.extend_from_slice(&win.output);
+    checked_product(OP, &out_shape)?;
+    Ok(ConvPlan {
+        n,
+        c,
+        m,
+        group,
+        win,
+        out_shape,
+    })
+}
+
+impl Operator for Conv {
+    fn infer(&self, inputs: &[InferInput]) -> Result<Vec<Fact>> {
+        let x = fact(OP, inputs, 0)?;
+        let w = fact(OP, inputs, 1)?;
+        let b = opt_fact(inputs, 2);
+        super::check_types(OP, x.dtype, w.dtype, b.map(|b| b.dtype))?;
+        let (Some(xs), Some(ws)) = (&x.shape, &w.shape) else {
+            return Ok(vec![Fact::unknown_shape(x.dtype)]);
+        };
+        let bs = b.and_then(|f| f.shape.as_deref());
+        let p = plan(&self.window, self.group, xs, ws, bs)?;
+        Ok(vec![Fact::new(x.dtype, p.out_shape)])
+    }
+
+    fn flops(&self, inputs: &[Option<&Fact>], outputs: &[Fact]) -> u64 {
+        let w = inputs
+            .get(1)
+            .copied()
+            .flatten()
+            .and_then(|f| f.shape.clone());
+        let out = outputs.first().and_then(|f| f.len()).unwrap_or(0) as u64;
+        let per_out = match w {
+            // Each output sums W.shape[1]·prod(kernel) products.
+            Some(w) => w
+                .iter()
+                .skip(1)
+                .fold(1u64, |a, &d| a.saturating_mul(d as u64)),
+            None => 1,
+        };
+        let bias = inputs.get(2).copied().flatten().map_or(0, |_| out);
+        let act = self.act.map_or(0, |_| out);
+        out.saturating_mul(per_out)
+            .saturating_mul(2)
+            .saturating_add(bias)
+            .saturating_add(act)
+            .max(1)
+    }
+
+    fn run(&self, inputs: &[Option<&Tensor>]) -> Result<Vec<Tensor>> {
+        let x = input(OP, inputs, 0)?;
+        let w = input(OP, inputs, 1)?;
+        let b = opt_input(inputs, 2);
+        let p = plan(
+            &self.window,
+            self.group,
+            x.shape(),
+            w.shape(),
+            b.map(|b| b.shape()),
+        )?;
+        let k = ConvKernel {
+            p: &p,
+            act: self.act,
+        };
+        let y = run_float(OP, &k, x, w, b, &p.out_shape)?;
+        Ok(vec![y])
+    }
+}
+
+/// The Conv kernel for one plan.
+struct ConvKernel<'a> {
+    p: &'a ConvPlan,
+    act: Option<Activation>,
+}
+
+impl FloatKernel for ConvKernel<'_> {
+    fn compute<T: GemmFloat>(&self, x: &[T], w: &[T], b: Option<&[T]>) -> Result<Vec<T>> {
+        let p = self.p;
+        let len = checked_product(OP, &p.out_shape)?;
+        let mut y = vec![T::zero(); len];
+        if len == 0 {
+            return Ok(y);
+        }
+        let win = &p.win;
+        let pointwise = win.kernel_len() == 1
+            && win.strides.iter().all(|&s| s == 1)
+            && win.pad_begin.iter().chain(&win.pad_end).all(|&v| v == 0);
+        if p.cg() == 0 {
+            // No input channels: the output is the bias alone.
+            let out_len = win.out_len();
+            for (i, row) in y.chunks_mut(out_len).enumerate() {
+                finish_row(row, b.map(|b| b[i % p.m]), self.act);
+            }
+        } else if p.cg() == 1 && p.group > 1 {
+            depthwise(p, x, w, b, self.act, &mut y);
+        } else if pointwise {
+            pointwise_gemm(p, x, w, b, self.act, &mut y);
+        } else {
+            im2col_gemm(p, x, w, b, self.act, &mut y)?;
+        }
+        Ok(y)
+    }
+}
+
+/// Bias and activation on each block the GEMM engine finishes; C of batch
+/// `bi` starts at output channel `first_channel(bi)` of plane length `plane`.
+fn epilogue<'a, T: GemmFloat>(
+    y: SendPtr<T>,
+    plane: usize,
+    m: usize,
+    b: Option<&'a [T]>,
+    act: Option<Activation>,
+    first_row: impl Fn(usize) -> usize + Sync + 'a,
+) -> impl Fn(Block) + Sync + 'a {
+    move |blk: Block| {
+        let row0 = first_row(blk.batch);
+        for r in blk.r0..blk.r1 {
+            let row = row0 + r;
+            // SAFETY: the block's rows and columns lie inside this batch's C,
+            // which the engine hands to exactly one task.
+            let out = unsafe { y.slice(row * plane + blk.c0, blk.c1 - blk.c0) };
+            finish_row(out, b.map(|b| b[row % m]), act);
+        }
+    }
+}
+
+/// 1×1, stride-1, unpadded: Y[n, g] = W[g] · X[n, g] with X as it lies.
+fn pointwise_gemm<T: GemmFloat>(
+    p: &ConvPlan,
+    x: &[T],
+    w: &[T],
+    b: Option<&[T]>,
+    act: Option<Activation>,
+    y: &mut [T],
+) {
+    let (cg, mg, group, plane) = (p.cg(), p.mg(), p.group, p.win.out_len());
+    let yp = SendPtr(y.as_mut_ptr());
+    let (c, m) = (p.c, p.m);
+    let a = |bi: usize| Mat::row_major(w.as_ptr(), cg).offset((bi % group) * mg * cg);
+    let bm = |bi: usize| {
+        Mat::row_major(x.as_ptr(), plane).offset(((bi / group) * c + (bi % group) * cg) * plane)
+    };
+    let cm = |bi: usize| yp.offset(((bi / group) * m + (bi % group) * mg) * plane);
+    let ep = epilogue(yp, plane, m, b, act, |bi| {
+        (bi / group) * m + (bi % group) * mg
+    });
+    let needs_ep = b.is_some() || act.is_some();
+    let job = Batched {
+        batches: p.n * group,
+        m: mg,
+        n: plane,
+        k: cg,
+        alpha: T::one(),
+        a: &a,
+        b: &bm,
+        c: &cm,
+        epilogue: if needs_ep { Some(&ep) } else { None },
+    };
+    // SAFETY: X is n×c×plane, W is m×cg, Y is n×m×plane; each batch's
+    // matrices lie inside them and the C of distinct batches are disjoint.
+    unsafe { job.run() };
+}
+
+/// im2col then one GEMM per group, image by image.
+fn im2col_gemm<T: GemmFloat>(
+    p: &ConvPlan,
+    x: &[T],
+    w: &[T],
+    b: Option<&[T]>,
+    act: Option<Activation>,
+    y: &mut [T],
+) -> Result<()> {
+    let win = &p.win;
+    let (cg, mg, group, m) = (p.cg(), p.mg(), p.group, p.m);
+    let (plane, in_plane, klen) = (win.out_len(), win.in_len(), win.kernel_len());
+    let kk = checked_product(OP, &[cg, klen])?;
+    let col_len = checked_product(OP, &[p.c, klen, plane])?;
+    let mut col = vec![T::zero(); col_len];
+    let lines = Lines::new(win);
+    let step = lines.step();
+    let yp = SendPtr(y.as_mut_ptr());
+    for ni in 0..p.n {
+        let xi = &x[ni * p.c * in_plane..(ni + 1) * p.c * in_plane];
+        // Row (channel, kernel offset) of col holds the input each output
+        // position reads at that offset (0 in the padding).
+        par_rows(&mut col, plane, |first, chunk| {
+            for (r, row) in chunk.chunks_mut(plane).enumerate() {
+                let (ch, k) = ((first + r) / klen, (first + r) % klen);
+                let xc = &xi[ch * in_plane..(ch + 1) * in_plane];
+                row.fill(T::zero());
+                lines.for_each(k, |oo, ii, len| {
+                    let dst = &mut row[oo..oo + len];
+                    if step == 1 {
+                        dst.copy_from_slice(&xc[ii..ii + len]);
+                    } else {
+                        for (j, d) in dst.iter_mut().enumerate() {
+                            *d = xc[ii + j * step];
+                        }
+                    }
+                });
+            }
+        });
+        let a = |g: usize| Mat::row_major(w.as_ptr(), kk).offset(g * mg * kk);
+        let bm = |g: usize| Mat::row_major(col.as_ptr(), plane).offset(g * kk * plane);
+        let cm = |g: usize| yp.offset((ni * m + g * mg) * plane);
+        let ep = epilogue(yp, plane, m, b, act, |g| ni * m + g * mg);
+        let needs_ep = b.is_some() || act.is_some();
+        let job = Batched {
+            batches: group,
+            m: mg,
+            n: plane,
+            k: kk,
+            alpha: T::one(),
+            a: &a,
+            b: &bm,
+            c: &cm,
+            epilogue: if needs_ep { Some(&ep) } else { None },
+        };
+        // SAFETY: W is m×kk, col is group×kk×plane, Y's image ni is m×plane;
+        // the C of distinct groups are disjoint rows.
+        unsafe { job.run() };
+    }
+    Ok(())
+}
+
+/// Depthwise (one input channel per group): each output plane is a direct
+/// sum over the kernel offsets, computed in a fixed order.
+fn depthwise<T: GemmFloat>(
+    p: &ConvPlan,
+    x: &[T],
+    w: &[T],
+    b: Option<&[T]>,
+    act: Option<Activation>,
+    y: &mut [T],
+) {
+    let win = &p.win;
+    let (mg, m, c) = (p.mg(), p.m, p.c);
+    let (plane, in_plane, klen) = (win.out_len(), win.in_len(), win.kernel_len());
+    let lines = Lines::new(win);
+    let step = lines.step();
+    par_rows(y, plane, |first, chunk| {
+        for (r, out) in chunk.chunks_mut(plane).enumerate() {
+            let row = first + r;
+            let (ni, oc) = (row / m, row % m);
+            let ch = oc / mg;
+            let xc = &x[(ni * c + ch) * in_plane..(ni * c + ch + 1) * in_plane];
+            let wk = &w[oc * klen..(oc + 1) * klen];
+            out.fill(b.map_or(T::zero(), |b| b[oc]));
+            for (k, &wv) in wk.iter().enumerate() {
+                lines.for_each(k, |oo, ii, len| {
+                    let dst = &mut out[oo..oo + len];
+                    if step == 1 {
+                        for (d, &s) in dst.iter_mut().zip(&xc[ii..ii + len]) {
+                            *d = *d + wv * s;
+                        }
+                    } else {
+                        for (j, d) in dst.iter_mut().enumerate() {
+                            *d = *d + wv * xc[ii + j * step];
+                        }
+                    }
+                });
+            }
+            if let Some(a) = act {
+                a.apply(out);
+            }
+        }
+    });
+}

@@ -1,0 +1,640 @@
+//! Conv and ConvTranspose against naive direct references written here, the
+//! ONNX specification examples, error cases and thread-count bit identity.
+
+use crate::attributes::Attribute;
+use crate::ops::gemm::testutil::{
+    assert_close, assert_tensor_close, bits, build_op, int, ints, rand_vec, run, string,
+    with_threads,
+};
+use crate::tensor::Tensor;
+use half::f16;
+
+mod transpose;
+
+/// Multi-index of linear `i` in `dims`.
+pub(super) fn unravel(mut i: usize, dims: &[usize]) -> Vec<usize> {
+    let mut idx = vec![0; dims.len()];
+    for d in (0..dims.len()).rev() {
+        idx[d] = i % dims[d];
+        i /= dims[d];
+    }
+    idx
+}
+
+/// Linear index of `idx` in `dims`.
+pub(super) fn ravel(idx: &[usize], dims: &[usize]) -> usize {
+    idx.iter().zip(dims).fold(0, |a, (&i, &d)| a * d + i)
+}
+
+/// Window parameters of a reference convolution.
+#[derive(Clone)]
+pub(super) struct Geo {
+    pub strides: Vec<usize>,
+    pub dil: Vec<usize>,
+    pub pad_begin: Vec<usize>,
+    pub group: usize,
+}
+
+/// Naive Conv: y[n, m, o] = b[m] + Σ x[n, g·cg + c, o·s + k·d − p]·w[m, c, k].
+fn ref_conv(
+    x: &[f64],
+    xs: &[usize],
+    w: &[f64],
+    ws: &[usize],
+    b: Option<&[f64]>,
+    g: &Geo,
+    out: &[usize],
+) -> Vec<f64> {
+    let (n, cg, m) = (xs[0], ws[1], ws[0]);
+    let mg = m / g.group;
+    let (ins, ks) = (&xs[2..], &ws[2..]);
+    let olen: usize = out.iter().product();
+    let klen: usize = ks.iter().product();
+    let mut y = Vec::new();
+    for ni in 0..n {
+        for mi in 0..m {
+            let gi = mi / mg;
+            for oi in 0..olen {
+                let o = unravel(oi, out);
+                let mut acc = b.map_or(0.0, |b| b[mi]);
+                for c in 0..cg {
+                    for ki in 0..klen {
+                        let k = unravel(ki, ks);
+                        let mut pos = Vec::new();
+                        let mut inside = true;
+                        for d in 0..ins.len() {
+                            let p = (o[d] * g.strides[d] + k[d] * g.dil[d]) as isize
+                                - g.pad_begin[d] as isize;
+                            if p < 0 || p >= ins[d] as isize {
+                                inside = false;
+                            }
+                            pos.push(p.max(0) as usize);
+                        }
+                        if inside {
+                            let xv = x[(ni * xs[1] + gi * cg + c) * ins.iter().product::<usize>()
+                                + ravel(&pos, ins)];
+                            acc += xv * w[(mi * cg + c) * klen + ki];
+                        }
+                    }
+                }
+                y.push(acc);
+            }
+        }
+    }
+    y
+}
+
+pub(super) fn t32(shape: &[usize], v: &[f64]) -> Tensor {
+    Tensor::from_vec(shape, v.iter().map(|&x| x as f32).collect::<Vec<f32>>()).unwrap()
+}
+
+pub(super) fn rand64(n: usize, seed: u64) -> Vec<f64> {
+    rand_vec(n, seed).into_iter().map(f64::from).collect()
+}
+
+/// Runs Conv on random f32 data and compares with the reference.
+#[allow(clippy::too_many_arguments)]
+fn check_conv(
+    xs: &[usize],
+    ws: &[usize],
+    bias: bool,
+    attrs: &[(&str, Attribute)],
+    g: &Geo,
+    out: &[usize],
+) {
+    let x = rand64(xs.iter().product(), 1);
+    let w = rand64(ws.iter().product(), 2);
+    let b = rand64(ws[0], 3);
+    let (xt, wt, bt) = (t32(xs, &x), t32(ws, &w), t32(&[ws[0]], &b));
+    let mut inputs = vec![Some(&xt), Some(&wt)];
+    if bias {
+        inputs.push(Some(&bt));
+    }
+    let y = run("Conv", 13, attrs, &inputs).unwrap();
+    let mut shape = vec![xs[0], ws[0]];
+    shape.extend_from_slice(out);
+    assert_eq!(y[0].shape(), shape.as_slice());
+    let want = ref_conv(&x, xs, &w, ws, bias.then_some(b.as_slice()), g, out);
+    assert_tensor_close(&y[0], &want, 1e-4, 1e-4);
+}
+
+pub(super) fn geo(r: usize) -> Geo {
+    Geo {
+        strides: vec![1; r],
+        dil: vec![1; r],
+        pad_begin: vec![0; r],
+        group: 1,
+    }
+}
+
+#[test]
+fn conv_1d_2d_3d_plain() {
+    check_conv(&[2, 3, 9], &[4, 3, 3], true, &[], &geo(1), &[7]);
+    check_conv(&[2, 3, 6, 7], &[5, 3, 3, 2], false, &[], &geo(2), &[4, 6]);
+    check_conv(
+        &[1, 2, 4, 5, 6],
+        &[3, 2, 2, 3, 2],
+        true,
+        &[],
+        &geo(3),
+        &[3, 3, 5],
+    );
+    // 4 spatial dimensions.
+    check_conv(
+        &[1, 2, 3, 3, 3, 4],
+        &[2, 2, 2, 2, 1, 3],
+        true,
+        &[],
+        &geo(4),
+        &[2, 2, 3, 2],
+    );
+}
+
+#[test]
+fn conv_strides_dilations_asymmetric_pads() {
+    let g = Geo {
+        strides: vec![2, 3],
+        dil: vec![2, 1],
+        pad_begin: vec![1, 0],
+        group: 1,
+    };
+    // H: (10 + 1 + 2 − 5) / 2 + 1 = 5; W: (11 + 0 + 1 − 3) / 3 + 1 = 4.
+    check_conv(
+        &[2, 3, 10, 11],
+        &[4, 3, 3, 3],
+        true,
+        &[
+            ("strides", ints(&[2, 3])),
+            ("dilations", ints(&[2, 1])),
+            ("pads", ints(&[1, 0, 2, 1])),
+        ],
+        &g,
+        &[5, 4],
+    );
+}
+
+#[test]
+fn conv_groups_and_depthwise() {
+    let mut g = geo(2);
+    g.group = 2;
+    g.pad_begin = vec![1, 1];
+    check_conv(
+        &[2, 4, 5, 6],
+        &[6, 2, 3, 3],
+        true,
+        &[("group", int(2)), ("pads", ints(&[1, 1, 1, 1]))],
+        &g,
+        &[5, 6],
+    );
+    // Depthwise, with and without a channel multiplier, strided and padded.
+    let mut g = geo(2);
+    g.group = 4;
+    g.strides = vec![2, 2];
+    g.pad_begin = vec![1, 1];
+    let attrs = [
+        ("group", int(4)),
+        ("strides", ints(&[2, 2])),
+        ("pads", ints(&[1, 1, 1, 1])),
+    ];
+    check_conv(&[2, 4, 7, 8], &[4, 1, 3, 3], true, &attrs, &g, &[4, 4]);
+    check_conv(&[1, 4, 7, 8], &[8, 1, 3, 3], false, &attrs, &g, &[4, 4]);
+    // Depthwise 1-D with dilation.
+    let mut g = geo(1);
+    g.group = 3;
+    g.dil = vec![2];
+    check_conv(
+        &[1, 3, 10],
+        &[3, 1, 3],
+        true,
+        &[("group", int(3)), ("dilations", ints(&[2]))],
+        &g,
+        &[6],
+    );
+}
+
+#[test]
+fn conv_pointwise_fast_path() {
+    check_conv(&[2, 8, 5, 5], &[6, 8, 1, 1], true, &[], &geo(2), &[5, 5]);
+    let mut g = geo(2);
+    g.group = 2;
+    check_conv(
+        &[2, 8, 3, 4],
+        &[6, 4, 1, 1],
+        false,
+        &[("group", int(2))],
+        &g,
+        &[3, 4],
+    );
+    // 1×1 but strided: goes through im2col.
+    let mut g = geo(2);
+    g.strides = vec![2, 2];
+    check_conv(
+        &[1, 3, 5, 5],
+        &[2, 3, 1, 1],
+        true,
+        &[("strides", ints(&[2, 2]))],
+        &g,
+        &[3, 3],
+    );
+}
+
+#[test]
+fn conv_auto_pad_modes() {
+    // in 7, kernel 3, stride 2: SAME output 4, total pad (4−1)·2 + 3 − 7 = 2.
+    // in 6, kernel 2, stride 2: SAME output 3, total pad 0+... = 4 + 2 − 6 = 0.
+    // in 5, kernel 4, stride 1: SAME output 5, total pad 4 + 4 − 5 = 3 (odd).
+    let xs = [1, 2, 7, 5];
+    let ws = [3, 2, 3, 4];
+    let strides = ints(&[2, 1]);
+    let mut g = geo(2);
+    g.strides = vec![2, 1];
+    g.pad_begin = vec![1, 1];
+    check_conv(
+        &xs,
+        &ws,
+        true,
+        &[
+            ("auto_pad", string("SAME_UPPER")),
+            ("strides", strides.clone()),
+        ],
+        &g,
+        &[4, 5],
+    );
+    g.pad_begin = vec![1, 2];
+    check_conv(
+        &xs,
+        &ws,
+        true,
+        &[
+            ("auto_pad", string("SAME_LOWER")),
+            ("strides", strides.clone()),
+        ],
+        &g,
+        &[4, 5],
+    );
+    g.pad_begin = vec![0, 0];
+    // VALID ignores pads.
+    check_conv(
+        &xs,
+        &ws,
+        false,
+        &[
+            ("auto_pad", string("VALID")),
+            ("strides", strides.clone()),
+            ("pads", ints(&[3, 3, 3, 3])),
+        ],
+        &g,
+        &[3, 2],
+    );
+    check_conv(
+        &xs,
+        &ws,
+        false,
+        &[("auto_pad", string("NOTSET")), ("strides", strides)],
+        &g,
+        &[3, 2],
+    );
+}
+
+#[test]
+fn conv_kernel_shape_attribute() {
+    check_conv(
+        &[1, 1, 4, 4],
+        &[1, 1, 2, 3],
+        true,
+        &[("kernel_shape", ints(&[2, 3]))],
+        &geo(2),
+        &[3, 2],
+    );
+    let x = t32(&[1, 1, 4, 4], &[0.0; 16]);
+    let w = t32(&[1, 1, 2, 3], &[0.0; 6]);
+    let e = run(
+        "Conv",
+        11,
+        &[("kernel_shape", ints(&[3, 3]))],
+        &[Some(&x), Some(&w)],
+    );
+    assert!(e.unwrap_err().to_string().contains("kernel_shape"));
+}
+
+/// The 5×5 and 7×5 examples of the ONNX Conv specification.
+#[test]
+fn conv_onnx_spec_examples() {
+    let x5: Vec<f64> = (0..25).map(f64::from).collect();
+    let x75: Vec<f64> = (0..35).map(f64::from).collect();
+    let w = t32(&[1, 1, 3, 3], &[1.0; 9]);
+    let case =
+        |xs: &[usize], x: &[f64], attrs: &[(&str, Attribute)], want: &[f64], oshape: &[usize]| {
+            let xt = t32(xs, x);
+            let y = run("Conv", 11, attrs, &[Some(&xt), Some(&w)]).unwrap();
+            assert_eq!(y[0].shape(), oshape);
+            assert_tensor_close(&y[0], want, 0.0, 0.0);
+        };
+    case(
+        &[1, 1, 5, 5],
+        &x5,
+        &[
+            ("kernel_shape", ints(&[3, 3])),
+            ("pads", ints(&[1, 1, 1, 1])),
+        ],
+        &[
+            12., 21., 27., 33., 24., 33., 54., 63., 72., 51., 63., 99., 108., 117., 81., 93., 144.,
+            153., 162., 111., 72., 111., 117., 123., 84.,
+        ],
+        &[1, 1, 5, 5],
+    );
+    case(
+        &[1, 1, 5, 5],
+        &x5,
+        &[
+            ("kernel_shape", ints(&[3, 3])),
+            ("pads", ints(&[0, 0, 0, 0])),
+        ],
+        &[54., 63., 72., 99., 108., 117., 144., 153., 162.],
+        &[1, 1, 3, 3],
+    );
+    case(
+        &[1, 1, 7, 5],
+        &x75,
+        &[("strides", ints(&[2, 2])), ("pads", ints(&[1, 1, 1, 1]))],
+        &[
+            12., 27., 24., 63., 108., 81., 123., 198., 141., 112., 177., 124.,
+        ],
+        &[1, 1, 4, 3],
+    );
+    case(
+        &[1, 1, 7, 5],
+        &x75,
+        &[("strides", ints(&[2, 2]))],
+        &[54., 72., 144., 162., 234., 252.],
+        &[1, 1, 3, 2],
+    );
+    case(
+        &[1, 1, 7, 5],
+        &x75,
+        &[("strides", ints(&[2, 2])), ("pads", ints(&[1, 0, 1, 0]))],
+        &[21., 33., 99., 117., 189., 207., 171., 183.],
+        &[1, 1, 4, 2],
+    );
+}
+
+#[test]
+fn conv_fused_activations() {
+    let x = rand64(2 * 3 * 6 * 6, 5);
+    let w = rand64(4 * 3 * 9, 6);
+    let b = rand64(4, 7);
+    let (xt, wt, bt) = (
+        t32(&[2, 3, 6, 6], &x),
+        t32(&[4, 3, 3, 3], &w),
+        t32(&[4], &b),
+    );
+    let g = Geo {
+        pad_begin: vec![1, 1],
+        ..geo(2)
+    };
+    let plain = ref_conv(&x, &[2, 3, 6, 6], &w, &[4, 3, 3, 3], Some(&b), &g, &[6, 6]);
+    let pads = ("pads", ints(&[1, 1, 1, 1]));
+    let y = run(
+        "Conv",
+        13,
+        &[pads.clone(), ("activation", string("Relu"))],
+        &[Some(&xt), Some(&wt), Some(&bt)],
+    )
+    .unwrap();
+    let relu: Vec<f64> = plain.iter().map(|v| v.max(0.0)).collect();
+    assert_tensor_close(&y[0], &relu, 1e-4, 1e-4);
+    let y = run(
+        "Conv",
+        13,
+        &[
+            pads,
+            ("activation", string("Clip")),
+            ("activation_min", Attribute::Float(-0.5)),
+            ("activation_max", Attribute::Float(0.25)),
+        ],
+        &[Some(&xt), Some(&wt), Some(&bt)],
+    )
+    .unwrap();
+    let clip: Vec<f64> = plain.iter().map(|v| v.clamp(-0.5, 0.25)).collect();
+    assert_tensor_close(&y[0], &clip, 1e-4, 1e-4);
+    // Depthwise and pointwise paths apply it too.
+    let w1 = rand64(3 * 9, 8);
+    let wt1 = t32(&[3, 1, 3, 3], &w1);
+    let xs1 = [2, 3, 6, 6];
+    let y = run(
+        "Conv",
+        13,
+        &[("group", int(3)), ("activation", string("Relu"))],
+        &[Some(&xt), Some(&wt1)],
+    )
+    .unwrap();
+    let g1 = Geo { group: 3, ..geo(2) };
+    let want: Vec<f64> = ref_conv(&x, &xs1, &w1, &[3, 1, 3, 3], None, &g1, &[4, 4])
+        .iter()
+        .map(|v| v.max(0.0))
+        .collect();
+    assert_tensor_close(&y[0], &want, 1e-4, 1e-4);
+    let w2 = rand64(5 * 3, 9);
+    let wt2 = t32(&[5, 3, 1, 1], &w2);
+    let y = run(
+        "Conv",
+        13,
+        &[("activation", string("Relu"))],
+        &[Some(&xt), Some(&wt2)],
+    )
+    .unwrap();
+    let want: Vec<f64> = ref_conv(&x, &xs1, &w2, &[5, 3, 1, 1], None, &geo(2), &[6, 6])
+        .iter()
+        .map(|v| v.max(0.0))
+        .collect();
+    assert_tensor_close(&y[0], &want, 1e-4, 1e-4);
+}
+
+#[test]
+fn conv_f64_and_f16() {
+    let xs = [1, 2, 5, 5];
+    let ws = [3, 2, 3, 3];
+    let x = rand64(50, 11);
+    let w = rand64(54, 12);
+    let b = rand64(3, 13);
+    let g = Geo {
+        strides: vec![2, 2],
+        pad_begin: vec![1, 1],
+        ..geo(2)
+    };
+    let attrs = [("strides", ints(&[2, 2])), ("pads", ints(&[1, 1, 1, 1]))];
+    let want = ref_conv(&x, &xs, &w, &ws, Some(&b), &g, &[3, 3]);
+    let (x64, w64, b64) = (
+        Tensor::from_vec(&xs, x.clone()).unwrap(),
+        Tensor::from_vec(&ws, w.clone()).unwrap(),
+        Tensor::from_vec(&[3], b.clone()).unwrap(),
+    );
+    let y = run("Conv", 13, &attrs, &[Some(&x64), Some(&w64), Some(&b64)]).unwrap();
+    assert!(matches!(y[0], Tensor::F64(_)));
+    assert_tensor_close(&y[0], &want, 1e-12, 1e-12);
+    let h = |v: &[f64], s: &[usize]| {
+        Tensor::from_vec(s, v.iter().map(|&x| f16::from_f64(x)).collect::<Vec<_>>()).unwrap()
+    };
+    let y = run(
+        "Conv",
+        13,
+        &attrs,
+        &[Some(&h(&x, &xs)), Some(&h(&w, &ws)), Some(&h(&b, &[3]))],
+    )
+    .unwrap();
+    assert!(matches!(y[0], Tensor::F16(_)));
+    assert_tensor_close(&y[0], &want, 1e-2, 2e-2);
+}
+
+#[test]
+fn conv_bits_identical_across_thread_counts() {
+    // Large enough to split into many tasks on every path.
+    type Case<'a> = (Vec<usize>, Vec<usize>, Vec<(&'a str, Attribute)>);
+    let cases: Vec<Case> = vec![
+        (
+            vec![2, 16, 40, 40],
+            vec![32, 16, 3, 3],
+            vec![("pads", ints(&[1, 1, 1, 1]))],
+        ),
+        (
+            vec![2, 32, 40, 40],
+            vec![32, 1, 3, 3],
+            vec![("group", int(32)), ("pads", ints(&[1, 1, 1, 1]))],
+        ),
+        (
+            vec![2, 64, 30, 30],
+            vec![64, 64, 1, 1],
+            vec![("activation", string("Relu"))],
+        ),
+    ];
+    for (xs, ws, attrs) in cases {
+        let x = t32(&xs, &rand64(xs.iter().product(), 21));
+        let w = t32(&ws, &rand64(ws.iter().product(), 22));
+        let b = t32(&[ws[0]], &rand64(ws[0], 23));
+        let op = build_op("Conv", 13, &attrs, &[], 3, 1).unwrap();
+        let one = with_threads(1, || op.run(&[Some(&x), Some(&w), Some(&b)]).unwrap());
+        let three = with_threads(3, || op.run(&[Some(&x), Some(&w), Some(&b)]).unwrap());
+        assert_eq!(bits(&one[0]), bits(&three[0]), "{xs:?} {ws:?}");
+    }
+}
+
+#[test]
+fn conv_errors() {
+    let x = t32(&[1, 4, 5, 5], &[0.0; 100]);
+    let w = t32(&[2, 3, 3, 3], &[0.0; 54]);
+    let err = |attrs: &[(&str, Attribute)], inputs: &[Option<&Tensor>]| {
+        run("Conv", 13, attrs, inputs).unwrap_err().to_string()
+    };
+    // C != W.shape[1]·group.
+    assert!(err(&[], &[Some(&x), Some(&w)]).contains("channels"));
+    // group does not divide M.
+    let w2 = t32(&[3, 2, 3, 3], &[0.0; 54]);
+    assert!(err(&[("group", int(2))], &[Some(&x), Some(&w2)]).contains("divide"));
+    // Wrong ranks.
+    let w3 = t32(&[2, 4, 3], &[0.0; 24]);
+    assert!(err(&[], &[Some(&x), Some(&w3)]).contains("rank"));
+    let x2 = t32(&[4, 5], &[0.0; 20]);
+    assert!(err(&[], &[Some(&x2), Some(&w3)]).contains("rank"));
+    // Bad pads length, zero or negative strides, bad group, bad auto_pad.
+    let w4 = t32(&[2, 4, 3, 3], &[0.0; 72]);
+    assert!(err(&[("pads", ints(&[1, 1]))], &[Some(&x), Some(&w4)]).contains("pads"));
+    assert!(err(&[("strides", ints(&[0, 1]))], &[Some(&x), Some(&w4)]).contains("strides"));
+    assert!(err(&[("pads", ints(&[-1, 0, 0, 0]))], &[Some(&x), Some(&w4)]).contains("pads"));
+    assert!(err(&[("group", int(0))], &[Some(&x), Some(&w4)]).contains("group"));
+    assert!(err(&[("auto_pad", string("SAME"))], &[Some(&x), Some(&w4)]).contains("auto_pad"));
+    // Kernel larger than the padded input.
+    let w5 = t32(&[2, 4, 7, 1], &[0.0; 56]);
+    assert!(err(&[], &[Some(&x), Some(&w5)]).contains("larger"));
+    // Bias of the wrong length, types that differ, integer input.
+    let b = t32(&[3], &[0.0; 3]);
+    assert!(err(&[], &[Some(&x), Some(&w4), Some(&b)]).contains("B"));
+    let w64 = Tensor::from_vec(&[2, 4, 3, 3], vec![0.0f64; 72]).unwrap();
+    assert!(err(&[], &[Some(&x), Some(&w64)]).contains("type"));
+    let xi = Tensor::from_vec(&[1, 1, 2, 2], vec![1i32; 4]).unwrap();
+    assert!(err(&[], &[Some(&xi), Some(&xi)]).contains("floating"));
+    // Hostile sizes: huge dilations are an error, not a panic or overflow.
+    assert!(err(
+        &[("dilations", ints(&[i64::MAX, 1]))],
+        &[Some(&x), Some(&w4)]
+    )
+    .contains("Conv"));
+    let w6 = t32(&[2, 4, 5, 1], &[0.0; 40]);
+    assert!(err(
+        &[("dilations", ints(&[i64::MAX, 1]))],
+        &[Some(&x), Some(&w6)]
+    )
+    .contains("overflow"));
+    // Missing W.
+    assert!(err(&[], &[Some(&x)]).contains("missing"));
+}
+
+#[test]
+fn conv_flops_and_infer() {
+    use crate::ops::{Fact, InferInput};
+    use crate::tensor::DType;
+    let op = build_op("Conv", 13, &[("pads", ints(&[1, 1, 1, 1]))], &[], 3, 1).unwrap();
+    let (xf, wf, bf) = (
+        Fact::new(DType::F32, vec![2, 3, 8, 8]),
+        Fact::new(DType::F32, vec![4, 3, 3, 3]),
+        Fact::new(DType::F32, vec![4]),
+    );
+    let inp = |f| InferInput {
+        fact: Some(f),
+        value: None,
+    };
+    let out = op.infer(&[inp(&xf), inp(&wf), inp(&bf)]).unwrap();
+    assert_eq!(out[0], Fact::new(DType::F32, vec![2, 4, 8, 8]));
+    let flops = op.flops(&[Some(&xf), Some(&wf), Some(&bf)], &out);
+    assert_eq!(flops, 2 * 2 * 4 * 64 * 27 + 2 * 4 * 64);
+    // Unknown W shape: unknown output shape.
+    let wu = Fact::unknown_shape(DType::F32);
+    let out = op.infer(&[inp(&xf), inp(&wu)]).unwrap();
+    assert_eq!(out[0].shape, None);
+    let _ = assert_close;
+}
+
+#[test]
+fn conv_empty_and_bf16() {
+    // Empty batch: empty output of the right shape.
+    let x = t32(&[0, 2, 4, 4], &[]);
+    let w = t32(&[3, 2, 3, 3], &[0.5; 54]);
+    let y = run("Conv", 13, &[], &[Some(&x), Some(&w)]).unwrap();
+    assert_eq!(y[0].shape(), &[0, 3, 2, 2]);
+    let y = run(
+        "ConvTranspose",
+        13,
+        &[],
+        &[Some(&x), Some(&t32(&[2, 3, 3, 3], &[0.5; 54]))],
+    )
+    .unwrap();
+    assert_eq!(y[0].shape(), &[0, 3, 6, 6]);
+    // No input channels: the output is the bias.
+    let x = t32(&[1, 0, 3, 3], &[]);
+    let w = t32(&[2, 0, 2, 2], &[]);
+    let b = t32(&[2], &[1.5, -2.0]);
+    let y = run("Conv", 13, &[], &[Some(&x), Some(&w), Some(&b)]).unwrap();
+    assert_tensor_close(
+        &y[0],
+        &[1.5, 1.5, 1.5, 1.5, -2.0, -2.0, -2.0, -2.0],
+        0.0,
+        0.0,
+    );
+    // bfloat16 goes through f32 like float16.
+    let xs = [1, 2, 4, 4];
+    let ws = [2, 2, 3, 3];
+    let xv = rand64(32, 51);
+    let wv = rand64(36, 52);
+    let bf = |v: &[f64], s: &[usize]| {
+        Tensor::from_vec(
+            s,
+            v.iter()
+                .map(|&x| half::bf16::from_f64(x))
+                .collect::<Vec<_>>(),
+        )
+        .unwrap()
+    };
+    let y = run("Conv", 22, &[], &[Some(&bf(&xv, &xs)), Some(&bf(&wv, &ws))]).unwrap();
+    assert!(matches!(y[0], Tensor::BF16(_)));
+    let want = ref_conv(&xv, &xs, &wv, &ws, None, &geo(2), &[2, 2]);
+    assert_tensor_close(&y[0], &want, 3e-2, 5e-2);
+}
