@@ -1,0 +1,314 @@
+//! The [`LoadMonitor`]: one background thread ("ramify-load") per monitor
+//! samples the enabled sources every `period`, combines them (maximum),
+//! smooths the result (EWMA) and publishes the utilisation `n`, the per-CPU
+//! loads and device-state events. The thread sleeps between samples and is
+//! stopped and joined when the monitor drops.
+
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TrySendError};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use super::config::{HostState, LoadConfig, LoadSource};
+use super::report::{LoadEvent, Metric, Reporter};
+use super::sample::{current_tid, Sample, Sampler};
+use super::smooth::{clamp01, combine, ewma, host_load, least_loaded, memory_pressure};
+
+/// Events a subscriber can have waiting before further ones are dropped.
+pub const EVENT_QUEUE: usize = 64;
+
+/// The shortest sampling period honoured (shorter ones are raised to it).
+pub const MIN_PERIOD: Duration = Duration::from_millis(1);
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// State shared by the monitor handle and its sampler thread.
+#[derive(Debug)]
+struct Shared {
+    config: LoadConfig,
+    n: AtomicU64,
+    samples: AtomicU64,
+    cost_ns: AtomicU64,
+    tid: AtomicU32,
+    per_cpu: Mutex<Vec<f64>>,
+    last: Mutex<Sample>,
+    host: Mutex<Option<HostState>>,
+    reporter: Mutex<Reporter>,
+    subscribers: Mutex<Vec<SyncSender<LoadEvent>>>,
+    stop: Mutex<bool>,
+    wake: Condvar,
+}
+
+impl Shared {
+    fn new(config: LoadConfig, n: f64) -> Shared {
+        let reporter = Reporter::new(config.report.clone());
+        Shared {
+            config,
+            n: AtomicU64::new(clamp01(n).to_bits()),
+            samples: AtomicU64::new(0),
+            cost_ns: AtomicU64::new(0),
+            tid: AtomicU32::new(0),
+            per_cpu: Mutex::new(Vec::new()),
+            last: Mutex::new(Sample::default()),
+            host: Mutex::new(None),
+            reporter: Mutex::new(reporter),
+            subscribers: Mutex::new(Vec::new()),
+            stop: Mutex::new(false),
+            wake: Condvar::new(),
+        }
+    }
+
+    fn set_n(&self, n: f64) {
+        self.n.store(clamp01(n).to_bits(), Ordering::Relaxed);
+    }
+
+    /// Feeds metric values to the reporter and delivers the events without
+    /// ever blocking: a full or closed subscriber queue loses the event
+    /// (closed ones are forgotten).
+    fn report(&self, values: &[(Metric, Option<f64>)]) {
+        let mut events = Vec::new();
+        {
+            let mut r = lock(&self.reporter);
+            for &(m, v) in values {
+                if let Some(v) = v {
+                    r.observe(m, v, &mut events);
+                }
+            }
+        }
+        if events.is_empty() {
+            return;
+        }
+        let mut subs = lock(&self.subscribers);
+        subs.retain(|tx| {
+            events.iter().all(|e| match tx.try_send(e.clone()) {
+                Ok(()) | Err(TrySendError::Full(_)) => true,
+                Err(TrySendError::Disconnected(_)) => false,
+            })
+        });
+    }
+
+    /// The combined (unsmoothed) value of a sample; `None` when no enabled
+    /// source has a value.
+    fn combined(&self, s: &Sample) -> Option<f64> {
+        let host = lock(&self.host).as_ref().and_then(host_load);
+        combine(self.config.sources.iter().map(|src| match src {
+            LoadSource::SystemCpu => s.system_cpu,
+            LoadSource::RunQueue => s.run_queue,
+            LoadSource::Memory => s.memory_used.map(memory_pressure),
+            LoadSource::Host => host,
+        }))
+    }
+
+    /// Folds one sample into the state; returns the new smoothed value.
+    fn absorb(&self, sample: Sample, smoothed: Option<f64>) -> Option<f64> {
+        let next = match self.combined(&sample) {
+            Some(x) => Some(ewma(smoothed, x, self.config.smoothing)),
+            None => smoothed,
+        };
+        if let Some(n) = next {
+            self.set_n(n);
+        }
+        if !sample.per_cpu.is_empty() {
+            *lock(&self.per_cpu) = sample.per_cpu.clone();
+        }
+        self.report(&[
+            (Metric::Cpu, sample.system_cpu),
+            (Metric::Memory, sample.memory_used),
+        ]);
+        *lock(&self.last) = sample;
+        self.samples.fetch_add(1, Ordering::Relaxed);
+        next
+    }
+}
+
+/// The sampler thread's loop: wait `period` (or until told to stop), sample,
+/// publish.
+fn run(shared: Arc<Shared>, mut sampler: Sampler, mut smoothed: Option<f64>) {
+    let tid = current_tid();
+    sampler.exclude_thread(tid);
+    shared.tid.store(tid.unwrap_or(0), Ordering::Relaxed);
+    let period = shared.config.period.max(MIN_PERIOD);
+    let mut stop = lock(&shared.stop);
+    loop {
+        let deadline = Instant::now() + period;
+        while !*stop {
+            let now = Instant::now();
+            if now >= deadline {
+                break;
+            }
+            stop = shared
+                .wake
+                .wait_timeout(stop, deadline - now)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+        if *stop {
+            return;
+        }
+        drop(stop);
+        let t = Instant::now();
+        let sample = sampler.sample();
+        smoothed = shared.absorb(sample, smoothed);
+        let cost = u64::try_from(t.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        shared.cost_ns.store(cost, Ordering::Relaxed);
+        stop = lock(&shared.stop);
+    }
+}
+
+/// Measures how busy the device is with work other than ours (the
+/// utilisation `n` of the method), and reports device-state events.
+///
+/// A started monitor owns one sleeping background thread named
+/// `ramify-load`, stopped and joined when the monitor is dropped (when the
+/// last `Arc` goes). A fixed monitor has no thread and always reports its
+/// fixed value.
+#[derive(Debug)]
+pub struct LoadMonitor {
+    shared: Arc<Shared>,
+    fixed: Option<f64>,
+    thread: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl LoadMonitor {
+    /// Starts a monitor sampling as `config` says.
+    ///
+    /// A baseline is taken synchronously here, so memory pressure (and a
+    /// later host push) is reflected at once; the CPU and run-queue sources
+    /// need an interval, so they count from the first background sample,
+    /// one `period` later. Until any enabled source has a value,
+    /// [`utilisation`](Self::utilisation) is 0.
+    pub fn start(config: LoadConfig) -> Arc<LoadMonitor> {
+        let mut sampler = Sampler::new();
+        let first = sampler.sample(); // memory only: no interval yet
+        let shared = Arc::new(Shared::new(config, 0.0));
+        let smoothed = shared.absorb(first, None);
+        let worker = shared.clone();
+        let thread = std::thread::Builder::new()
+            .name("ramify-load".into())
+            .spawn(move || run(worker, sampler, smoothed))
+            .ok();
+        Arc::new(LoadMonitor {
+            shared,
+            fixed: None,
+            thread: Mutex::new(thread),
+        })
+    }
+
+    /// A monitor that always reports `n` (clamped to [0, 1]) and samples
+    /// nothing (for experiments, tests and the non-adaptive modes).
+    pub fn fixed(n: f64) -> Arc<LoadMonitor> {
+        let n = clamp01(n);
+        Arc::new(LoadMonitor {
+            shared: Arc::new(Shared::new(LoadConfig::default(), n)),
+            fixed: Some(n),
+            thread: Mutex::new(None),
+        })
+    }
+
+    /// The utilisation `n` in [0, 1]: the smoothed maximum of the enabled
+    /// sources (or the fixed value).
+    pub fn utilisation(&self) -> f64 {
+        match self.fixed {
+            Some(n) => n,
+            None => f64::from_bits(self.shared.n.load(Ordering::Relaxed)),
+        }
+    }
+
+    /// Records the host application's view of the device. With the `Host`
+    /// source enabled it counts from the next sample on; its battery and
+    /// thermal values are reported to subscribers at once.
+    pub fn push_host(&self, state: HostState) {
+        let values = [
+            (Metric::Battery, state.battery_level),
+            (Metric::Thermal, state.thermal),
+        ];
+        *lock(&self.shared.host) = Some(state);
+        self.shared.report(&values);
+    }
+
+    /// The last host state pushed, if any.
+    pub fn host_state(&self) -> Option<HostState> {
+        lock(&self.shared.host).clone()
+    }
+
+    /// The `k` least-loaded CPU indices (ties by index), `k` clamped to the
+    /// number of CPUs; before the first per-CPU sample, and for fixed
+    /// monitors, `0..k`.
+    pub fn least_loaded_cpus(&self, k: usize) -> Vec<usize> {
+        if self.fixed.is_some() {
+            return (0..k).collect();
+        }
+        let loads = lock(&self.shared.per_cpu);
+        if loads.is_empty() {
+            return (0..k.min(num_cpus::get().max(1))).collect();
+        }
+        least_loaded(&loads, k)
+    }
+
+    /// Per-CPU loads in [0, 1] from the last sample (empty before the first,
+    /// and for fixed monitors).
+    pub fn per_cpu(&self) -> Vec<f64> {
+        lock(&self.shared.per_cpu).clone()
+    }
+
+    /// The last raw sample (all sources, enabled or not).
+    pub fn last_sample(&self) -> Sample {
+        lock(&self.shared.last).clone()
+    }
+
+    /// How many samples were taken (the synchronous baseline included).
+    pub fn samples(&self) -> u64 {
+        self.shared.samples.load(Ordering::Relaxed)
+    }
+
+    /// How long the last background sample took (zero before the first).
+    pub fn sample_cost(&self) -> Duration {
+        Duration::from_nanos(self.shared.cost_ns.load(Ordering::Relaxed))
+    }
+
+    /// The configuration it samples with (the default one for fixed
+    /// monitors).
+    pub fn config(&self) -> &LoadConfig {
+        &self.shared.config
+    }
+
+    /// True for a [`fixed`](Self::fixed) monitor.
+    pub fn is_fixed(&self) -> bool {
+        self.fixed.is_some()
+    }
+
+    /// The kernel thread id of the sampler thread (Linux), once it runs.
+    pub fn sampler_tid(&self) -> Option<u32> {
+        match self.shared.tid.load(Ordering::Relaxed) {
+            0 => None,
+            t => Some(t),
+        }
+    }
+
+    /// A queue of device-state events from now on. It is bounded
+    /// ([`EVENT_QUEUE`]); the sampler never waits for a slow subscriber:
+    /// events that find the queue full are dropped.
+    pub fn subscribe(&self) -> Receiver<LoadEvent> {
+        let (tx, rx) = sync_channel(EVENT_QUEUE);
+        lock(&self.shared.subscribers).push(tx);
+        rx
+    }
+}
+
+impl Drop for LoadMonitor {
+    fn drop(&mut self) {
+        *lock(&self.shared.stop) = true;
+        self.shared.wake.notify_all();
+        let handle = self
+            .thread
+            .get_mut()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        if let Some(h) = handle {
+            let _ = h.join();
+        }
+    }
+}

@@ -1,0 +1,355 @@
+//! The measurement sources: this process's threads from
+//! `/proc/self/task/*/schedstat` (CPU time and run-queue wait, both in ns),
+//! and system CPU, per-CPU use and memory from sysinfo. A [`Sampler`] keeps
+//! the previous snapshot and turns two snapshots into one [`Sample`].
+//!
+//! Nothing read from `/proc` is trusted: a file that cannot be read or parsed
+//! makes its source unavailable for that sample, never an error or a panic.
+
+use std::collections::HashMap;
+use std::time::Instant;
+
+use sysinfo::System;
+
+use super::smooth::{clamp01, counter_delta, others_cpu, run_queue_contention};
+
+/// Cumulative scheduler statistics of one thread, from its `schedstat`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct TaskStat {
+    /// Nanoseconds spent on a CPU.
+    pub run_ns: u64,
+    /// Nanoseconds spent waiting on a run queue.
+    pub wait_ns: u64,
+}
+
+/// Parses a `schedstat` line (`run_ns wait_ns timeslices`); `None` when it
+/// is malformed.
+pub fn parse_schedstat(text: &str) -> Option<TaskStat> {
+    let mut it = text.split_ascii_whitespace();
+    let run_ns = it.next()?.parse().ok()?;
+    let wait_ns = it.next()?.parse().ok()?;
+    Some(TaskStat { run_ns, wait_ns })
+}
+
+/// Per-thread statistics of this process, keyed by thread id.
+pub type TaskSnapshot = HashMap<u32, TaskStat>;
+
+/// What changed between two snapshots of our threads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct TaskDelta {
+    /// CPU time all our threads used (including the excluded one).
+    pub own_run_ns: u64,
+    /// Run-queue wait of our threads, the excluded one left out.
+    pub wait_ns: u64,
+    /// Threads (the excluded one left out) that ran or waited.
+    pub active: usize,
+}
+
+/// Differences two snapshots. A thread new in `cur` counts with its whole
+/// totals (it started within the interval); a thread gone from `cur` is lost
+/// for its last interval. `exclude` (the sampler thread) counts towards our
+/// CPU time but not towards contention.
+pub fn task_delta(prev: &TaskSnapshot, cur: &TaskSnapshot, exclude: Option<u32>) -> TaskDelta {
+    let mut d = TaskDelta::default();
+    for (tid, c) in cur {
+        let p = prev.get(tid).copied().unwrap_or_default();
+        let run = counter_delta(p.run_ns, c.run_ns);
+        let wait = counter_delta(p.wait_ns, c.wait_ns);
+        d.own_run_ns = d.own_run_ns.saturating_add(run);
+        if Some(*tid) == exclude {
+            continue;
+        }
+        d.wait_ns = d.wait_ns.saturating_add(wait);
+        if run > 0 || wait > 0 {
+            d.active += 1;
+        }
+    }
+    d
+}
+
+/// Reads every `/proc/self/task/*/schedstat`; `None` where `/proc` is not
+/// readable (not Linux, or restricted). Threads whose file vanished or is
+/// malformed are skipped.
+pub fn read_tasks() -> Option<TaskSnapshot> {
+    let dir = std::fs::read_dir("/proc/self/task").ok()?;
+    let mut snap = TaskSnapshot::new();
+    for entry in dir.flatten() {
+        let Some(tid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let Ok(text) = std::fs::read_to_string(entry.path().join("schedstat")) else {
+            continue;
+        };
+        if let Some(stat) = parse_schedstat(&text) {
+            snap.insert(tid, stat);
+        }
+    }
+    if snap.is_empty() {
+        None
+    } else {
+        Some(snap)
+    }
+}
+
+/// The id of the calling thread, from `/proc/thread-self` (`PID/task/TID`).
+pub fn current_tid() -> Option<u32> {
+    let link = std::fs::read_link("/proc/thread-self").ok()?;
+    link.file_name()?.to_str()?.parse().ok()
+}
+
+/// One sample: each source's value in [0, 1], `None` where unavailable.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Sample {
+    /// Whole-system CPU use, as a fraction of all CPUs (ours included).
+    pub system_cpu_raw: Option<f64>,
+    /// Our own CPU use (all our threads), as a fraction of all CPUs.
+    pub own_cpu: Option<f64>,
+    /// CPU use by others: [`Sample::system_cpu_raw`] minus our own.
+    pub system_cpu: Option<f64>,
+    /// Run-queue contention of our threads.
+    pub run_queue: Option<f64>,
+    /// Used / total memory.
+    pub memory_used: Option<f64>,
+    /// Per-CPU use in [0, 1], by CPU index (empty when unknown).
+    pub per_cpu: Vec<f64>,
+}
+
+/// Takes samples: holds the sysinfo handle and the previous snapshot.
+pub struct Sampler {
+    system: System,
+    tasks: Option<TaskSnapshot>,
+    last: Instant,
+    exclude: Option<u32>,
+    primed: bool,
+}
+
+impl std::fmt::Debug for Sampler {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Sampler")
+            .field("primed", &self.primed)
+            .finish()
+    }
+}
+
+impl Sampler {
+    /// A sampler with a first baseline taken now. Memory is known at once;
+    /// CPU and run-queue values need a second sample (an interval).
+    pub fn new() -> Sampler {
+        let mut system = System::new();
+        system.refresh_cpu_usage();
+        system.refresh_memory();
+        Sampler {
+            system,
+            tasks: read_tasks(),
+            last: Instant::now(),
+            exclude: None,
+            primed: false,
+        }
+    }
+
+    /// Leaves thread `tid` (the sampler's own) out of the contention measure.
+    pub fn exclude_thread(&mut self, tid: Option<u32>) {
+        self.exclude = tid;
+    }
+
+    /// The memory sample available without an interval.
+    pub fn memory_now(&self) -> Option<f64> {
+        let total = self.system.total_memory();
+        if total == 0 {
+            return None;
+        }
+        Some(clamp01(self.system.used_memory() as f64 / total as f64))
+    }
+
+    /// Takes one sample, differencing against the previous one.
+    pub fn sample(&mut self) -> Sample {
+        let now = Instant::now();
+        let interval_ns =
+            u64::try_from(now.duration_since(self.last).as_nanos()).unwrap_or(u64::MAX);
+        self.last = now;
+        self.system.refresh_cpu_usage();
+        self.system.refresh_memory();
+        let cpus = self.system.cpus();
+        let ncpu = cpus.len();
+        let per_cpu: Vec<f64> = cpus
+            .iter()
+            .map(|c| clamp01(c.cpu_usage() as f64 / 100.0))
+            .collect();
+        let raw = (ncpu > 0).then(|| clamp01(self.system.global_cpu_usage() as f64 / 100.0));
+        let tasks = read_tasks();
+        let delta = match (&self.tasks, &tasks) {
+            (Some(p), Some(c)) => Some(task_delta(p, c, self.exclude)),
+            _ => None,
+        };
+        self.tasks = tasks;
+        let primed = std::mem::replace(&mut self.primed, true);
+        let own_cpu = match delta {
+            Some(d) if primed && ncpu > 0 && interval_ns > 0 => Some(clamp01(
+                d.own_run_ns as f64 / (interval_ns as f64 * ncpu as f64),
+            )),
+            _ => None,
+        };
+        let (system_cpu_raw, system_cpu, run_queue) = if primed {
+            let system_cpu = raw.map(|r| match delta {
+                Some(d) => others_cpu(r, d.own_run_ns, interval_ns, ncpu),
+                None => r,
+            });
+            let rq = delta.map(|d| run_queue_contention(d.wait_ns, interval_ns, d.active));
+            (raw, system_cpu, rq)
+        } else {
+            (None, None, None)
+        };
+        Sample {
+            system_cpu_raw,
+            own_cpu,
+            system_cpu,
+            run_queue,
+            memory_used: self.memory_now(),
+            per_cpu: if primed { per_cpu } else { Vec::new() },
+        }
+    }
+}
+
+impl Default for Sampler {
+    fn default() -> Self {
+        Sampler::new()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    fn snap(v: &[(u32, u64, u64)]) -> TaskSnapshot {
+        v.iter()
+            .map(|&(t, r, w)| {
+                (
+                    t,
+                    TaskStat {
+                        run_ns: r,
+                        wait_ns: w,
+                    },
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn parses_schedstat() {
+        assert_eq!(
+            parse_schedstat("123 456 7\n"),
+            Some(TaskStat {
+                run_ns: 123,
+                wait_ns: 456
+            })
+        );
+        assert_eq!(parse_schedstat(""), None);
+        assert_eq!(parse_schedstat("12"), None);
+        assert_eq!(parse_schedstat("a b c"), None);
+        assert_eq!(parse_schedstat("-1 2 3"), None);
+    }
+
+    #[test]
+    fn deltas_of_synthetic_snapshots() {
+        let prev = snap(&[(1, 100, 10), (2, 500, 50), (3, 7, 7), (9, 0, 0)]);
+        // 1 ran 50 and waited 20; 2 went backwards (replaced): 0; 3 idle;
+        // 4 is new; 9 (the sampler) ran 30 and waited 1000.
+        let cur = snap(&[
+            (1, 150, 30),
+            (2, 400, 40),
+            (3, 7, 7),
+            (4, 60, 5),
+            (9, 30, 1000),
+        ]);
+        let d = task_delta(&prev, &cur, Some(9));
+        assert_eq!(d.own_run_ns, 50 + 60 + 30);
+        assert_eq!(d.wait_ns, 20 + 5);
+        assert_eq!(d.active, 2);
+        let d = task_delta(&prev, &cur, None);
+        assert_eq!(d.wait_ns, 20 + 5 + 1000);
+        assert_eq!(d.active, 3);
+        assert_eq!(task_delta(&cur, &cur, None), TaskDelta::default());
+    }
+
+    #[test]
+    fn live_sample_is_in_range() {
+        let mut s = Sampler::new();
+        let first = s.sample();
+        assert_eq!(first.system_cpu, None);
+        std::thread::sleep(Duration::from_millis(30));
+        let x = s.sample();
+        for v in [x.system_cpu_raw, x.system_cpu, x.run_queue, x.memory_used]
+            .into_iter()
+            .flatten()
+            .chain(x.per_cpu.iter().copied())
+        {
+            assert!((0.0..=1.0).contains(&v), "{x:?}");
+        }
+        if cfg!(target_os = "linux") {
+            assert!(x.system_cpu.is_some() && x.run_queue.is_some(), "{x:?}");
+            assert!(!x.per_cpu.is_empty());
+            assert!(x.system_cpu <= x.system_cpu_raw);
+        }
+    }
+
+    #[test]
+    fn own_busy_thread_is_not_counted() {
+        // Loose live check only (the machine is shared): while one of our
+        // threads burns a CPU, our measured share is clearly positive and the
+        // value credited to others is the raw value minus it.
+        if !cfg!(target_os = "linux") {
+            return;
+        }
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let flag = stop.clone();
+        let busy = std::thread::spawn(move || {
+            let mut x = 0u64;
+            while !flag.load(std::sync::atomic::Ordering::Relaxed) {
+                x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
+                std::hint::black_box(x);
+            }
+        });
+        let mut s = Sampler::new();
+        s.sample();
+        std::thread::sleep(Duration::from_millis(300));
+        let x = s.sample();
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        let _ = busy.join();
+        let (Some(raw), Some(others)) = (x.system_cpu_raw, x.system_cpu) else {
+            panic!("no cpu sample: {x:?}");
+        };
+        let (Some(own), Some(cpus)) = (x.own_cpu, Some(x.per_cpu.len().max(1))) else {
+            panic!("no own sample: {x:?}");
+        };
+        // Our busy thread got some CPU in 300 ms, and it is what was taken off.
+        assert!(own > 0.1 / cpus as f64, "{x:?}");
+        assert!(others <= raw, "{x:?}");
+        assert!((others - (raw - own).max(0.0)).abs() < 1e-9, "{x:?}");
+    }
+
+    #[test]
+    fn one_sample_costs_far_below_one_percent() {
+        let mut s = Sampler::new();
+        s.sample();
+        let mut times: Vec<Duration> = (0..15)
+            .map(|_| {
+                std::thread::sleep(Duration::from_millis(2));
+                let t = Instant::now();
+                std::hint::black_box(s.sample());
+                t.elapsed()
+            })
+            .collect();
+        times.sort();
+        let median = times[times.len() / 2];
+        // Period 100 ms: 1 % of a core is 1 ms per sample.
+        assert!(
+            median < Duration::from_millis(1),
+            "median sample {median:?}"
+        );
+    }
+}

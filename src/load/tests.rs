@@ -1,0 +1,171 @@
+//! Tests of the live monitor: its thread's lifetime, fixed monitors, host
+//! pushes and event delivery.
+
+use std::time::{Duration, Instant};
+
+use super::*;
+
+fn config(sources: Vec<LoadSource>, period_ms: u64) -> LoadConfig {
+    LoadConfig {
+        sources,
+        period: Duration::from_millis(period_ms),
+        smoothing: 1.0,
+        ..LoadConfig::default()
+    }
+}
+
+fn wait_for(mut f: impl FnMut() -> bool) -> bool {
+    let end = Instant::now() + Duration::from_secs(5);
+    while Instant::now() < end {
+        if f() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    false
+}
+
+fn task_name(tid: u32) -> Option<String> {
+    std::fs::read_to_string(format!("/proc/self/task/{tid}/comm"))
+        .ok()
+        .map(|s| s.trim().to_string())
+}
+
+#[test]
+fn fixed_monitor() {
+    let m = LoadMonitor::fixed(0.4);
+    assert_eq!(m.utilisation(), 0.4);
+    assert!(m.is_fixed());
+    assert_eq!(m.least_loaded_cpus(3), vec![0, 1, 2]);
+    assert_eq!(LoadMonitor::fixed(7.0).utilisation(), 1.0);
+    assert_eq!(LoadMonitor::fixed(f64::NAN).utilisation(), 0.0);
+    m.push_host(HostState {
+        cpu_utilisation: Some(0.9),
+        ..HostState::default()
+    });
+    assert_eq!(m.utilisation(), 0.4);
+    assert_eq!(m.sampler_tid(), None);
+}
+
+#[test]
+fn sampler_thread_runs_and_stops_on_drop() {
+    let m = LoadMonitor::start(config(
+        vec![LoadSource::SystemCpu, LoadSource::RunQueue],
+        10,
+    ));
+    assert!(wait_for(|| m.samples() >= 3), "sampler never sampled");
+    let n = m.utilisation();
+    assert!((0.0..=1.0).contains(&n));
+    if cfg!(target_os = "linux") {
+        let tid = m.sampler_tid().expect("sampler tid");
+        assert_eq!(task_name(tid).as_deref(), Some("ramify-load"));
+        let k = m.least_loaded_cpus(usize::MAX);
+        assert_eq!(k.len(), num_cpus::get().max(1).min(k.len().max(1)));
+        let mut sorted = k.clone();
+        sorted.sort();
+        sorted.dedup();
+        assert_eq!(sorted.len(), k.len());
+        drop(m);
+        // Dropping joined the thread: its task is gone.
+        assert!(
+            task_name(tid).is_none(),
+            "sampler thread survived its monitor"
+        );
+    }
+}
+
+#[test]
+fn thread_stops_when_last_arc_goes() {
+    let m = LoadMonitor::start(config(vec![LoadSource::SystemCpu], 1000));
+    let other = m.clone();
+    assert!(wait_for(
+        || m.sampler_tid().is_some() || !cfg!(target_os = "linux")
+    ));
+    let tid = m.sampler_tid();
+    drop(m);
+    if let Some(tid) = tid {
+        assert!(task_name(tid).is_some(), "stopped while still owned");
+    }
+    // A long period must not delay the drop: the thread is woken.
+    let t = Instant::now();
+    drop(other);
+    assert!(t.elapsed() < Duration::from_millis(500));
+    if let Some(tid) = tid {
+        assert!(task_name(tid).is_none());
+    }
+}
+
+#[test]
+fn host_source_drives_utilisation() {
+    let m = LoadMonitor::start(config(vec![LoadSource::Host], 5));
+    assert_eq!(m.utilisation(), 0.0);
+    m.push_host(HostState {
+        cpu_utilisation: Some(0.3),
+        thermal: Some(0.6),
+        battery_level: Some(0.9),
+    });
+    assert!(
+        wait_for(|| (m.utilisation() - 0.6).abs() < 1e-9),
+        "{}",
+        m.utilisation()
+    );
+    m.push_host(HostState {
+        battery_level: Some(0.0),
+        ..HostState::default()
+    });
+    assert!(wait_for(|| m.utilisation() == 1.0), "{}", m.utilisation());
+}
+
+#[test]
+fn memory_source_counts_at_once() {
+    let m = LoadMonitor::start(config(vec![LoadSource::Memory], 1000));
+    let s = m.last_sample();
+    if let Some(used) = s.memory_used {
+        assert_eq!(m.utilisation(), smooth::memory_pressure(used));
+    }
+}
+
+#[test]
+fn host_events_are_delivered_without_blocking() {
+    let m = LoadMonitor::fixed(0.0);
+    let rx = m.subscribe();
+    let dropped = m.subscribe();
+    drop(dropped);
+    m.push_host(HostState {
+        battery_level: Some(0.5),
+        ..HostState::default()
+    });
+    m.push_host(HostState {
+        battery_level: Some(0.1),
+        ..HostState::default()
+    });
+    let got: Vec<LoadEvent> = rx.try_iter().collect();
+    assert_eq!(got.len(), 2, "{got:?}");
+    assert!(matches!(
+        got[0],
+        LoadEvent::Anomaly {
+            metric: Metric::Battery,
+            ..
+        }
+    ));
+    // Nobody reads: the queue fills and pushes still return.
+    for i in 0..(3 * monitor::EVENT_QUEUE) {
+        m.push_host(HostState {
+            thermal: Some(if i % 2 == 0 { 0.95 } else { 0.1 }),
+            ..HostState::default()
+        });
+    }
+    assert_eq!(rx.try_iter().count(), monitor::EVENT_QUEUE);
+}
+
+#[test]
+fn live_sample_cost_is_small() {
+    let m = LoadMonitor::start(config(vec![LoadSource::SystemCpu, LoadSource::RunQueue], 5));
+    assert!(wait_for(|| m.samples() >= 5));
+    // Loose bound on a shared machine; the strict median check is in sample.rs.
+    assert!(
+        m.sample_cost() < Duration::from_millis(20),
+        "{:?}",
+        m.sample_cost()
+    );
+}
