@@ -1,0 +1,140 @@
+//! The C API of ramify, for apps that reach the runtime through C: JNI on
+//! Android, Swift or Objective-C on iOS, or plain C and C++.
+//!
+//! Its shape follows onnxruntime's and TensorFlow Lite's C APIs: opaque
+//! handles (`RamifySessionOptions`, `RamifySession`, `RamifyTensor`), calls
+//! that return a `RamifyStatus` and leave a message for `ramify_last_error()`,
+//! element types as ONNX `TensorProto.DataType` codes, caller-owned input
+//! buffers that are copied in, and runtime-owned output tensors with
+//! accessors and a release function.
+//!
+//! Every exported function runs its body under `catch_unwind`: a panic becomes
+//! `RAMIFY_STATUS_INTERNAL_ERROR`, never an unwind into C. NULL pointers and
+//! out-of-range values are refused with `RAMIFY_STATUS_INVALID_ARGUMENT`
+//! before anything is dereferenced. The header `include/ramify.h` is generated
+//! from this crate by cbindgen (see `tests/header.rs`); build notes for Android
+//! and iOS are in `README.md`.
+
+mod error;
+mod options;
+mod run;
+mod session;
+mod tensor;
+
+pub use error::RamifyStatus;
+pub use options::{
+    ramify_session_options_create, ramify_session_options_destroy, ramify_session_options_set_cpus,
+    ramify_session_options_set_fixed_load, ramify_session_options_set_load_sources,
+    ramify_session_options_set_m1, ramify_session_options_set_m2, ramify_session_options_set_mode,
+    ramify_session_options_set_pin_threads, ramify_session_options_set_theta1,
+    ramify_session_options_set_theta2, RamifyMode, RamifySessionOptions, RAMIFY_LOAD_HOST,
+    RAMIFY_LOAD_MEMORY, RAMIFY_LOAD_RUN_QUEUE, RAMIFY_LOAD_SYSTEM_CPU, RAMIFY_MAX_CPUS,
+};
+pub use run::ramify_session_run;
+pub use session::{
+    ramify_session_create_from_file, ramify_session_create_from_memory, ramify_session_destroy,
+    ramify_session_input_count, ramify_session_input_element_type, ramify_session_input_name,
+    ramify_session_input_shape, ramify_session_output_count, ramify_session_output_element_type,
+    ramify_session_output_name, ramify_session_output_shape, ramify_session_push_host_state,
+    RamifySession,
+};
+pub use tensor::{
+    ramify_tensor_byte_size, ramify_tensor_data, ramify_tensor_element_count,
+    ramify_tensor_element_type, ramify_tensor_rank, ramify_tensor_release, ramify_tensor_shape,
+    RamifyElementType, RamifyTensor, RamifyTensorView,
+};
+
+use std::ffi::c_char;
+use std::panic::catch_unwind;
+
+/// The library version, e.g. "0.1.0": a static NUL-terminated string.
+#[no_mangle]
+pub extern "C" fn ramify_version() -> *const c_char {
+    concat!(env!("CARGO_PKG_VERSION"), "\0").as_ptr() as *const c_char
+}
+
+/// The message of the last failed call on the calling thread, naming the
+/// function and the problem (e.g. `ramify_session_run: unknown input "img";
+/// the model's inputs are ["input"]`); "" when no call has failed on this
+/// thread. Never NULL. Successful calls leave it unchanged. The pointer is
+/// valid until the next failing call on the same thread; copy the text to
+/// keep it.
+#[no_mangle]
+pub extern "C" fn ramify_last_error() -> *const c_char {
+    catch_unwind(error::last_error_ptr).unwrap_or(c"".as_ptr())
+}
+
+/// A static name for a status, e.g. "RAMIFY_STATUS_INVALID_INPUT";
+/// "RAMIFY_STATUS_UNKNOWN" for a value that is not a `RamifyStatus`.
+#[no_mangle]
+pub extern "C" fn ramify_status_name(status: i32) -> *const c_char {
+    let name: &'static std::ffi::CStr = match status {
+        0 => c"RAMIFY_STATUS_OK",
+        1 => c"RAMIFY_STATUS_INVALID_ARGUMENT",
+        2 => c"RAMIFY_STATUS_IO_ERROR",
+        3 => c"RAMIFY_STATUS_INVALID_MODEL",
+        4 => c"RAMIFY_STATUS_UNSUPPORTED",
+        5 => c"RAMIFY_STATUS_INVALID_INPUT",
+        6 => c"RAMIFY_STATUS_RUNTIME_ERROR",
+        7 => c"RAMIFY_STATUS_INTERNAL_ERROR",
+        _ => c"RAMIFY_STATUS_UNKNOWN",
+    };
+    name.as_ptr()
+}
+
+#[cfg(test)]
+#[path = "../tests/common/model.rs"]
+mod test_models;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::ffi::CStr;
+
+    #[test]
+    fn version_is_the_crate_version() {
+        let v = unsafe { CStr::from_ptr(ramify_version()) };
+        assert_eq!(v.to_str().unwrap(), env!("CARGO_PKG_VERSION"));
+    }
+
+    #[test]
+    fn status_names_cover_every_status() {
+        let all = [
+            RamifyStatus::Ok,
+            RamifyStatus::InvalidArgument,
+            RamifyStatus::IoError,
+            RamifyStatus::InvalidModel,
+            RamifyStatus::Unsupported,
+            RamifyStatus::InvalidInput,
+            RamifyStatus::RuntimeError,
+            RamifyStatus::InternalError,
+        ];
+        for s in all {
+            let name = unsafe { CStr::from_ptr(ramify_status_name(s as i32)) };
+            let name = name.to_str().unwrap();
+            // The name is the header's constant: RAMIFY_STATUS_ + the variant in caps.
+            let variant = format!("{s:?}");
+            let mut caps = String::new();
+            for (i, c) in variant.chars().enumerate() {
+                if c.is_uppercase() && i > 0 {
+                    caps.push('_');
+                }
+                caps.push(c.to_ascii_uppercase());
+            }
+            assert_eq!(name, format!("RAMIFY_STATUS_{caps}"));
+        }
+        let unknown = unsafe { CStr::from_ptr(ramify_status_name(99)) };
+        assert_eq!(unknown.to_str().unwrap(), "RAMIFY_STATUS_UNKNOWN");
+    }
+
+    #[test]
+    fn last_error_is_never_null() {
+        std::thread::spawn(|| {
+            let p = ramify_last_error();
+            assert!(!p.is_null());
+            assert_eq!(unsafe { CStr::from_ptr(p) }.to_bytes(), b"");
+        })
+        .join()
+        .unwrap();
+    }
+}

@@ -1,0 +1,183 @@
+//! Builds the C program `tests/c/test_ramify.c` against `include/ramify.h`
+//! and the static library, then runs it: on the tiny model of
+//! `tests/common/model.rs` (two threads on one session, every error path), on
+//! the example model `models/inception_mini.onnx` against its reference
+//! output, and under valgrind.
+//!
+//! The C compiler is `$CC` or `cc`. valgrind must be installed
+//! (`scripts/test.sh` installs it) unless `RAMIFY_SKIP_VALGRIND=1`.
+
+#[path = "common/model.rs"]
+mod model;
+
+use onnx_protobuf::{Message, TensorProto};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::OnceLock;
+
+fn crate_dir() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn work_dir() -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("ramify-ffi-c");
+    std::fs::create_dir_all(&dir).expect("the test's scratch folder");
+    dir
+}
+
+/// target/<profile>/: the test executable lives in its deps/ folder.
+fn profile_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("the test's own path");
+    exe.parent()
+        .and_then(|deps| deps.parent())
+        .expect("the test executable is in target/<profile>/deps")
+        .to_path_buf()
+}
+
+/// libramify_ffi.a. cargo test compiles the library for the tests in one
+/// rustc run with all its crate types, leaving the staticlib (fresh, from the
+/// same sources) in target/<profile>/deps/ without copying it up; when it is
+/// not there, it is built with `cargo build -p ramify-ffi`.
+fn static_library() -> PathBuf {
+    let dir = profile_dir();
+    let fresh = dir.join("deps/libramify_ffi.a");
+    if fresh.exists() {
+        return fresh;
+    }
+    let profile = match dir.file_name().and_then(|n| n.to_str()) {
+        Some("release") => "release",
+        // cargo test builds the library a test links with the dev profile:
+        // the same profile reuses those artifacts instead of rebuilding.
+        _ => "dev",
+    };
+    let status = Command::new(env!("CARGO"))
+        .args(["build", "--lib", "-p", "ramify-ffi", "--profile", profile])
+        .arg("--manifest-path")
+        .arg(crate_dir().join("Cargo.toml"))
+        .env("CARGO_TARGET_DIR", dir.parent().expect("target/"))
+        .status()
+        .expect("cargo runs");
+    assert!(status.success(), "cargo build -p ramify-ffi failed");
+    let lib = dir.join("libramify_ffi.a");
+    assert!(lib.exists(), "{} was not built", lib.display());
+    lib
+}
+
+/// The compiled C program (built once per test run).
+fn program() -> &'static Path {
+    static PROGRAM: OnceLock<PathBuf> = OnceLock::new();
+    PROGRAM.get_or_init(|| {
+        let lib = static_library();
+        let exe = work_dir().join("test_ramify");
+        let cc = std::env::var("CC").unwrap_or_else(|_| "cc".to_string());
+        let out = Command::new(&cc)
+            .args(["-std=c11", "-Wall", "-Wextra", "-Werror", "-g", "-O1"])
+            .arg("-I")
+            .arg(crate_dir().join("include"))
+            .arg(crate_dir().join("tests/c/test_ramify.c"))
+            .arg(&lib)
+            .args(["-lpthread", "-ldl", "-lm"])
+            .arg("-o")
+            .arg(&exe)
+            .output()
+            .unwrap_or_else(|e| panic!("cannot run the C compiler {cc:?}: {e}"));
+        assert!(
+            out.status.success(),
+            "compiling test_ramify.c failed:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        exe
+    })
+}
+
+/// The tiny model as a file, one per test (tests run at the same time).
+fn tiny_model(test: &str) -> PathBuf {
+    let path = work_dir().join(format!("matmul_add_{test}.onnx"));
+    std::fs::write(&path, model::matmul_add_bytes()).expect("writing the tiny model");
+    path
+}
+
+fn check(what: &str, out: Output) {
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        out.status.success(),
+        "{what} failed ({}):\n{text}",
+        out.status
+    );
+}
+
+/// A TensorProto file's floats, as raw native-endian bytes for the C program.
+fn raw_floats(pb: &Path, to: &Path) {
+    let bytes = std::fs::read(pb).unwrap_or_else(|e| panic!("{}: {e}", pb.display()));
+    let t = TensorProto::parse_from_bytes(&bytes).expect("a TensorProto");
+    assert_eq!(t.data_type, 1, "{} holds floats", pb.display());
+    let floats: Vec<f32> = if t.raw_data.is_empty() {
+        t.float_data.clone()
+    } else {
+        t.raw_data
+            .chunks_exact(4)
+            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .collect()
+    };
+    let raw: Vec<u8> = floats.iter().flat_map(|v| v.to_ne_bytes()).collect();
+    std::fs::write(to, raw).expect("writing reference data");
+}
+
+#[test]
+fn c_program_runs_the_tiny_model_from_two_threads_and_checks_errors() {
+    let out = Command::new(program())
+        .arg(tiny_model("tiny"))
+        .output()
+        .unwrap();
+    check("test_ramify on the tiny model", out);
+}
+
+#[test]
+fn c_program_runs_the_example_model() {
+    let repo = crate_dir().parent().expect("the repository root");
+    let data = repo.join("models/inception_mini/test_data_set_0");
+    let dir = work_dir();
+    let (input, expected) = (dir.join("input_0.f32"), dir.join("output_0.f32"));
+    raw_floats(&data.join("input_0.pb"), &input);
+    raw_floats(&data.join("output_0.pb"), &expected);
+    let out = Command::new(program())
+        .arg(tiny_model("example"))
+        .arg(repo.join("models/inception_mini.onnx"))
+        .arg(&input)
+        .arg(&expected)
+        .output()
+        .unwrap();
+    check("test_ramify on models/inception_mini.onnx", out);
+}
+
+#[test]
+fn c_program_is_clean_under_valgrind() {
+    let found = Command::new("valgrind").arg("--version").output();
+    if found.as_ref().map_or(true, |o| !o.status.success()) {
+        if std::env::var("RAMIFY_SKIP_VALGRIND").is_ok_and(|v| v == "1") {
+            eprintln!("valgrind is not installed: skipped (RAMIFY_SKIP_VALGRIND=1)");
+            return;
+        }
+        panic!(
+            "valgrind is not installed: the C API test runs its program under valgrind. \
+             Install it (apt-get install valgrind; scripts/test.sh does) or set RAMIFY_SKIP_VALGRIND=1"
+        );
+    }
+    let out = Command::new("valgrind")
+        .args([
+            "--error-exitcode=1",
+            "--leak-check=full",
+            "--errors-for-leak-kinds=definite,indirect",
+            "--quiet",
+        ])
+        .arg(program())
+        .arg(tiny_model("valgrind"))
+        .env("RAMIFY_TEST_ITERS", "3")
+        .output()
+        .unwrap();
+    check("test_ramify under valgrind", out);
+}

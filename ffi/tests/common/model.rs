@@ -1,0 +1,100 @@
+//! The small models the C API tests load, built in code so their outputs are
+//! known exactly (opset 13):
+//! - `relu_add_bytes`: x[N,4] → Relu → Add(b = [1, 2, 3, 4]) → y[N,4];
+//! - `matmul_add_bytes`: x[N,4] → MatMul(W[4,3]) → Add(b[3]) → y[N,3], with
+//!   [`MATMUL_W`] and [`MATMUL_B`] (the C program computes the same by hand).
+//!
+//! Shared by the crate's unit tests and the C program's test.
+
+use onnx_protobuf::{
+    tensor_shape_proto::{dimension::Value as DimValue, Dimension},
+    type_proto::{Tensor as TypeTensor, Value as TypeValue},
+    GraphProto, Message, ModelProto, NodeProto, OperatorSetIdProto, TensorProto, TensorShapeProto,
+    TypeProto, ValueInfoProto,
+};
+
+/// A float tensor value with dims (negative = the symbolic dimension "N").
+fn value_info(name: &str, dims: &[i64]) -> ValueInfoProto {
+    let mut shape = TensorShapeProto::new();
+    for &d in dims {
+        let mut dim = Dimension::new();
+        dim.value = Some(if d >= 0 {
+            DimValue::DimValue(d)
+        } else {
+            DimValue::DimParam("N".into())
+        });
+        shape.dim.push(dim);
+    }
+    let mut tt = TypeTensor::new();
+    tt.elem_type = 1;
+    tt.shape = Some(shape).into();
+    let mut tp = TypeProto::new();
+    tp.value = Some(TypeValue::TensorType(tt));
+    let mut vi = ValueInfoProto::new();
+    vi.name = name.into();
+    vi.type_ = Some(tp).into();
+    vi
+}
+
+fn node(op: &str, inputs: &[&str], output: &str) -> NodeProto {
+    let mut n = NodeProto::new();
+    n.op_type = op.into();
+    n.name = format!("{op}_{output}");
+    n.input = inputs.iter().map(|s| s.to_string()).collect();
+    n.output = vec![output.to_string()];
+    n
+}
+
+/// W of `matmul_add_bytes`, row-major [4, 3].
+pub const MATMUL_W: [f32; 12] = [1.0, 0.0, -1.0, 2.0, 1.0, 0.0, 0.0, 0.5, 1.0, -1.0, 1.0, 2.0];
+/// b of `matmul_add_bytes`, [3].
+pub const MATMUL_B: [f32; 3] = [0.5, -1.0, 2.0];
+
+fn float_initializer(name: &str, dims: &[i64], values: &[f32]) -> TensorProto {
+    let mut t = TensorProto::new();
+    t.name = name.into();
+    t.data_type = 1;
+    t.dims = dims.to_vec();
+    t.raw_data = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+    t
+}
+
+fn model(graph: GraphProto) -> Vec<u8> {
+    let mut m = ModelProto::new();
+    m.ir_version = 8;
+    let mut o = OperatorSetIdProto::new();
+    o.version = 13;
+    m.opset_import.push(o);
+    m.graph = Some(graph).into();
+    m.write_to_bytes().expect("serializable model")
+}
+
+/// The serialized model x[N,4] → MatMul(W) → Add(b) → y[N,3].
+#[allow(dead_code)]
+pub fn matmul_add_bytes() -> Vec<u8> {
+    let mut g = GraphProto::new();
+    g.name = "matmul_add".into();
+    g.node = vec![
+        node("MatMul", &["x", "W"], "xw"),
+        node("Add", &["xw", "b"], "y"),
+    ];
+    g.input = vec![value_info("x", &[-1, 4])];
+    g.output = vec![value_info("y", &[-1, 3])];
+    g.initializer = vec![
+        float_initializer("W", &[4, 3], &MATMUL_W),
+        float_initializer("b", &[3], &MATMUL_B),
+    ];
+    model(g)
+}
+
+/// The serialized model x[N,4] → Relu → Add(b) → y[N,4].
+#[allow(dead_code)]
+pub fn relu_add_bytes() -> Vec<u8> {
+    let mut g = GraphProto::new();
+    g.name = "relu_add".into();
+    g.node = vec![node("Relu", &["x"], "r"), node("Add", &["r", "b"], "y")];
+    g.input = vec![value_info("x", &[-1, 4])];
+    g.output = vec![value_info("y", &[-1, 4])];
+    g.initializer = vec![float_initializer("b", &[4], &[1.0, 2.0, 3.0, 4.0])];
+    model(g)
+}
