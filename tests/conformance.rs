@@ -279,6 +279,17 @@ fn onnx_node_tests() {
         .filter(|p| p.join("model.onnx").exists())
         .collect();
     cases.sort();
+    // `RAMIFY_CONFORMANCE_ONLY=maxpool,averagepool` runs only the cases whose
+    // names contain one of the (comma-separated) substrings and reports each.
+    let only: Option<Vec<String>> = std::env::var("RAMIFY_CONFORMANCE_ONLY")
+        .ok()
+        .map(|s| s.split(',').map(str::to_string).collect());
+    if let Some(only) = &only {
+        cases.retain(|p| {
+            let name = p.file_name().unwrap().to_string_lossy();
+            only.iter().any(|o| name.contains(o.as_str()))
+        });
+    }
     // Non-expanded cases first, so `_expanded` ones can name their operator.
     cases.sort_by_key(|p| p.to_string_lossy().contains("_expanded"));
     let mut results: BTreeMap<String, (String, Outcome)> = BTreeMap::new();
@@ -292,6 +303,9 @@ fn onnx_node_tests() {
             eprintln!("{name}");
         }
         let outcome = run_guarded(dir);
+        if only.is_some() {
+            println!("{name}: {outcome:?}");
+        }
         results.insert(name, (op, outcome));
     }
     let passed: BTreeSet<&str> = results
@@ -309,6 +323,9 @@ fn onnx_node_tests() {
         results.len() - passed.len() - failed,
         results.len()
     );
+    if only.is_some() {
+        return;
+    }
     let list_path = repo().join("tests/conformance/passing.txt");
     if std::env::var_os("RAMIFY_UPDATE_CONFORMANCE").is_some() {
         let mut list =
