@@ -1,5 +1,25 @@
-//! TODO family header.
+//! Activation functions: the pointwise ones (Relu, LeakyRelu, Elu, Selu,
+//! Celu, Sigmoid, HardSigmoid, HardSwish, Tanh, Gelu, Softplus, Softsign,
+//! ThresholdedRelu, Mish, Swish, Shrink) in `pointwise`, Clip in `clip`,
+//! PRelu and its broadcast slope in `prelu`, and the normalising Softmax,
+//! LogSoftmax and Hardmax in `softmax`.
+//!
+//! Relu, LeakyRelu, Clip, Sigmoid, HardSwish and Tanh compute through the
+//! same scalar code as the activation fused into Conv and Gemm at load
+//! (`gemm::fused`), so fusing them changes no bit of the result.
+
+mod clip;
+mod pointwise;
+mod prelu;
+mod softmax;
+#[cfg(test)]
+mod tests;
 
 use super::Registry;
 
-pub(crate) fn register(_r: &mut Registry) {}
+pub(crate) fn register(r: &mut Registry) {
+    pointwise::register(r);
+    clip::register(r);
+    prelu::register(r);
+    softmax::register(r);
+}

@@ -100,7 +100,9 @@ impl<T> Mat<T> {
 }
 
 /// Floating-point types the GEMM engine handles.
-pub(crate) trait GemmFloat: Float + Default + Debug + Send + Sync + 'static {
+pub(crate) trait GemmFloat:
+    Float + super::fused::ActivationFloat + Default + Debug + Send + Sync + 'static
+{
     /// `C ← alpha·A·B + beta·C` for strided m×k, k×n and m×n matrices.
     ///
     /// # Safety

@@ -5,6 +5,7 @@
 
 use crate::attributes::Attributes;
 use crate::error::Result;
+use crate::ops::unary::kernel::{sigmoid_f32, tanh_f32};
 use num_traits::Float;
 
 /// A fused activation.
@@ -53,54 +54,110 @@ impl Activation {
         }))
     }
 
-    /// Applies the activation to every element of `xs`.
-    pub(crate) fn apply<T: Float>(self, xs: &mut [T]) {
+    /// The activation of one element. The standalone activation operators
+    /// call this too, so a fused and an unfused graph agree bit for bit.
+    #[inline(always)]
+    pub(crate) fn eval<T: ActivationFloat>(self, x: T) -> T {
         let zero = T::zero();
-        let cast = |v: f32| T::from(v).unwrap_or_else(T::nan);
         match self {
             Activation::Relu => {
-                for x in xs {
-                    *x = if *x < zero { zero } else { *x };
+                if x < zero {
+                    zero
+                } else {
+                    x
                 }
             }
             Activation::LeakyRelu(alpha) => {
-                let a = cast(alpha);
-                for x in xs {
-                    *x = if *x < zero { *x * a } else { *x };
+                if x < zero {
+                    x * T::cast_f32(alpha)
+                } else {
+                    x
                 }
             }
             Activation::Clip(lo, hi) => {
-                let (lo, hi) = (cast(lo), cast(hi));
-                for x in xs {
-                    let v = if *x < lo { lo } else { *x };
-                    *x = if v > hi { hi } else { v };
+                let (lo, hi) = (T::cast_f32(lo), T::cast_f32(hi));
+                let v = if x < lo { lo } else { x };
+                if v > hi {
+                    hi
+                } else {
+                    v
                 }
             }
-            Activation::Sigmoid => {
-                let one = T::one();
-                for x in xs {
-                    *x = one / (one + (-*x).exp());
-                }
-            }
+            Activation::Sigmoid => x.sigmoid(),
             Activation::HardSwish => {
-                let (one, sixth, half) = (T::one(), cast(1.0 / 6.0), cast(0.5));
-                for x in xs {
-                    let g = *x * sixth + half;
-                    let g = if g < zero {
-                        zero
-                    } else if g > one {
-                        one
-                    } else {
-                        g
-                    };
-                    *x = *x * g;
-                }
+                let g = x * T::cast_f32(1.0 / 6.0) + T::cast_f32(0.5);
+                let g = if g < zero {
+                    zero
+                } else if g > T::one() {
+                    T::one()
+                } else {
+                    g
+                };
+                x * g
             }
-            Activation::Tanh => {
-                for x in xs {
-                    *x = x.tanh();
-                }
-            }
+            Activation::Tanh => x.tanh_fast(),
         }
+    }
+
+    /// Applies the activation to every element of `xs`.
+    pub(crate) fn apply<T: ActivationFloat>(self, xs: &mut [T]) {
+        // One loop per kind, so each is specialised and can vectorise.
+        macro_rules! each {
+            ($act:expr) => {{
+                let act = $act;
+                for x in xs.iter_mut() {
+                    *x = act.eval(*x);
+                }
+            }};
+        }
+        match self {
+            Activation::Relu => each!(Activation::Relu),
+            Activation::LeakyRelu(a) => each!(Activation::LeakyRelu(a)),
+            Activation::Clip(lo, hi) => each!(Activation::Clip(lo, hi)),
+            Activation::Sigmoid => each!(Activation::Sigmoid),
+            Activation::HardSwish => each!(Activation::HardSwish),
+            Activation::Tanh => each!(Activation::Tanh),
+        }
+    }
+}
+
+/// The float types activations run on: f32 through the branch-free kernels
+/// of the unary family, f64 through the exact library functions.
+pub(crate) trait ActivationFloat: Float {
+    /// Converts an f32 attribute value.
+    fn cast_f32(v: f32) -> Self;
+    /// `1 / (1 + e^-x)`.
+    fn sigmoid(self) -> Self;
+    /// `tanh(x)`.
+    fn tanh_fast(self) -> Self;
+}
+
+impl ActivationFloat for f32 {
+    #[inline(always)]
+    fn cast_f32(v: f32) -> f32 {
+        v
+    }
+    #[inline(always)]
+    fn sigmoid(self) -> f32 {
+        sigmoid_f32(self)
+    }
+    #[inline(always)]
+    fn tanh_fast(self) -> f32 {
+        tanh_f32(self)
+    }
+}
+
+impl ActivationFloat for f64 {
+    #[inline(always)]
+    fn cast_f32(v: f32) -> f64 {
+        v as f64
+    }
+    #[inline(always)]
+    fn sigmoid(self) -> f64 {
+        1.0 / (1.0 + (-self).exp())
+    }
+    #[inline(always)]
+    fn tanh_fast(self) -> f64 {
+        self.tanh()
     }
 }

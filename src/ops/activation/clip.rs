@@ -1,0 +1,114 @@
+//! Clip: bounds from the `min`/`max` attributes (before opset 11) or from the
+//! optional scalar inputs 1 and 2 (opset 11 on), for every numeric type. The
+//! comparison is the one the fused Clip uses: `x < lo → lo`, then `> hi → hi`,
+//! so `min > max` gives `max` as ONNX specifies, and NaN passes through.
+
+use crate::error::{Error, Result};
+use crate::numeric_map;
+use crate::ops::unary::kernel::par_map;
+use crate::ops::util::{fact, infer_same, input, opt_input, out_len};
+use crate::ops::{BuildContext, Fact, InferInput, Operator, Registry};
+use crate::tensor::{DType, Element, Tensor};
+use ndarray::ArrayD;
+use num_traits::NumCast;
+
+/// Clip with its bounds' source.
+#[derive(Debug)]
+struct Clip {
+    /// Bounds from attributes (opset < 11); `None` when they come as inputs.
+    attr_bounds: Option<(f32, f32)>,
+}
+
+/// The clamp shared with the fused activation (see `gemm::fused`).
+#[inline(always)]
+fn clamp<T: PartialOrd + Copy>(x: T, lo: Option<T>, hi: Option<T>) -> T {
+    let v = match lo {
+        Some(lo) if x < lo => lo,
+        _ => x,
+    };
+    match hi {
+        Some(hi) if v > hi => hi,
+        _ => v,
+    }
+}
+
+impl Clip {
+    /// Bound `i` (1 = min, 2 = max) as a value of the input's type.
+    fn bound<T: Element + NumCast + Copy>(
+        &self,
+        inputs: &[Option<&Tensor>],
+        i: usize,
+    ) -> Result<Option<T>> {
+        if let Some((lo, hi)) = self.attr_bounds {
+            let v = if i == 1 { lo } else { hi };
+            if v.is_infinite() {
+                return Ok(None);
+            }
+            return Ok(<T as NumCast>::from(v));
+        }
+        let Some(t) = opt_input(inputs, i) else {
+            return Ok(None);
+        };
+        let what = if i == 1 { "min" } else { "max" };
+        let a = T::view(t).ok_or_else(|| {
+            Error::op(
+                "Clip",
+                format!("{what} has type {}, expected {}", t.dtype(), T::DTYPE),
+            )
+        })?;
+        if a.len() != 1 {
+            return Err(Error::op(
+                "Clip",
+                format!("{what} must be a scalar, found shape {:?}", a.shape()),
+            ));
+        }
+        Ok(a.iter().next().copied())
+    }
+
+    fn clip<T: Element + NumCast + PartialOrd + Copy>(
+        &self,
+        a: &ArrayD<T>,
+        inputs: &[Option<&Tensor>],
+    ) -> Result<ArrayD<T>> {
+        let lo = self.bound::<T>(inputs, 1)?;
+        let hi = self.bound::<T>(inputs, 2)?;
+        par_map("Clip", a, |&x| clamp(x, lo, hi))
+    }
+}
+
+impl Operator for Clip {
+    fn infer(&self, inputs: &[InferInput]) -> Result<Vec<Fact>> {
+        let f = fact("Clip", inputs, 0)?;
+        if matches!(f.dtype, DType::Bool | DType::String) {
+            return Err(Error::op(
+                "Clip",
+                format!("input of type {} is not supported", f.dtype),
+            ));
+        }
+        infer_same("Clip", inputs)
+    }
+
+    fn flops(&self, _inputs: &[Option<&Fact>], outputs: &[Fact]) -> u64 {
+        2 * out_len(outputs, 0)
+    }
+
+    fn run(&self, inputs: &[Option<&Tensor>]) -> Result<Vec<Tensor>> {
+        let x = input("Clip", inputs, 0)?;
+        let out: Result<Tensor> = numeric_map!("Clip", x, a => self.clip(a, inputs)?);
+        Ok(vec![out?])
+    }
+}
+
+pub(super) fn register(r: &mut Registry) {
+    r.add("Clip", 1, |ctx: &BuildContext| {
+        let attr_bounds = if ctx.opset < 11 {
+            Some((
+                ctx.attrs.float("min", f32::NEG_INFINITY)?,
+                ctx.attrs.float("max", f32::INFINITY)?,
+            ))
+        } else {
+            None
+        };
+        Ok(Box::new(Clip { attr_bounds }))
+    });
+}
