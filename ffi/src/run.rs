@@ -146,7 +146,7 @@ mod tests {
     /// Runs with one input named `name`; returns the status and the one output.
     fn run_one(f: &Fixture, name: &CStr, v: RamifyTensorView) -> (RamifyStatus, *mut RamifyTensor) {
         let names = [name.as_ptr()];
-        let mut out = [1usize as *mut RamifyTensor];
+        let mut out = [std::ptr::dangling_mut::<RamifyTensor>()];
         let st =
             unsafe { ramify_session_run(f.session, names.as_ptr(), &v, 1, out.as_mut_ptr(), 1) };
         (st, out[0])

@@ -535,7 +535,7 @@ mod tests {
     #[test]
     fn create_reports_bad_files_and_bytes() {
         unsafe {
-            let mut s = 1usize as *mut RamifySession;
+            let mut s = std::ptr::dangling_mut::<RamifySession>();
             let status = ramify_session_create_from_file(
                 c"/nonexistent/model.onnx".as_ptr(),
                 ptr::null(),

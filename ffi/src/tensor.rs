@@ -412,7 +412,7 @@ mod tests {
 
     #[test]
     fn unaligned_buffers_are_read() {
-        let mut bytes = vec![0u8; 1 + 3 * 4];
+        let mut bytes = [0u8; 1 + 3 * 4];
         for (i, v) in [1.0f32, 2.0, 3.0].iter().enumerate() {
             bytes[1 + 4 * i..5 + 4 * i].copy_from_slice(&v.to_ne_bytes());
         }

@@ -10,13 +10,16 @@ use std::collections::BTreeMap;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-/// One representative operator per class: type, attributes, input shapes.
-fn probes() -> Vec<(
+/// A probe: operator class, operator type, attributes, input shapes.
+type Probe = (
     OpClass,
     &'static str,
     Vec<(&'static str, Attribute)>,
     Vec<Vec<usize>>,
-)> {
+);
+
+/// One representative operator per class: type, attributes, input shapes.
+fn probes() -> Vec<Probe> {
     vec![
         (
             OpClass::Conv,

@@ -84,7 +84,7 @@ fn fold_batch_norms(graph: &mut Graph) -> Vec<String> {
 
 fn try_fold_bn(graph: &mut Graph, conv: usize) -> Option<String> {
     let c = &graph.nodes[conv];
-    if c.op_type != "Conv" || c.domain != "" || c.outputs.len() != 1 {
+    if c.op_type != "Conv" || !c.domain.is_empty() || c.outputs.len() != 1 {
         return None;
     }
     let y = c.outputs[0]?;
@@ -215,7 +215,7 @@ fn fuse_activations(graph: &mut Graph) -> Vec<String> {
 fn try_fuse_activation(graph: &mut Graph, p: usize) -> Option<String> {
     let producer = &graph.nodes[p];
     if !matches!(producer.op_type.as_str(), "Conv" | "Gemm")
-        || producer.domain != ""
+        || !producer.domain.is_empty()
         || producer.outputs.len() != 1
         || producer.attrs.has("activation")
     {

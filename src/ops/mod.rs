@@ -168,6 +168,9 @@ impl Registry {
     }
 }
 
+/// A family of operators: its name and the function registering them.
+type Family = (&'static str, fn(&mut Registry));
+
 /// The process-wide registry of built-in operators.
 pub fn registry() -> &'static Registry {
     static REGISTRY: OnceLock<Registry> = OnceLock::new();
@@ -176,7 +179,7 @@ pub fn registry() -> &'static Registry {
             ops: HashMap::new(),
             family: "",
         };
-        let families: [(&'static str, fn(&mut Registry)); 11] = [
+        let families: [Family; 11] = [
             ("activation", activation::register),
             ("binary", binary::register),
             ("conv", conv::register),

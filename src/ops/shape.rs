@@ -225,7 +225,7 @@ pub(crate) fn movement_flops(inputs: &[Option<&Fact>], outputs: &[Fact]) -> u64 
     let any_input = inputs
         .iter()
         .flatten()
-        .any(|f| f.len().map_or(true, |n| n > 0));
+        .any(|f| f.len().is_none_or(|n| n > 0));
     u64::from(any_input)
 }
 

@@ -38,6 +38,7 @@ const SHAPES: &[(&[usize], &[usize])] = &[
 ];
 
 #[test]
+#[allow(clippy::type_complexity)]
 fn arithmetic_matches_reference_under_broadcasting() {
     let ops: [(&str, fn(f64, f64) -> f64); 4] = [
         ("Add", |x, y| x + y),
@@ -270,7 +271,7 @@ fn comparisons() {
         Tensor::Bool(
             Zip::from(&av.broadcast(IxDyn(&s)).unwrap())
                 .and(&bv.broadcast(IxDyn(&s)).unwrap())
-                .map_collect(|x, y| f(x, y)),
+                .map_collect(&f),
         )
     };
     assert_eq!(
@@ -435,9 +436,15 @@ fn inference_with_unknown_shapes_and_flops() {
     let wrong = Fact::new(DType::I32, vec![3]);
     assert!(o.infer(&[inp(&known), inp(&wrong)]).is_err());
     assert!(o.infer(&[inp(&known)]).is_err(), "missing second input");
-    assert_eq!(o.flops(&[Some(&known), Some(&known)], &[known.clone()]), 6);
+    assert_eq!(
+        o.flops(&[Some(&known), Some(&known)], std::slice::from_ref(&known)),
+        6
+    );
     let s = build_op("Sum", &[], 13, &[]).unwrap();
-    assert_eq!(s.flops(&[Some(&known); 4], &[known.clone()]), 18);
+    assert_eq!(
+        s.flops(&[Some(&known); 4], std::slice::from_ref(&known)),
+        18
+    );
     let e = Tensor::zeros(DType::F32, &[0, 3]);
     assert_eq!(
         run_simple("Add", 14, &[&e, &t1(vec![1.0f32; 3])]).unwrap(),

@@ -6,6 +6,7 @@ use crate::tensor::Tensor;
 use half::{bf16, f16};
 
 /// Naive C = op(A)·op(B) in f64; A is ra×ca row-major.
+#[allow(clippy::too_many_arguments)]
 fn naive(
     a: &[f32],
     ra: usize,
@@ -102,6 +103,7 @@ fn gemm_vector_shapes_and_large_tiles() {
 }
 
 #[test]
+#[allow(clippy::type_complexity)]
 fn gemm_fused_activations() {
     let a = rand_tensor(&[6, 8], 20);
     let b = rand_tensor(&[8, 5], 21);

@@ -163,13 +163,7 @@ pub fn exp_f32(x: f32) -> f32 {
     const MAGIC: f32 = 12_582_912.0; // 1.5 · 2^23: adding it rounds to an integer
     const C1: f32 = 0.693_359_4; // ln 2, high part (exact in few bits)
     const C2: f32 = -2.121_944_4e-4; // ln 2 - C1
-    let x = if x > 88.8 {
-        88.8
-    } else if x < -104.0 {
-        -104.0
-    } else {
-        x
-    };
+    let x = x.clamp(-104.0, 88.8);
     let t = x * std::f32::consts::LOG2_E + MAGIC;
     let nf = t - MAGIC;
     let n = (t.to_bits() as i32).wrapping_sub(MAGIC.to_bits() as i32);
@@ -178,7 +172,7 @@ pub fn exp_f32(x: f32) -> f32 {
     let p = ((((1.987_569_2e-4 * r + 1.398_199_9e-3) * r + 8.333_452e-3) * r + 4.166_579_6e-2) * r
         + 1.666_666_5e-1)
         * r
-        + 5.000_000_1e-1;
+        + 5e-1;
     let p = p * z + r + 1.0;
     let n1 = n >> 1;
     let n2 = n.wrapping_sub(n1);
@@ -207,8 +201,8 @@ pub fn tanh_f32(x: f32) -> f32 {
     let a = x.abs();
     let s = x * x;
     let small =
-        ((((-5.704_988_7e-3 * s + 2.063_908_9e-2) * s - 5.373_971_6e-2) * s + 1.333_144_2e-1) * s
-            - 3.333_328_2e-1)
+        ((((-5.704_988_7e-3 * s + 2.063_909e-2) * s - 5.373_971_6e-2) * s + 1.333_144_2e-1) * s
+            - 3.333_328e-1)
             * s
             * x
             + x;
