@@ -147,11 +147,14 @@ impl Pool {
         x: &[T],
         out: &[usize],
     ) -> Result<Vec<Tensor>> {
+        if self.kind == Kind::Max {
+            return self.max(rows, x, out);
+        }
         let mut y = vec![T::zero(); checked_product(self.kind.name(), out)?];
-        match self.kind {
-            Kind::Max => return self.max(rows, x, out),
-            Kind::Avg => kernels::average(rows, x, &mut y, self.count_include_pad),
-            Kind::Lp => kernels::lp(rows, x, &mut y, self.p),
+        if self.kind == Kind::Avg {
+            kernels::average(rows, x, &mut y, self.count_include_pad);
+        } else {
+            kernels::lp(rows, x, &mut y, self.p);
         }
         Ok(vec![wrap(self.kind.name(), out, y)?])
     }

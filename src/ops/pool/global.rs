@@ -39,21 +39,21 @@ pub(super) fn build_lp(ctx: &BuildContext) -> Result<Box<dyn Operator>> {
     }))
 }
 
-/// Folds `v` into eight lanes with `f(acc, x)` from `init`, then the lanes
-/// pairwise and the tail in order.
+/// Sums `map(x)` over `v` in eight lanes (`add` combines), then the
+/// lanes pairwise and the tail in order.
 #[inline(always)]
-fn lanes<T: Copy>(v: &[T], init: T, f: impl Fn(T, T) -> T) -> T {
+fn lanes<T: Copy>(v: &[T], init: T, map: impl Fn(T) -> T, add: impl Fn(T, T) -> T) -> T {
     let mut acc = [init; 8];
     let chunks = v.chunks_exact(8);
     let tail = chunks.remainder();
     for c in chunks {
         for i in 0..8 {
-            acc[i] = f(acc[i], c[i]);
+            acc[i] = add(acc[i], map(c[i]));
         }
     }
-    let a = f(f(acc[0], acc[4]), f(acc[1], acc[5]));
-    let b = f(f(acc[2], acc[6]), f(acc[3], acc[7]));
-    tail.iter().fold(f(a, b), |s, &x| f(s, x))
+    let a = add(add(acc[0], acc[4]), add(acc[1], acc[5]));
+    let b = add(add(acc[2], acc[6]), add(acc[3], acc[7]));
+    tail.iter().fold(add(a, b), |s, &x| add(s, map(x)))
 }
 
 impl Global {
@@ -82,21 +82,26 @@ impl Global {
     fn reduce<T: Float>(&self, v: &[T]) -> T {
         match self.kind {
             GKind::Avg => {
-                let s = lanes(v, T::zero(), |a, b| a + b);
+                let s = lanes(v, T::zero(), |x| x, |a, b| a + b);
                 s / T::from(v.len()).unwrap_or_else(T::one)
             }
             GKind::Max => {
                 // `max` ignores NaN like the windowed MaxPool.
-                lanes(v, T::neg_infinity(), |a, b| if b > a { b } else { a })
+                lanes(
+                    v,
+                    T::neg_infinity(),
+                    |x| x,
+                    |a, b| if b > a { b } else { a },
+                )
             }
             GKind::Lp(p) if p == 2.0 => {
-                let s = lanes(v, T::zero(), |a, b| a + b * b);
+                let s = lanes(v, T::zero(), |x| x * x, |a, b| a + b);
                 s.sqrt()
             }
-            GKind::Lp(p) if p == 1.0 => lanes(v, T::zero(), |a, b| a + b.abs()),
+            GKind::Lp(p) if p == 1.0 => lanes(v, T::zero(), |x| x.abs(), |a, b| a + b),
             GKind::Lp(p) => {
                 let pt = T::from(p).unwrap_or_else(T::one);
-                let s = lanes(v, T::zero(), |a, b| a + b.abs().powf(pt));
+                let s = lanes(v, T::zero(), |x| x.abs().powf(pt), |a, b| a + b);
                 s.powf(T::from(1.0 / p).unwrap_or_else(T::one))
             }
         }
