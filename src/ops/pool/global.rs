@@ -94,11 +94,11 @@ impl Global {
                     |a, b| if b > a { b } else { a },
                 )
             }
-            GKind::Lp(p) if p == 2.0 => {
+            GKind::Lp(2.0) => {
                 let s = lanes(v, T::zero(), |x| x * x, |a, b| a + b);
                 s.sqrt()
             }
-            GKind::Lp(p) if p == 1.0 => lanes(v, T::zero(), |x| x.abs(), |a, b| a + b),
+            GKind::Lp(1.0) => lanes(v, T::zero(), |x| x.abs(), |a, b| a + b),
             GKind::Lp(p) => {
                 let pt = T::from(p).unwrap_or_else(T::one);
                 let s = lanes(v, T::zero(), |x| x.abs().powf(pt), |a, b| a + b);
