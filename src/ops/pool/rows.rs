@@ -1,0 +1,190 @@
+//! Walks the output rows (innermost spatial lines) of a resolved pooling
+//! window: for each row, the input rows its windows read (in kernel row-major
+//! order), the per-column ranges of the innermost kernel offsets, and the
+//! window sizes inside the input and inside the padded input (the divisors
+//! of AveragePool).
+
+use crate::ops::conv::geom::Window;
+
+/// Row-major strides of `dims`.
+pub(super) fn strides_of(dims: &[usize]) -> Vec<usize> {
+    let mut s = vec![1; dims.len()];
+    for d in (0..dims.len().saturating_sub(1)).rev() {
+        s[d] = s[d + 1] * dims[d + 1];
+    }
+    s
+}
+
+/// One spatial dimension's per-output-position taps.
+#[derive(Debug, Clone)]
+struct DimTaps {
+    /// Per output position: input coordinates of the taps inside the input.
+    valid: Vec<Vec<usize>>,
+    /// Per output position: taps inside the padded input (pads included,
+    /// the extra ceil-mode overhang excluded).
+    padded: Vec<usize>,
+}
+
+fn dim_taps(w: &Window, d: usize) -> DimTaps {
+    let (s, dil, k) = (w.strides[d], w.dilations[d], w.kernel[d]);
+    let (pb, inp, pe) = (w.pad_begin[d], w.input[d], w.pad_end[d]);
+    let mut valid = Vec::with_capacity(w.output[d]);
+    let mut padded = Vec::with_capacity(w.output[d]);
+    for o in 0..w.output[d] {
+        let mut v = Vec::new();
+        let mut p = 0;
+        for kk in 0..k {
+            let pos = o * s + kk * dil;
+            if pos >= pb && pos < pb + inp {
+                v.push(pos - pb);
+            }
+            if pos < pb + inp + pe {
+                p += 1;
+            }
+        }
+        valid.push(v);
+        padded.push(p);
+    }
+    DimTaps { valid, padded }
+}
+
+/// The precomputed walk of one window.
+#[derive(Debug, Clone)]
+pub(super) struct Rows {
+    /// The window.
+    pub win: Window,
+    /// Per innermost kernel offset: output columns `[lo, hi)` reading inside
+    /// the input and the input column offset (`col = o·step + off`).
+    pub last: Vec<(usize, usize, isize)>,
+    /// Per output column: taps inside the input along the innermost dim.
+    pub last_valid: Vec<usize>,
+    /// Per output column: taps inside the padded input along the innermost dim.
+    pub last_padded: Vec<usize>,
+    outer: Vec<DimTaps>,
+    in_strides: Vec<usize>,
+}
+
+/// What one output row reads.
+#[derive(Debug)]
+pub(super) struct Row<'a> {
+    /// Index of the row among the plane's output rows (its first element is
+    /// at `index · out_width`).
+    pub index: usize,
+    /// Flat plane offsets of the input rows read, kernel row-major.
+    pub inputs: &'a [usize],
+    /// Product of the outer dims' in-input tap counts.
+    pub outer_valid: usize,
+    /// Product of the outer dims' in-padded-input tap counts.
+    pub outer_padded: usize,
+}
+
+impl Rows {
+    /// Precomputes the walk of `win` (rank ≥ 1).
+    pub(super) fn new(win: &Window) -> Rows {
+        let r = win.rank();
+        let last_d = r - 1;
+        let last: Vec<_> = (0..win.kernel[last_d])
+            .map(|k| win.valid_range(last_d, k))
+            .collect();
+        let lt = dim_taps(win, last_d);
+        Rows {
+            win: win.clone(),
+            last,
+            last_valid: lt.valid.iter().map(Vec::len).collect(),
+            last_padded: lt.padded,
+            outer: (0..last_d).map(|d| dim_taps(win, d)).collect(),
+            in_strides: strides_of(&win.input),
+        }
+    }
+
+    /// Output row length.
+    pub(super) fn width(&self) -> usize {
+        *self.win.output.last().unwrap_or(&1)
+    }
+
+    /// Input step between neighbouring output columns.
+    pub(super) fn step(&self) -> usize {
+        *self.win.strides.last().unwrap_or(&1)
+    }
+
+    /// Calls `f` for every output row of a plane, in row-major order.
+    pub(super) fn for_each(&self, mut f: impl FnMut(Row)) {
+        let outer_dims = &self.win.output[..self.outer.len()];
+        let rows: usize = outer_dims.iter().product();
+        let mut o = vec![0usize; outer_dims.len()];
+        let mut inputs: Vec<usize> = Vec::new();
+        let mut k = vec![0usize; outer_dims.len()];
+        for index in 0..rows {
+            inputs.clear();
+            let taps: Vec<&[usize]> = self
+                .outer
+                .iter()
+                .zip(&o)
+                .map(|(t, &od)| t.valid[od].as_slice())
+                .collect();
+            let outer_valid = taps.iter().map(|t| t.len()).product();
+            let outer_padded = self
+                .outer
+                .iter()
+                .zip(&o)
+                .map(|(t, &od)| t.padded[od])
+                .product();
+            if outer_valid > 0 {
+                // Odometer over the valid taps of the outer dims.
+                k.iter_mut().for_each(|v| *v = 0);
+                loop {
+                    let off: usize = taps
+                        .iter()
+                        .zip(&k)
+                        .zip(&self.in_strides)
+                        .map(|((t, &kd), &st)| t[kd] * st)
+                        .sum();
+                    inputs.push(off);
+                    let mut d = k.len();
+                    loop {
+                        if d == 0 {
+                            break;
+                        }
+                        d -= 1;
+                        k[d] += 1;
+                        if k[d] < taps[d].len() {
+                            break;
+                        }
+                        k[d] = 0;
+                    }
+                    if k.iter().all(|&v| v == 0) {
+                        break;
+                    }
+                }
+            }
+            f(Row {
+                index,
+                inputs: &inputs,
+                outer_valid,
+                outer_padded,
+            });
+            for d in (0..o.len()).rev() {
+                o[d] += 1;
+                if o[d] < outer_dims[d] {
+                    break;
+                }
+                o[d] = 0;
+            }
+        }
+    }
+
+    /// For each input row of `row` and each innermost kernel offset (kernel
+    /// row-major order), calls `f(out_lo, out_hi, in_start)`: output columns
+    /// `out_lo..out_hi` read inputs `in_start + j·step()` (j from 0).
+    #[inline]
+    pub(super) fn for_each_tap(&self, row: &Row, mut f: impl FnMut(usize, usize, usize)) {
+        let s = self.step() as isize;
+        for &base in row.inputs {
+            for &(lo, hi, off) in &self.last {
+                if lo < hi {
+                    f(lo, hi, (base as isize + lo as isize * s + off) as usize);
+                }
+            }
+        }
+    }
+}
