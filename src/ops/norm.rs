@@ -153,7 +153,7 @@ pub(crate) fn check_len(op: &str, name: &str, shape: &[usize], want: usize) -> R
 /// Reads the `epsilon` attribute (default `default`), which must be ≥ 0.
 pub(crate) fn epsilon(attrs: &crate::attributes::Attributes, default: f32) -> Result<f64> {
     let e = attrs.float("epsilon", default)?;
-    if !(e >= 0.0) || !e.is_finite() {
+    if e.is_nan() || e < 0.0 || e.is_infinite() {
         return Err(attrs.error("epsilon", format!("must be finite and ≥ 0, found {e}")));
     }
     Ok(e as f64)

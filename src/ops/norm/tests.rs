@@ -218,7 +218,14 @@ fn layer_norm_axes_and_stats_outputs() {
         let attrs = [("axis", Attribute::Int(axis))];
         // Scale given in the normalized shape (broadcast source of the same size).
         let sc_shaped = t(&[2, 3, 4][a..], data(len, 5));
-        let y = run("LayerNormalization", &attrs, 17, &[&x, &sc_shaped, &b]).unwrap();
+        let b_shaped = t(&[2, 3, 4][a..], data(len, 6));
+        let y = run(
+            "LayerNormalization",
+            &attrs,
+            17,
+            &[&x, &sc_shaped, &b_shaped],
+        )
+        .unwrap();
         close(&vals(&y), &want, 1e-5);
     }
     // Mean and InvStdDev outputs, scale broadcast from [1, 4], no bias.
@@ -366,7 +373,8 @@ fn bit_identical_at_any_thread_count() {
     let c16 = t(&[16], data(16, 14));
     let pos = t(&[16], vec![0.7; 16]);
     let ln = t(&[64], data(64, 15));
-    let cases: Vec<(&str, Vec<(&str, Attribute)>, i64, Vec<&Tensor>)> = vec![
+    type Case<'a> = (&'a str, Vec<(&'a str, Attribute)>, i64, Vec<&'a Tensor>);
+    let cases: Vec<Case> = vec![
         (
             "BatchNormalization",
             vec![],
