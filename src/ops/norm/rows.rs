@@ -1,0 +1,120 @@
+//! The row engine of the layer-style normalizations: per-row mean and
+//! variance accumulated in a fixed order by one thread, then
+//! `(x - mean) · inv · scale + bias` with scale and bias indexed by row and
+//! column block.
+
+use super::Real;
+use crate::ops::unary::kernel::Float;
+use crate::ops::util::{par_rows, MIN_PARALLEL_GRAIN};
+use rayon::prelude::*;
+
+/// The sum of `f(x)` over a row in a fixed order: eight interleaved partial
+/// sums (which also vectorise), combined pairwise.
+#[inline]
+fn sum<T: Float, C: Real>(row: &[T], f: impl Fn(C) -> C) -> C {
+    let mut acc = [C::zero(); 8];
+    let mut chunks = row.chunks_exact(8);
+    for c in &mut chunks {
+        for k in 0..8 {
+            acc[k] = acc[k] + f(C::from_elem(c[k]));
+        }
+    }
+    for (k, &v) in chunks.remainder().iter().enumerate() {
+        acc[k] = acc[k] + f(C::from_elem(v));
+    }
+    ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]))
+}
+
+/// `(mean, variance)` of each of the `rows` rows of `len` elements of `x`.
+/// With `center == false` the mean is taken as 0 and the variance is the
+/// mean of squares (RMS normalization). Each row is reduced by one thread.
+pub(crate) fn stats<T: Float, C: Real>(
+    x: &[T],
+    rows: usize,
+    len: usize,
+    center: bool,
+) -> Vec<(C, C)> {
+    let n = C::of(len as f64);
+    let one = |r: usize| {
+        let row = &x[r * len..(r + 1) * len];
+        if center {
+            let mean = sum(row, |v: C| v) / n;
+            let var = sum(row, |v: C| (v - mean) * (v - mean)) / n;
+            (mean, var)
+        } else {
+            (C::zero(), sum(row, |v: C| v * v) / n)
+        }
+    };
+    if rows < 2 || rows.saturating_mul(len) < MIN_PARALLEL_GRAIN {
+        (0..rows).map(one).collect()
+    } else {
+        let min = (MIN_PARALLEL_GRAIN / len.max(1)).max(1);
+        (0..rows)
+            .into_par_iter()
+            .with_min_len(min)
+            .map(one)
+            .collect()
+    }
+}
+
+/// Per-element scale and bias: the parameter index of element `col` of row
+/// `row` is `(row % period) · stride + col / block`.
+#[derive(Debug, Clone)]
+pub(crate) struct Affine<C> {
+    /// Multipliers, or none (1).
+    pub scale: Option<Vec<C>>,
+    /// Offsets, or none (0).
+    pub bias: Option<Vec<C>>,
+    /// Rows repeat their parameters with this period.
+    pub period: usize,
+    /// Parameter stride between consecutive rows of one period.
+    pub stride: usize,
+    /// Consecutive columns sharing one parameter.
+    pub block: usize,
+}
+
+impl<C: Real> Affine<C> {
+    /// No scale, no bias.
+    pub fn none() -> Self {
+        Affine {
+            scale: None,
+            bias: None,
+            period: 1,
+            stride: 0,
+            block: usize::MAX,
+        }
+    }
+}
+
+/// `y = (x - mean) · inv · scale + bias` for rows of `len` elements with
+/// per-row `(mean, inv)`, split over whole rows.
+pub(crate) fn normalize<T: Float, C: Real>(
+    x: &[T],
+    len: usize,
+    stats: &[(C, C)],
+    aff: &Affine<C>,
+) -> Vec<T> {
+    let mut y = vec![T::default(); x.len()];
+    if x.is_empty() || len == 0 {
+        return y;
+    }
+    let block = aff.block.clamp(1, len);
+    let period = aff.period.max(1);
+    par_rows(&mut y, len, |first, chunk| {
+        for (i, out) in chunk.chunks_mut(len).enumerate() {
+            let r = first + i;
+            let (mean, inv) = stats[r];
+            let xr = &x[r * len..(r + 1) * len];
+            let base = (r % period) * aff.stride;
+            for (b, (ob, xb)) in out.chunks_mut(block).zip(xr.chunks(block)).enumerate() {
+                let s = aff.scale.as_ref().map_or(C::one(), |s| s[base + b]);
+                let add = aff.bias.as_ref().map_or(C::zero(), |v| v[base + b]);
+                let a = inv * s;
+                for (o, &v) in ob.iter_mut().zip(xb) {
+                    *o = ((C::from_elem(v) - mean) * a + add).to_elem();
+                }
+            }
+        }
+    });
+    y
+}
