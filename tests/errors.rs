@@ -18,8 +18,17 @@ fn valid_model_runs() {
 #[test]
 fn truncated_file() {
     let b = bytes(&relu_add_model());
-    let err = Session::from_bytes(&b[..b.len() / 2]).unwrap_err();
+    // A cut inside the last field is malformed protobuf.
+    let err = Session::from_bytes(&b[..b.len() - 1]).unwrap_err();
     assert!(matches!(err, Error::Malformed(_)), "{err:?}");
+    // Every shorter prefix is rejected with an error too, never a panic:
+    // a cut on a field boundary parses, and then the model is incomplete.
+    for cut in 0..b.len() {
+        assert!(
+            Session::from_bytes(&b[..cut]).is_err(),
+            "prefix of {cut} bytes"
+        );
+    }
 }
 
 #[test]

@@ -3,6 +3,7 @@
 
 mod attributes;
 mod external;
+mod framing;
 mod model;
 mod tensor_proto;
 

@@ -3,6 +3,7 @@
 //! types, and nodes with their operators built.
 
 use super::attributes::convert_attributes;
+use super::framing::check_framing;
 use super::tensor_proto::tensor_from_proto;
 use crate::error::{Error, Result};
 use crate::graph::{topological_sort, Declared, Dim, Graph, Node, Value, ValueId};
@@ -30,6 +31,7 @@ pub fn load_model_file(path: &Path) -> Result<Graph> {
     };
     let file = std::fs::File::open(path).map_err(io)?;
     let mut reader = BufReader::with_capacity(1 << 20, file);
+    check_framing(&mut reader)?;
     let proto =
         ModelProto::parse_from_reader(&mut reader).map_err(|e| Error::Malformed(e.to_string()))?;
     build(proto, path.parent())
@@ -37,6 +39,7 @@ pub fn load_model_file(path: &Path) -> Result<Graph> {
 
 /// Loads a model from bytes. Models with external data need a file path.
 pub fn load_model_bytes(bytes: &[u8]) -> Result<Graph> {
+    check_framing(&mut std::io::Cursor::new(bytes))?;
     let proto = ModelProto::parse_from_bytes(bytes).map_err(|e| Error::Malformed(e.to_string()))?;
     build(proto, None)
 }
@@ -153,6 +156,9 @@ fn build(mut model: ModelProto, base: Option<&Path>) -> Result<Graph> {
         if !is_initializer && !inputs.contains(&id) {
             inputs.push(id);
         }
+    }
+    if g.output.is_empty() {
+        return Err(Error::InvalidModel("the graph declares no outputs".into()));
     }
     let mut outputs = Vec::new();
     for vi in &g.output {
