@@ -47,7 +47,7 @@ fn conv_bn_relu_gemm_clip() -> Vec<u8> {
                 initializer("b", &[4], &seq(4, 0.3)),
                 initializer("m", &[4], &seq(4, 0.1)),
                 initializer("v", &[4], &[0.5, 1.0, 2.0, 0.25]),
-                initializer("gw", &[64, 5], &seq(320, 0.5)),
+                initializer("gw", &[64, 5], &seq(320, 0.03)),
                 initializer("gb", &[5], &seq(5, 0.1)),
                 initializer("lo", &[], &[-0.2]),
                 initializer("hi", &[], &[0.3]),
@@ -85,6 +85,10 @@ fn fused_and_unfused_graphs_agree() {
     assert!(
         plain.iter().any(|&v| v > -0.2 && v < 0.3),
         "clip range exercised"
+    );
+    assert!(
+        plain.iter().any(|&v| v == -0.2f32 as f64),
+        "lower clip bound exercised"
     );
 }
 
