@@ -15,6 +15,7 @@ mod activation;
 mod binary;
 mod conv;
 mod gemm;
+mod loss;
 mod misc;
 mod norm;
 mod pool;
@@ -179,11 +180,12 @@ pub fn registry() -> &'static Registry {
             ops: HashMap::new(),
             family: "",
         };
-        let families: [Family; 11] = [
+        let families: [Family; 12] = [
             ("activation", activation::register),
             ("binary", binary::register),
             ("conv", conv::register),
             ("gemm", gemm::register),
+            ("loss", loss::register),
             ("misc", misc::register),
             ("norm", norm::register),
             ("pool", pool::register),
