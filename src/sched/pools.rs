@@ -31,7 +31,15 @@ impl Pool {
         if cpus.is_empty() {
             return false;
         }
-        let mut current = self.pinned.lock().unwrap_or_else(|e| e.into_inner());
+        // Never wait for this lock: `broadcast` below blocks, and a rayon
+        // worker blocked there runs other queued jobs meanwhile, which may
+        // be another run reaching this same pool. Pinning is best effort, so
+        // while another thread re-pins, this one leaves it to that thread.
+        let mut current = match self.pinned.try_lock() {
+            Ok(guard) => guard,
+            Err(std::sync::TryLockError::Poisoned(e)) => e.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => return true,
+        };
         if current.as_slice() == cpus {
             return true;
         }
