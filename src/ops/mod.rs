@@ -12,6 +12,7 @@ use std::sync::OnceLock;
 pub mod util;
 
 mod activation;
+mod attention;
 mod binary;
 mod conv;
 mod gemm;
@@ -182,6 +183,7 @@ pub fn registry() -> &'static Registry {
         };
         let families: [Family; 12] = [
             ("activation", activation::register),
+            ("attention", attention::register),
             ("binary", binary::register),
             ("conv", conv::register),
             ("gemm", gemm::register),
