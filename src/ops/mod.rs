@@ -181,7 +181,7 @@ pub fn registry() -> &'static Registry {
             ops: HashMap::new(),
             family: "",
         };
-        let families: [Family; 12] = [
+        let families: &[Family] = &[
             ("activation", activation::register),
             ("attention", attention::register),
             ("binary", binary::register),
@@ -196,7 +196,7 @@ pub fn registry() -> &'static Registry {
             ("shape", shape::register),
             ("unary", unary::register),
         ];
-        for (family, register) in families {
+        for &(family, register) in families {
             r.family = family;
             register(&mut r);
         }
