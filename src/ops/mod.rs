@@ -14,10 +14,12 @@ pub mod util;
 mod activation;
 mod binary;
 mod conv;
+mod extra;
 mod gemm;
 mod misc;
 mod norm;
 mod pool;
+mod quant;
 mod reduce;
 mod resize;
 mod shape;
@@ -179,14 +181,16 @@ pub fn registry() -> &'static Registry {
             ops: HashMap::new(),
             family: "",
         };
-        let families: [Family; 11] = [
+        let families: [Family; 13] = [
             ("activation", activation::register),
             ("binary", binary::register),
             ("conv", conv::register),
+            ("extra", extra::register),
             ("gemm", gemm::register),
             ("misc", misc::register),
             ("norm", norm::register),
             ("pool", pool::register),
+            ("quant", quant::register),
             ("reduce", reduce::register),
             ("resize", resize::register),
             ("shape", shape::register),
