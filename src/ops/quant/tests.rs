@@ -206,3 +206,42 @@ fn quantize_is_thread_count_independent() {
     };
     assert_eq!(go(1), go(3));
 }
+
+#[test]
+fn integer_matmul_spec_examples() {
+    let a = t(&[4, 3], vec![11u8, 7, 3, 10, 6, 2, 9, 5, 1, 8, 4, 0]);
+    let b = t(&[3, 2], vec![1u8, 4, 2, 5, 3, 6]);
+    let (az, bz) = (Tensor::scalar(12u8), Tensor::scalar(0u8));
+    let y = run(
+        "MatMulInteger",
+        10,
+        &[],
+        &[Some(&a), Some(&b), Some(&az), Some(&bz)],
+    );
+    let want = vec![-38i32, -83, -44, -98, -50, -113, -56, -128];
+    assert_eq!(y, t(&[4, 2], want));
+    let a = t(&[2, 4], vec![208u8, 236, 0, 238, 3, 214, 255, 29]);
+    let b = t(
+        &[4, 3],
+        vec![152u8, 51, 244, 60, 26, 255, 0, 127, 246, 127, 254, 247],
+    );
+    let f = |v: f32| Tensor::scalar(v);
+    let (as_, bs, ys) = (f(0.0066), f(0.00705), f(0.0107));
+    let (az, bz, yz) = (
+        Tensor::scalar(113u8),
+        Tensor::scalar(114u8),
+        Tensor::scalar(118u8),
+    );
+    let ins = [&a, &as_, &az, &b, &bs, &bz, &ys, &yz].map(Some);
+    let y = run("QLinearMatMul", 10, &[], &ins);
+    assert_eq!(y, t(&[2, 3], vec![168u8, 115, 255, 1, 66, 151]));
+}
+
+#[test]
+fn conv_integer_spec_example() {
+    let x = t(&[1, 1, 3, 3], (2u8..11).collect());
+    let w = t(&[1, 1, 2, 2], vec![1u8; 4]);
+    let xz = Tensor::scalar(1u8);
+    let y = run("ConvInteger", 10, &[], &[Some(&x), Some(&w), Some(&xz)]);
+    assert_eq!(y, t(&[1, 1, 2, 2], vec![12i32, 16, 24, 28]));
+}
