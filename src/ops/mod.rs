@@ -15,11 +15,13 @@ mod activation;
 mod attention;
 mod binary;
 mod conv;
+mod extra;
 mod gemm;
 mod loss;
 mod misc;
 mod norm;
 mod pool;
+mod quant;
 mod reduce;
 mod resize;
 mod shape;
@@ -186,11 +188,13 @@ pub fn registry() -> &'static Registry {
             ("attention", attention::register),
             ("binary", binary::register),
             ("conv", conv::register),
+            ("extra", extra::register),
             ("gemm", gemm::register),
             ("loss", loss::register),
             ("misc", misc::register),
             ("norm", norm::register),
             ("pool", pool::register),
+            ("quant", quant::register),
             ("reduce", reduce::register),
             ("resize", resize::register),
             ("shape", shape::register),

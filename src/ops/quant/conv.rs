@@ -1,0 +1,278 @@
+//! ConvInteger and QLinearConv: N-D grouped, strided, dilated, padded
+//! convolution of zero-point-shifted 8-bit integers, accumulated exactly in
+//! wrapping i32 by a direct kernel (padding contributes zero after the shift,
+//! i.e. the input's zero point). QLinearConv adds the i32 bias and
+//! requantizes with `x_scale · w_scale / y_scale`, per output channel when
+//! `w_scale` is 1-D.
+
+use super::matmul::requantize;
+use super::{float_values, to_i32};
+use crate::error::{Error, Result};
+use crate::ops::conv::geom::{Window, WindowAttrs};
+use crate::ops::util::{fact, input, opt_input, par_rows};
+use crate::ops::{BuildContext, Fact, InferInput, Operator};
+use crate::tensor::{DType, Tensor};
+
+#[derive(Debug)]
+struct QConv {
+    name: &'static str,
+    window: WindowAttrs,
+    group: usize,
+    /// QLinearConv (inputs x, x_scale, x_zp, w, w_scale, w_zp, y_scale, y_zp, B).
+    linear: bool,
+}
+
+fn build(ctx: &BuildContext, name: &'static str, linear: bool) -> Result<Box<dyn Operator>> {
+    let g = ctx.attrs.int("group", 1)?;
+    let group = usize::try_from(g)
+        .ok()
+        .filter(|&g| g >= 1)
+        .ok_or_else(|| ctx.attrs.error("group", format!("must be ≥ 1, found {g}")))?;
+    Ok(Box::new(QConv {
+        name,
+        window: WindowAttrs::parse(ctx.attrs, true)?,
+        group,
+        linear,
+    }))
+}
+
+pub(super) fn build_conv_integer(ctx: &BuildContext) -> Result<Box<dyn Operator>> {
+    build(ctx, "ConvInteger", false)
+}
+
+pub(super) fn build_qlinear_conv(ctx: &BuildContext) -> Result<Box<dyn Operator>> {
+    build(ctx, "QLinearConv", true)
+}
+
+impl QConv {
+    fn w_index(&self) -> usize {
+        if self.linear {
+            3
+        } else {
+            1
+        }
+    }
+
+    /// The window and output shape for X and W shapes.
+    fn plan(&self, x: &[usize], w: &[usize]) -> Result<(Window, Vec<usize>)> {
+        let op = self.name;
+        if x.len() < 3 || w.len() != x.len() {
+            return Err(Error::op(
+                op,
+                format!("X {x:?} must have rank ≥ 3 and W {w:?} the same rank"),
+            ));
+        }
+        let (c, m) = (x[1], w[0]);
+        if c != w[1] * self.group || m % self.group != 0 {
+            return Err(Error::op(
+                op,
+                format!(
+                    "channels do not match: X {x:?}, W {w:?}, group {}",
+                    self.group
+                ),
+            ));
+        }
+        let win = self.window.resolve(op, &x[2..], &w[2..], false)?;
+        let mut out = vec![x[0], m];
+        out.extend_from_slice(&win.output);
+        Ok((win, out))
+    }
+}
+
+/// The i32 convolution of shifted X [n, c, ...] with shifted W [m, c/g, ...].
+fn conv_i32(win: &Window, group: usize, x: &[i32], xs: &[usize], w: &[i32], m: usize) -> Vec<i32> {
+    let (c, r) = (xs[1], win.rank());
+    let (cg, mg) = (c / group, m / group);
+    let (in_len, out_len, k_len) = (win.in_len(), win.out_len(), win.kernel_len());
+    let mut out = vec![0i32; xs[0] * m * out_len];
+    par_rows(&mut out, out_len, |first, chunk| {
+        let mut opos = vec![0usize; r];
+        let mut kpos = vec![0usize; r];
+        for (pi, plane) in chunk.chunks_mut(out_len.max(1)).enumerate() {
+            let (n, oc) = ((first + pi) / m, (first + pi) % m);
+            let g = oc / mg;
+            for (o, dst) in plane.iter_mut().enumerate() {
+                let mut f = o;
+                for d in (0..r).rev() {
+                    opos[d] = f % win.output[d];
+                    f /= win.output[d];
+                }
+                let mut acc = 0i32;
+                for kk in 0..k_len {
+                    let mut f = kk;
+                    for d in (0..r).rev() {
+                        kpos[d] = f % win.kernel[d];
+                        f /= win.kernel[d];
+                    }
+                    let mut at = 0usize;
+                    let mut inside = true;
+                    for d in 0..r {
+                        let p = (opos[d] * win.strides[d] + kpos[d] * win.dilations[d]) as isize
+                            - win.pad_begin[d] as isize;
+                        if p < 0 || p >= win.input[d] as isize {
+                            inside = false;
+                            break;
+                        }
+                        at = at * win.input[d] + p as usize;
+                    }
+                    if !inside {
+                        continue;
+                    }
+                    for ci in 0..cg {
+                        let xv = x[(n * c + g * cg + ci) * in_len + at];
+                        let wv = w[(oc * cg + ci) * k_len + kk];
+                        acc = acc.wrapping_add(xv.wrapping_mul(wv));
+                    }
+                }
+                *dst = acc;
+            }
+        }
+    });
+    out
+}
+
+/// `w - zp` with a per-tensor or per-output-channel zero point.
+fn shift_w(op: &str, w: &Tensor, zp: Option<&Tensor>) -> Result<Vec<i32>> {
+    let mut v = to_i32(op, w)?;
+    if let Some(z) = zp {
+        let zv = to_i32(op, z)?;
+        let m = w.shape()[0];
+        let per = v.len() / m.max(1);
+        if zv.len() == 1 {
+            v.iter_mut().for_each(|e| *e = e.wrapping_sub(zv[0]));
+        } else if zv.len() == m && z.shape().len() == 1 {
+            for (i, e) in v.iter_mut().enumerate() {
+                *e = e.wrapping_sub(zv[i / per.max(1)]);
+            }
+        } else {
+            return Err(Error::op(
+                op,
+                format!(
+                    "w zero point must be a scalar or have shape [{m}], found {:?}",
+                    z.shape()
+                ),
+            ));
+        }
+    }
+    Ok(v)
+}
+
+fn shift_x(op: &str, x: &Tensor, zp: Option<&Tensor>) -> Result<Vec<i32>> {
+    let mut v = to_i32(op, x)?;
+    if let Some(z) = zp {
+        let zv = to_i32(op, z)?;
+        if zv.len() != 1 {
+            return Err(Error::op(op, "x zero point must be a scalar"));
+        }
+        v.iter_mut().for_each(|e| *e = e.wrapping_sub(zv[0]));
+    }
+    Ok(v)
+}
+
+fn check8(op: &str, t: DType) -> Result<()> {
+    if matches!(t, DType::U8 | DType::I8) {
+        Ok(())
+    } else {
+        Err(Error::op(
+            op,
+            format!("expected uint8 or int8 data, found {t}"),
+        ))
+    }
+}
+
+impl Operator for QConv {
+    fn infer(&self, inputs: &[InferInput]) -> Result<Vec<Fact>> {
+        let x = fact(self.name, inputs, 0)?;
+        let w = fact(self.name, inputs, self.w_index())?;
+        check8(self.name, x.dtype)?;
+        check8(self.name, w.dtype)?;
+        let dtype = if self.linear {
+            let t = fact(self.name, inputs, 7)?.dtype;
+            check8(self.name, t)?;
+            t
+        } else {
+            DType::I32
+        };
+        let shape = match (&x.shape, &w.shape) {
+            (Some(xs), Some(ws)) => Some(self.plan(xs, ws)?.1),
+            _ => None,
+        };
+        Ok(vec![Fact { dtype, shape }])
+    }
+
+    fn flops(&self, inputs: &[Option<&Fact>], outputs: &[Fact]) -> u64 {
+        let w = inputs.get(self.w_index()).copied().flatten();
+        let per: usize = w
+            .and_then(|f| f.shape.as_ref())
+            .map(|s| s[1..].iter().product())
+            .unwrap_or(1);
+        (2 * per as u64 * crate::ops::util::out_len(outputs, 0)).max(1)
+    }
+
+    fn run(&self, inputs: &[Option<&Tensor>]) -> Result<Vec<Tensor>> {
+        let op = self.name;
+        let x = input(op, inputs, 0)?;
+        let w = input(op, inputs, self.w_index())?;
+        check8(op, x.dtype())?;
+        check8(op, w.dtype())?;
+        let (win, out_shape) = self.plan(x.shape(), w.shape())?;
+        let m = w.shape()[0];
+        let (xz, wz) = if self.linear {
+            (Some(input(op, inputs, 2)?), Some(input(op, inputs, 5)?))
+        } else {
+            (opt_input(inputs, 2), opt_input(inputs, 3))
+        };
+        let xv = shift_x(op, x, xz)?;
+        let wv = shift_w(op, w, wz)?;
+        let mut acc = conv_i32(&win, self.group, &xv, x.shape(), &wv, m);
+        if !self.linear {
+            return Ok(vec![Tensor::from_vec(&out_shape, acc)?]);
+        }
+        let plane = win.out_len();
+        if let Some(b) = opt_input(inputs, 8) {
+            let bv = b.view::<i32>()?;
+            if bv.len() != m || b.shape().len() != 1 {
+                return Err(Error::op(op, format!("B must be int32 of shape [{m}]")));
+            }
+            let bv: Vec<i32> = bv.iter().copied().collect();
+            for (i, e) in acc.iter_mut().enumerate() {
+                *e = e.wrapping_add(bv[(i / plane.max(1)) % m]);
+            }
+        }
+        let xs = float_values(op, input(op, inputs, 1)?)?;
+        let ws_t = input(op, inputs, 4)?;
+        let ws = float_values(op, ws_t)?;
+        let ys = float_values(op, input(op, inputs, 6)?)?;
+        if xs.len() != 1 || ys.len() != 1 || !(ws.len() == 1 || ws.len() == m) {
+            return Err(Error::op(
+                op,
+                "x_scale and y_scale must be scalars, w_scale a scalar or one per output channel",
+            ));
+        }
+        let st = ws_t.dtype();
+        let scales: Vec<f64> = ws
+            .iter()
+            .map(|&w| super::round_to(st, super::round_to(st, xs[0] * w) / ys[0]))
+            .collect();
+        let yz = input(op, inputs, 7)?;
+        let zv = to_i32(op, yz)?;
+        if zv.len() != 1 {
+            return Err(Error::op(op, "y zero point must be a scalar"));
+        }
+        let out = requantize(
+            op,
+            &acc,
+            |i| {
+                scales[if scales.len() == 1 {
+                    0
+                } else {
+                    (i / plane.max(1)) % m
+                }]
+            },
+            |_| zv[0] as f64,
+            yz.dtype(),
+            &out_shape,
+        )?;
+        Ok(vec![out])
+    }
+}

@@ -1,0 +1,272 @@
+//! MatMulInteger and QLinearMatMul: numpy-style batched matrix products of
+//! 8-bit (or 16-bit) integers with zero points subtracted, accumulated
+//! exactly in wrapping i32; QLinearMatMul then requantizes with
+//! `a_scale · b_scale / y_scale` (in the scales' type, as the reference does).
+
+use super::{int_range, int_tensor, to_i32, Bcast};
+use crate::error::{Error, Result};
+use crate::ops::util::{broadcast_shapes, fact, input, opt_input, par_rows};
+use crate::ops::{BuildContext, Fact, InferInput, Operator};
+use crate::tensor::{DType, Tensor};
+
+const MMI: &str = "MatMulInteger";
+const QLM: &str = "QLinearMatMul";
+
+/// Shapes and batch offsets of one numpy `matmul`.
+pub(super) struct Plan {
+    pub out: Vec<usize>,
+    pub m: usize,
+    pub k: usize,
+    pub n: usize,
+    pub a_offs: Vec<usize>,
+    pub b_offs: Vec<usize>,
+}
+
+pub(super) fn plan(op: &str, a: &[usize], b: &[usize]) -> Result<Plan> {
+    if a.is_empty() || b.is_empty() {
+        return Err(Error::op(op, "matmul inputs must have rank ≥ 1"));
+    }
+    let a2: Vec<usize> = if a.len() == 1 {
+        vec![1, a[0]]
+    } else {
+        a.to_vec()
+    };
+    let b2: Vec<usize> = if b.len() == 1 {
+        vec![b[0], 1]
+    } else {
+        b.to_vec()
+    };
+    let (m, k) = (a2[a2.len() - 2], a2[a2.len() - 1]);
+    let (k2, n) = (b2[b2.len() - 2], b2[b2.len() - 1]);
+    if k != k2 {
+        return Err(Error::op(
+            op,
+            format!("inner dimensions differ: A {a:?}, B {b:?}"),
+        ));
+    }
+    let ab = &a2[..a2.len() - 2];
+    let bb = &b2[..b2.len() - 2];
+    let batch = broadcast_shapes(op, ab, bb)?;
+    let nb: usize = batch.iter().product();
+    let ma = Bcast::new(op, ab, &batch)?;
+    let mb = Bcast::new(op, bb, &batch)?;
+    let a_offs = (0..nb).map(|i| ma.index(i) * m * k).collect();
+    let b_offs = (0..nb).map(|i| mb.index(i) * k * n).collect();
+    let mut out = batch;
+    if a.len() > 1 {
+        out.push(m);
+    }
+    if b.len() > 1 {
+        out.push(n);
+    }
+    Ok(Plan {
+        out,
+        m,
+        k,
+        n,
+        a_offs,
+        b_offs,
+    })
+}
+
+/// The i32 product of the planned matrices (wrapping), parallel over rows.
+pub(super) fn matmul_i32(p: &Plan, a: &[i32], b: &[i32]) -> Vec<i32> {
+    let (m, k, n) = (p.m, p.k, p.n);
+    let mut out = vec![0i32; p.a_offs.len() * m * n];
+    par_rows(&mut out, n, |first, chunk| {
+        for (j, row) in chunk.chunks_mut(n.max(1)).enumerate() {
+            let r = first + j;
+            let (bi, i) = (r / m.max(1), r % m.max(1));
+            let ar = &a[p.a_offs[bi] + i * k..][..k];
+            let bm = &b[p.b_offs[bi]..][..k * n];
+            for (kk, &av) in ar.iter().enumerate() {
+                if av == 0 {
+                    continue;
+                }
+                for (o, &bv) in row.iter_mut().zip(&bm[kk * n..(kk + 1) * n]) {
+                    *o = o.wrapping_add(av.wrapping_mul(bv));
+                }
+            }
+        }
+    });
+    out
+}
+
+/// `x - zp` with the zero point broadcast numpy-style against `x`.
+pub(super) fn sub_zero_point(op: &str, x: &Tensor, zp: Option<&Tensor>) -> Result<Vec<i32>> {
+    let mut v = to_i32(op, x)?;
+    if let Some(z) = zp {
+        if z.dtype() != x.dtype() {
+            return Err(Error::op(
+                op,
+                format!(
+                    "zero point type {} differs from input type {}",
+                    z.dtype(),
+                    x.dtype()
+                ),
+            ));
+        }
+        let zv = to_i32(op, z)?;
+        let map = Bcast::new(op, z.shape(), x.shape())?;
+        for (i, e) in v.iter_mut().enumerate() {
+            *e = e.wrapping_sub(zv[map.index(i)]);
+        }
+    }
+    Ok(v)
+}
+
+fn check_int8(op: &str, t: DType) -> Result<()> {
+    if matches!(t, DType::U8 | DType::I8) {
+        Ok(())
+    } else {
+        Err(Error::op(
+            op,
+            format!("expected uint8 or int8 data, found {t}"),
+        ))
+    }
+}
+
+fn matmul_flops(inputs: &[Option<&Fact>], a: usize, b: usize) -> u64 {
+    let shape = |i: usize| {
+        inputs
+            .get(i)
+            .copied()
+            .flatten()
+            .and_then(|f| f.shape.clone())
+    };
+    match (shape(a), shape(b)) {
+        (Some(sa), Some(sb)) => plan("", &sa, &sb)
+            .map(|p| 2 * (p.a_offs.len() * p.m * p.k * p.n) as u64)
+            .unwrap_or(0)
+            .max(1),
+        _ => 1,
+    }
+}
+
+fn infer_shape(op: &str, inputs: &[InferInput], a: usize, b: usize) -> Result<Option<Vec<usize>>> {
+    let fa = fact(op, inputs, a)?;
+    let fb = fact(op, inputs, b)?;
+    check_int8(op, fa.dtype)?;
+    check_int8(op, fb.dtype)?;
+    Ok(match (&fa.shape, &fb.shape) {
+        (Some(sa), Some(sb)) => Some(plan(op, sa, sb)?.out),
+        _ => None,
+    })
+}
+
+#[derive(Debug)]
+struct MatMulInteger;
+
+pub(super) fn build_matmul_integer(_ctx: &BuildContext) -> Result<Box<dyn Operator>> {
+    Ok(Box::new(MatMulInteger))
+}
+
+impl Operator for MatMulInteger {
+    fn infer(&self, inputs: &[InferInput]) -> Result<Vec<Fact>> {
+        let shape = infer_shape(MMI, inputs, 0, 1)?;
+        Ok(vec![Fact {
+            dtype: DType::I32,
+            shape,
+        }])
+    }
+
+    fn flops(&self, inputs: &[Option<&Fact>], _outputs: &[Fact]) -> u64 {
+        matmul_flops(inputs, 0, 1)
+    }
+
+    fn run(&self, inputs: &[Option<&Tensor>]) -> Result<Vec<Tensor>> {
+        let a = input(MMI, inputs, 0)?;
+        let b = input(MMI, inputs, 1)?;
+        check_int8(MMI, a.dtype())?;
+        check_int8(MMI, b.dtype())?;
+        let p = plan(MMI, a.shape(), b.shape())?;
+        let av = sub_zero_point(MMI, a, opt_input(inputs, 2))?;
+        let bv = sub_zero_point(MMI, b, opt_input(inputs, 3))?;
+        let out = matmul_i32(&p, &av, &bv);
+        Ok(vec![Tensor::from_vec(&p.out, out)?])
+    }
+}
+
+#[derive(Debug)]
+struct QLinearMatMul;
+
+pub(super) fn build_qlinear_matmul(_ctx: &BuildContext) -> Result<Box<dyn Operator>> {
+    Ok(Box::new(QLinearMatMul))
+}
+
+/// Requantizes i32 accumulators: `round(acc · s) + zp`, saturated to `t`,
+/// where `s` (per output element through `scale`) is already in f64.
+pub(super) fn requantize(
+    op: &str,
+    acc: &[i32],
+    scale: impl Fn(usize) -> f64 + Sync,
+    zp: impl Fn(usize) -> f64 + Sync,
+    t: DType,
+    shape: &[usize],
+) -> Result<Tensor> {
+    let (lo, hi) = int_range(op, t)?;
+    let mut out = vec![0i64; acc.len()];
+    par_rows(&mut out, 1, |first, chunk| {
+        for (j, o) in chunk.iter_mut().enumerate() {
+            let i = first + j;
+            let d = acc[i] as f64 * scale(i) + zp(i);
+            *o = d.round_ties_even().clamp(lo as f64, hi as f64) as i64;
+        }
+    });
+    int_tensor(op, t, shape, out)
+}
+
+impl Operator for QLinearMatMul {
+    fn infer(&self, inputs: &[InferInput]) -> Result<Vec<Fact>> {
+        let shape = infer_shape(QLM, inputs, 0, 3)?;
+        let t = fact(QLM, inputs, 7)?.dtype;
+        check_int8(QLM, t)?;
+        Ok(vec![Fact { dtype: t, shape }])
+    }
+
+    fn flops(&self, inputs: &[Option<&Fact>], outputs: &[Fact]) -> u64 {
+        matmul_flops(inputs, 0, 3) + 3 * crate::ops::util::out_len(outputs, 0)
+    }
+
+    fn run(&self, inputs: &[Option<&Tensor>]) -> Result<Vec<Tensor>> {
+        let get = |i| input(QLM, inputs, i);
+        let (a, b) = (get(0)?, get(3)?);
+        check_int8(QLM, a.dtype())?;
+        check_int8(QLM, b.dtype())?;
+        let yz = get(7)?;
+        check_int8(QLM, yz.dtype())?;
+        let p = plan(QLM, a.shape(), b.shape())?;
+        let av = sub_zero_point(QLM, a, Some(get(2)?))?;
+        let bv = sub_zero_point(QLM, b, Some(get(5)?))?;
+        let acc = matmul_i32(&p, &av, &bv);
+        let scales = [get(1)?, get(4)?, get(6)?];
+        let st = scales[0].dtype();
+        if scales.iter().any(|s| s.dtype() != st) || !st.is_float() {
+            return Err(Error::op(QLM, "scales must share one floating-point type"));
+        }
+        let sv: Vec<Vec<f64>> = scales
+            .iter()
+            .map(|s| super::float_values(QLM, s))
+            .collect::<Result<_>>()?;
+        let maps: Vec<Bcast> = scales
+            .iter()
+            .map(|s| Bcast::new(QLM, s.shape(), &p.out))
+            .collect::<Result<_>>()?;
+        let zv = to_i32(QLM, yz)?;
+        let zm = Bcast::new(QLM, yz.shape(), &p.out)?;
+        // numpy: a_scale * b_scale / y_scale in the scale type, then f64.
+        let scale = |i: usize| {
+            let ab = super::round_to(st, sv[0][maps[0].index(i)] * sv[1][maps[1].index(i)]);
+            super::round_to(st, ab / sv[2][maps[2].index(i)])
+        };
+        let out = requantize(
+            QLM,
+            &acc,
+            scale,
+            |i| zv[zm.index(i)] as f64,
+            yz.dtype(),
+            &p.out,
+        )?;
+        Ok(vec![out])
+    }
+}

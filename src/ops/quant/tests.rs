@@ -1,0 +1,247 @@
+//! Unit tests of the quantization family against naive references and the
+//! ONNX specification examples.
+
+use crate::attributes::Attribute;
+use crate::ops::unary::kernel::tests::{build_op, run_op, t1};
+use crate::tensor::Tensor;
+
+fn t<T: crate::Element>(shape: &[usize], v: Vec<T>) -> Tensor {
+    Tensor::from_vec(shape, v).unwrap()
+}
+
+fn run(op: &str, opset: i64, attrs: &[(&str, Attribute)], ins: &[Option<&Tensor>]) -> Tensor {
+    let o = build_op(op, attrs, opset, &[]).unwrap();
+    run_op(o.as_ref(), ins).unwrap()
+}
+
+fn fails(op: &str, opset: i64, attrs: &[(&str, Attribute)], ins: &[Option<&Tensor>]) -> String {
+    match build_op(op, attrs, opset, &[]) {
+        Err(e) => e.to_string(),
+        Ok(o) => o.run(ins).unwrap_err().to_string(),
+    }
+}
+
+#[test]
+fn quantize_spec_example() {
+    let x = t(&[6], vec![0.0f32, 2.0, 3.0, 1000.0, -254.0, -1000.0]);
+    let s = Tensor::scalar(2.0f32);
+    let z = Tensor::scalar(128u8);
+    let y = run("QuantizeLinear", 13, &[], &[Some(&x), Some(&s), Some(&z)]);
+    assert_eq!(y, t(&[6], vec![128u8, 129, 130, 255, 1, 0]));
+    // Default uint8 without zero point; half to even: 2.5 → 2, 3.5 → 4.
+    let x = t1(vec![5.0f32, 7.0, -3.0]);
+    let y = run("QuantizeLinear", 10, &[], &[Some(&x), Some(&s)]);
+    assert_eq!(y, t1(vec![2u8, 4, 0]));
+}
+
+#[test]
+fn quantize_per_axis_and_int_types() {
+    let x = t(
+        &[1, 3, 2],
+        vec![-162.0f32, 10.0, -100.0, 232.0, -20.0, -50.0],
+    );
+    let s = t1(vec![2.0f32, 4.0, 5.0]);
+    let z = t1(vec![84i8, 24, 96]);
+    let y = run("QuantizeLinear", 13, &[], &[Some(&x), Some(&s), Some(&z)]);
+    assert_eq!(y, t(&[1, 3, 2], vec![3i8, 89, -1, 82, 92, 86]));
+    // int16 and uint16 saturate to their ranges.
+    let x = t1(vec![1e9f32, -1e9, 3.0]);
+    let one = Tensor::scalar(1.0f32);
+    let y = run(
+        "QuantizeLinear",
+        21,
+        &[],
+        &[Some(&x), Some(&one), Some(&Tensor::scalar(0i16))],
+    );
+    assert_eq!(y, t1(vec![32767i16, -32768, 3]));
+    let y = run(
+        "QuantizeLinear",
+        21,
+        &[("output_dtype", Attribute::Int(4))],
+        &[Some(&x), Some(&one)],
+    );
+    assert_eq!(y, t1(vec![65535u16, 0, 3]));
+}
+
+#[test]
+fn quantize_blocked_matches_naive() {
+    // x [3, 5], blocks of 2 along axis 1 → scale [3, 3].
+    let xv: Vec<f32> = (0..15).map(|i| i as f32 * 3.7 - 20.0).collect();
+    let sv: Vec<f32> = (0..9).map(|i| 0.5 + i as f32 * 0.25).collect();
+    let zv: Vec<i8> = (0..9).map(|i| i as i8 - 4).collect();
+    let y = run(
+        "QuantizeLinear",
+        21,
+        &[
+            ("axis", Attribute::Int(1)),
+            ("block_size", Attribute::Int(2)),
+        ],
+        &[
+            Some(&t(&[3, 5], xv.clone())),
+            Some(&t(&[3, 3], sv.clone())),
+            Some(&t(&[3, 3], zv.clone())),
+        ],
+    );
+    let want: Vec<i8> = (0..15)
+        .map(|i| {
+            let (r, c) = (i / 5, i % 5);
+            let k = r * 3 + c / 2;
+            ((xv[i] / sv[k]).round_ties_even() as i32 + zv[k] as i32).clamp(-128, 127) as i8
+        })
+        .collect();
+    assert_eq!(y, t(&[3, 5], want));
+    let msg = fails(
+        "QuantizeLinear",
+        21,
+        &[("block_size", Attribute::Int(2))],
+        &[Some(&t(&[3, 5], xv)), Some(&t(&[3, 2], vec![1.0f32; 6]))],
+    );
+    assert!(msg.contains("blocked"), "{msg}");
+}
+
+#[test]
+fn dequantize_examples() {
+    let x = t1(vec![0u8, 3, 128, 255]);
+    let s = Tensor::scalar(2.0f32);
+    let z = Tensor::scalar(128u8);
+    let y = run("DequantizeLinear", 13, &[], &[Some(&x), Some(&s), Some(&z)]);
+    assert_eq!(y, t1(vec![-256.0f32, -250.0, 0.0, 254.0]));
+    // Per axis.
+    let x = t(&[1, 3, 2], vec![3u8, 89, 34, 200, 74, 59]);
+    let s = t1(vec![2.0f32, 4.0, 5.0]);
+    let z = t1(vec![84u8, 24, 196]);
+    let y = run("DequantizeLinear", 13, &[], &[Some(&x), Some(&s), Some(&z)]);
+    assert_eq!(
+        y,
+        t(
+            &[1, 3, 2],
+            vec![-162.0f32, 10.0, 40.0, 704.0, -610.0, -685.0]
+        )
+    );
+    // int32 input, float16 scale and output_dtype.
+    let x = t1(vec![i32::MAX, -5]);
+    let y = run(
+        "DequantizeLinear",
+        19,
+        &[],
+        &[Some(&x), Some(&Tensor::scalar(0.5f64))],
+    );
+    assert_eq!(y, t1(vec![i32::MAX as f64 * 0.5, -2.5]));
+    let h = Tensor::scalar(half::f16::from_f32(0.5));
+    let y = run(
+        "DequantizeLinear",
+        23,
+        &[("output_dtype", Attribute::Int(1))],
+        &[Some(&t1(vec![3i16])), Some(&h)],
+    );
+    assert_eq!(y, t1(vec![1.5f32]));
+    let msg = fails(
+        "DequantizeLinear",
+        13,
+        &[],
+        &[
+            Some(&x),
+            Some(&Tensor::scalar(1.0f32)),
+            Some(&Tensor::scalar(0u8)),
+        ],
+    );
+    assert!(msg.contains("zero point type"), "{msg}");
+}
+
+#[test]
+fn unsupported_types_are_clear_errors() {
+    let msg = build_op(
+        "QuantizeLinear",
+        &[("output_dtype", Attribute::Int(22))],
+        21,
+        &[],
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(msg.contains("INT4"), "{msg}");
+    let msg = fails(
+        "DequantizeLinear",
+        13,
+        &[],
+        &[Some(&t1(vec![1.0f32])), Some(&Tensor::scalar(1.0f32))],
+    );
+    assert!(msg.contains("not a supported quantized type"), "{msg}");
+}
+
+#[test]
+fn dynamic_quantize_spec_example() {
+    let x = t1(vec![0.0f32, 2.0, -3.0, -2.5, 1.34, 0.5]);
+    let o = build_op("DynamicQuantizeLinear", &[], 11, &[]).unwrap();
+    let out = o.run(&[Some(&x)]).unwrap();
+    let scale = (2.0f32 + 3.0) / 255.0;
+    let zp = (0.0f32 - -3.0 / scale).round_ties_even().clamp(0.0, 255.0);
+    let want: Vec<u8> = [0.0f32, 2.0, -3.0, -2.5, 1.34, 0.5]
+        .iter()
+        .map(|&v| ((v / scale).round_ties_even() + zp).clamp(0.0, 255.0) as u8)
+        .collect();
+    assert_eq!(out[0], t1(want));
+    assert_eq!(out[1], Tensor::scalar(scale));
+    assert_eq!(out[2], Tensor::scalar(153u8));
+}
+
+#[test]
+fn quantize_is_thread_count_independent() {
+    let xv: Vec<f32> = (0..70_000)
+        .map(|i| (i as f32 * 0.37).sin() * 300.0)
+        .collect();
+    let x = t(&[7, 10_000], xv);
+    let s = t1((0..10_000)
+        .map(|i| 1.0 + i as f32 * 1e-3)
+        .collect::<Vec<_>>());
+    let go = |n: usize| {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(n)
+            .build()
+            .unwrap();
+        pool.install(|| {
+            let q = run("QuantizeLinear", 13, &[], &[Some(&x), Some(&s)]);
+            let d = run("DequantizeLinear", 13, &[], &[Some(&q), Some(&s)]);
+            (q, d)
+        })
+    };
+    assert_eq!(go(1), go(3));
+}
+
+#[test]
+fn integer_matmul_spec_examples() {
+    let a = t(&[4, 3], vec![11u8, 7, 3, 10, 6, 2, 9, 5, 1, 8, 4, 0]);
+    let b = t(&[3, 2], vec![1u8, 4, 2, 5, 3, 6]);
+    let (az, bz) = (Tensor::scalar(12u8), Tensor::scalar(0u8));
+    let y = run(
+        "MatMulInteger",
+        10,
+        &[],
+        &[Some(&a), Some(&b), Some(&az), Some(&bz)],
+    );
+    let want = vec![-38i32, -83, -44, -98, -50, -113, -56, -128];
+    assert_eq!(y, t(&[4, 2], want));
+    let a = t(&[2, 4], vec![208u8, 236, 0, 238, 3, 214, 255, 29]);
+    let b = t(
+        &[4, 3],
+        vec![152u8, 51, 244, 60, 26, 255, 0, 127, 246, 127, 254, 247],
+    );
+    let f = |v: f32| Tensor::scalar(v);
+    let (as_, bs, ys) = (f(0.0066), f(0.00705), f(0.0107));
+    let (az, bz, yz) = (
+        Tensor::scalar(113u8),
+        Tensor::scalar(114u8),
+        Tensor::scalar(118u8),
+    );
+    let ins = [&a, &as_, &az, &b, &bs, &bz, &ys, &yz].map(Some);
+    let y = run("QLinearMatMul", 10, &[], &ins);
+    assert_eq!(y, t(&[2, 3], vec![168u8, 115, 255, 1, 66, 151]));
+}
+
+#[test]
+fn conv_integer_spec_example() {
+    let x = t(&[1, 1, 3, 3], (2u8..11).collect());
+    let w = t(&[1, 1, 2, 2], vec![1u8; 4]);
+    let xz = Tensor::scalar(1u8);
+    let y = run("ConvInteger", 10, &[], &[Some(&x), Some(&w), Some(&xz)]);
+    assert_eq!(y, t(&[1, 1, 2, 2], vec![12i32, 16, 24, 28]));
+}
