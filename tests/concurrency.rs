@@ -28,7 +28,9 @@ fn concurrent_runs_of_one_session_finish_and_agree() {
                 for i in 0..20 {
                     let x = Tensor::from_vec(
                         &[1, 3, 96, 96],
-                        (0..3 * 96 * 96).map(|k| ((k + i) % 17) as f32 * 0.1).collect(),
+                        (0..3 * 96 * 96)
+                            .map(|k| ((k + i) % 17) as f32 * 0.1)
+                            .collect(),
                     )
                     .unwrap();
                     let out = session.run([(input.as_str(), x)]).unwrap();
