@@ -1,0 +1,87 @@
+"""Checks ONNX node test cases through the command line, one process per case.
+
+For each case folder under tests/data/generated/node (or those named in a list
+file) and each of its test_data_set_N folders, runs
+`ramify run model.onnx --input-dir test_data_set_N --output-dir OUT` and compares
+OUT/output_*.pb with the expected outputs: same element type and shape, values
+within rtol 1e-3 / atol 1e-7 (exact for integers, booleans and strings).
+
+Usage: .venv/bin/python scripts/check_cli_conformance.py [--bin target/release/ramify]
+           [--list tests/conformance/passing.txt]
+"""
+
+import argparse
+import pathlib
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+
+REPO = pathlib.Path(__file__).resolve().parent.parent
+
+
+def load(path):
+    t = onnx.TensorProto()
+    t.ParseFromString(path.read_bytes())
+    return t, numpy_helper.to_array(t)
+
+
+def same(got_path, want_path):
+    gp, g = load(got_path)
+    wp, w = load(want_path)
+    if gp.data_type != wp.data_type:
+        return f"type {gp.data_type} != {wp.data_type}"
+    if g.shape != w.shape:
+        return f"shape {g.shape} != {w.shape}"
+    if w.dtype.kind in "fc" or w.dtype.name == "bfloat16":
+        if not np.allclose(g.astype(np.float32).astype(np.float64),
+                           w.astype(np.float32).astype(np.float64), rtol=1e-3, atol=1e-7,
+                           equal_nan=True):
+            return "values differ"
+    elif not np.array_equal(g, w):
+        return "values differ"
+    return None
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bin", type=pathlib.Path, default=REPO / "target/debug/ramify")
+    ap.add_argument("--list", type=pathlib.Path, default=REPO / "tests/conformance/passing.txt")
+    a = ap.parse_args()
+    root = REPO / "tests/data/generated/node"
+    names = [l.strip() for l in a.list.read_text().splitlines()
+             if l.strip() and not l.startswith("#")]
+    passed, failed = 0, []
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in names:
+            case = root / name
+            ok = True
+            for ds in sorted(case.glob("test_data_set_*")):
+                out = pathlib.Path(tmp) / name / ds.name
+                r = subprocess.run([str(a.bin), "run", str(case / "model.onnx"), "--input-dir",
+                                    str(ds), "--output-dir", str(out)],
+                                   capture_output=True, text=True, timeout=120)
+                if r.returncode != 0:
+                    failed.append((name, r.stderr.strip().splitlines()[-1:]))
+                    ok = False
+                    break
+                for want in sorted(ds.glob("output_*.pb")):
+                    why = same(out / want.name, want)
+                    if why:
+                        failed.append((name, f"{want.name}: {why}"))
+                        ok = False
+                        break
+                if not ok:
+                    break
+            passed += ok
+    for name, why in failed:
+        print(f"FAIL {name}: {why}")
+    print(f"{passed} of {len(names)} cases pass through the command line")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
