@@ -1,6 +1,7 @@
 //! `MeanVarianceNormalization` (`(x - mean) / (std + 1e-9)` over `axes`,
 //! default `[0, 2, 3]`; X is permuted so the reduced axes are innermost) and
-//! `LpNormalization` (`x / ‖x‖_p` along one axis, p = 1 or 2).
+//! `LpNormalization` (`x / ‖x‖_p` along one axis, p = 1 or 2; 0 where the
+//! norm is 0).
 
 use super::rows::{normalize, stats, Affine};
 use super::{check_float, dispatch, Kernel, Out, Real};
@@ -158,7 +159,12 @@ impl Kernel for LpKernel {
                 }
                 for (yr, xr) in yo.chunks_mut(inner).zip(xs.chunks(inner)) {
                     for ((o, &v), &d) in yr.iter_mut().zip(xr).zip(&norm) {
-                        *o = (C::from_elem(v) / d).to_elem();
+                        // A zero norm gives 0, not 0/0 (as ONNX's reference).
+                        *o = if d == C::zero() {
+                            C::zero().to_elem()
+                        } else {
+                            (C::from_elem(v) / d).to_elem()
+                        };
                     }
                 }
             }

@@ -365,6 +365,10 @@ fn lp_norm_p1_p2() {
         close(&vals(&y), &want, 1e-6);
     }
     assert!(build_op("LpNormalization", &[("p", Attribute::Int(3))], 1, &[]).is_err());
+    // An all-zero lane normalises to zeros, not NaN.
+    let z = t(&[2, 2], vec![0.0, 3.0, 0.0, 4.0]);
+    let y = run("LpNormalization", &[("axis", Attribute::Int(0))], 1, &[&z]).unwrap();
+    assert_eq!(vals(&y), vec![0.0, 0.6f32 as f64, 0.0, 0.8f32 as f64]);
 }
 
 #[test]
