@@ -11,6 +11,7 @@ use crate::error::{Error, Result};
 use crate::tensor::{DType, Tensor};
 
 mod conv_op;
+mod depthwise;
 pub(crate) mod geom;
 mod lines;
 #[cfg(test)]

@@ -1,4 +1,4 @@
-//! Matrix products: `Gemm` and `MatMul` (f32/f64 through `matrixmultiply`,
+//! Matrix products: `Gemm` and `MatMul` (f32/f64 through the `gemm` crate,
 //! f16/bf16 through f32, integers through a plain kernel), the deterministic
 //! parallel GEMM engine that Conv shares, and the fused-activation epilogue.
 

@@ -51,11 +51,11 @@ pub(super) struct ConvPlan {
 
 impl ConvPlan {
     /// Input channels per group.
-    fn cg(&self) -> usize {
+    pub(super) fn cg(&self) -> usize {
         self.c / self.group
     }
     /// Output channels per group.
-    fn mg(&self) -> usize {
+    pub(super) fn mg(&self) -> usize {
         self.m / self.group
     }
 }
@@ -207,7 +207,7 @@ impl FloatKernel for ConvKernel<'_> {
                 finish_row(row, b.map(|b| b[i % p.m]), self.act);
             }
         } else if p.cg() == 1 && p.group > 1 {
-            depthwise(p, x, w, b, self.act, &mut y);
+            super::depthwise::depthwise(p, x, w, b, self.act, &mut y);
         } else if pointwise {
             pointwise_gemm(p, x, w, b, self.act, &mut y);
         } else {
@@ -290,94 +290,53 @@ fn im2col_gemm<T: GemmFloat>(
     let (plane, in_plane, klen) = (win.out_len(), win.in_len(), win.kernel_len());
     let kk = checked_product(OP, &[cg, klen])?;
     let col_len = checked_product(OP, &[p.c, klen, plane])?;
-    let mut col = vec![T::zero(); col_len];
-    let lines = Lines::new(win);
-    let step = lines.step();
-    let yp = SendPtr(y.as_mut_ptr());
-    for ni in 0..p.n {
-        let xi = &x[ni * p.c * in_plane..(ni + 1) * p.c * in_plane];
-        // Row (channel, kernel offset) of col holds the input each output
-        // position reads at that offset (0 in the padding).
-        par_rows(&mut col, plane, |first, chunk| {
-            for (r, row) in chunk.chunks_mut(plane).enumerate() {
-                let (ch, k) = ((first + r) / klen, (first + r) % klen);
-                let xc = &xi[ch * in_plane..(ch + 1) * in_plane];
-                row.fill(T::zero());
-                lines.for_each(k, |oo, ii, len| {
-                    let dst = &mut row[oo..oo + len];
-                    if step == 1 {
-                        dst.copy_from_slice(&xc[ii..ii + len]);
-                    } else {
-                        for (j, d) in dst.iter_mut().enumerate() {
-                            *d = xc[ii + j * step];
+    // The column buffer is the thread's reused scratch: every element is
+    // written below before the GEMM reads it.
+    T::with_scratch(col_len, |col| {
+        let lines = Lines::new(win);
+        let step = lines.step();
+        let yp = SendPtr(y.as_mut_ptr());
+        for ni in 0..p.n {
+            let xi = &x[ni * p.c * in_plane..(ni + 1) * p.c * in_plane];
+            // Row (channel, kernel offset) of col holds the input each output
+            // position reads at that offset (0 in the padding).
+            par_rows(col, plane, |first, chunk| {
+                for (r, row) in chunk.chunks_mut(plane).enumerate() {
+                    let (ch, k) = ((first + r) / klen, (first + r) % klen);
+                    let xc = &xi[ch * in_plane..(ch + 1) * in_plane];
+                    row.fill(T::zero());
+                    lines.for_each(k, |oo, ii, len| {
+                        let dst = &mut row[oo..oo + len];
+                        if step == 1 {
+                            dst.copy_from_slice(&xc[ii..ii + len]);
+                        } else {
+                            for (j, d) in dst.iter_mut().enumerate() {
+                                *d = xc[ii + j * step];
+                            }
                         }
-                    }
-                });
-            }
-        });
-        let a = |g: usize| Mat::row_major(w.as_ptr(), kk).offset(g * mg * kk);
-        let bm = |g: usize| Mat::row_major(col.as_ptr(), plane).offset(g * kk * plane);
-        let cm = |g: usize| yp.offset((ni * m + g * mg) * plane);
-        let ep = epilogue(yp, plane, m, b, act, |g| ni * m + g * mg);
-        let needs_ep = b.is_some() || act.is_some();
-        let job = Batched {
-            batches: group,
-            m: mg,
-            n: plane,
-            k: kk,
-            alpha: T::one(),
-            a: &a,
-            b: &bm,
-            c: &cm,
-            epilogue: if needs_ep { Some(&ep) } else { None },
-        };
-        // SAFETY: W is m×kk, col is group×kk×plane, Y's image ni is m×plane;
-        // the C of distinct groups are disjoint rows.
-        unsafe { job.run() };
-    }
-    Ok(())
-}
-
-/// Depthwise (one input channel per group): each output plane is a direct
-/// sum over the kernel offsets, computed in a fixed order.
-fn depthwise<T: GemmFloat>(
-    p: &ConvPlan,
-    x: &[T],
-    w: &[T],
-    b: Option<&[T]>,
-    act: Option<Activation>,
-    y: &mut [T],
-) {
-    let win = &p.win;
-    let (mg, m, c) = (p.mg(), p.m, p.c);
-    let (plane, in_plane, klen) = (win.out_len(), win.in_len(), win.kernel_len());
-    let lines = Lines::new(win);
-    let step = lines.step();
-    par_rows(y, plane, |first, chunk| {
-        for (r, out) in chunk.chunks_mut(plane).enumerate() {
-            let row = first + r;
-            let (ni, oc) = (row / m, row % m);
-            let ch = oc / mg;
-            let xc = &x[(ni * c + ch) * in_plane..(ni * c + ch + 1) * in_plane];
-            let wk = &w[oc * klen..(oc + 1) * klen];
-            out.fill(b.map_or(T::zero(), |b| b[oc]));
-            for (k, &wv) in wk.iter().enumerate() {
-                lines.for_each(k, |oo, ii, len| {
-                    let dst = &mut out[oo..oo + len];
-                    if step == 1 {
-                        for (d, &s) in dst.iter_mut().zip(&xc[ii..ii + len]) {
-                            *d = *d + wv * s;
-                        }
-                    } else {
-                        for (j, d) in dst.iter_mut().enumerate() {
-                            *d = *d + wv * xc[ii + j * step];
-                        }
-                    }
-                });
-            }
-            if let Some(a) = act {
-                a.apply(out);
-            }
+                    });
+                }
+            });
+            let a = |g: usize| Mat::row_major(w.as_ptr(), kk).offset(g * mg * kk);
+            let bm = |g: usize| Mat::row_major(col.as_ptr(), plane).offset(g * kk * plane);
+            let cm = |g: usize| yp.offset((ni * m + g * mg) * plane);
+            let ep = epilogue(yp, plane, m, b, act, |g| ni * m + g * mg);
+            let needs_ep = b.is_some() || act.is_some();
+            let job = Batched {
+                batches: group,
+                m: mg,
+                n: plane,
+                k: kk,
+                alpha: T::one(),
+                a: &a,
+                b: &bm,
+                c: &cm,
+                epilogue: if needs_ep { Some(&ep) } else { None },
+            };
+            // SAFETY: W is m×kk, col is group×kk×plane, Y's image ni is m×plane;
+            // the C of distinct groups are disjoint rows.
+            unsafe { job.run() };
         }
     });
+    Ok(())
 }

@@ -1,5 +1,5 @@
-//! The parallel GEMM engine shared by Gemm, MatMul and Conv: `matrixmultiply`
-//! (single-threaded, strided, cache-blocked) on output tiles chosen from the
+//! The parallel GEMM engine shared by Gemm, MatMul and Conv: the `gemm` crate
+//! (single-threaded, strided, packed, AVX2/AVX-512 kernels) on output tiles chosen from the
 //! problem size alone, run on the current rayon pool. Each output element is
 //! produced by the same call whatever the number of threads, so results are
 //! bit-identical across pool sizes. Vector-by-matrix products (one output row
@@ -127,11 +127,19 @@ pub(crate) trait GemmFloat:
     fn with_scratch<R>(len: usize, f: impl FnOnce(&mut [Self]) -> R) -> R;
 }
 
+/// Largest scratch buffer a thread keeps between calls (bigger ones are
+/// allocated per call), so idle pools do not hold on to much memory.
+const SCRATCH_KEEP_BYTES: usize = 32 << 20;
+
 fn scratch<T: Copy + Default, R>(
     cell: &'static std::thread::LocalKey<RefCell<Vec<T>>>,
     len: usize,
     f: impl FnOnce(&mut [T]) -> R,
 ) -> R {
+    if len > SCRATCH_KEEP_BYTES / std::mem::size_of::<T>().max(1) {
+        // Too large to keep alive between calls: a one-off buffer.
+        return f(&mut vec![T::default(); len]);
+    }
     cell.with(|c| match c.try_borrow_mut() {
         Ok(mut v) => {
             if v.len() < len {
@@ -148,6 +156,53 @@ thread_local! {
     static SCRATCH_F64: RefCell<Vec<f64>> = const { RefCell::new(Vec::new()) };
 }
 
+/// `C ← alpha·A·B + beta·C` on one thread with the `gemm` crate (packed,
+/// cache-blocked, runtime-dispatched AVX2/AVX-512/NEON kernels). Always
+/// single-threaded: parallelism comes from the engine's own size-only
+/// tiling, which keeps results independent of the thread count.
+///
+/// # Safety
+/// As [`GemmFloat::gemm`].
+#[allow(clippy::too_many_arguments)]
+unsafe fn kernel_gemm<T: 'static + Copy>(
+    m: usize,
+    k: usize,
+    n: usize,
+    alpha: T,
+    a: Mat<T>,
+    b: Mat<T>,
+    beta: T,
+    c: *mut T,
+    rsc: isize,
+    csc: isize,
+) where
+    T: num_traits::Zero + PartialEq,
+{
+    // gemm computes dst ← α·dst + β·lhs·rhs, reading dst only when asked.
+    let read_dst = beta != T::zero();
+    gemm::gemm(
+        m,
+        n,
+        k,
+        c,
+        csc,
+        rsc,
+        read_dst,
+        a.ptr,
+        a.cs,
+        a.rs,
+        b.ptr,
+        b.cs,
+        b.rs,
+        beta,
+        alpha,
+        false,
+        false,
+        false,
+        gemm::Parallelism::None,
+    )
+}
+
 impl GemmFloat for f32 {
     unsafe fn gemm(
         m: usize,
@@ -161,9 +216,7 @@ impl GemmFloat for f32 {
         rsc: isize,
         csc: isize,
     ) {
-        matrixmultiply::sgemm(
-            m, k, n, alpha, a.ptr, a.rs, a.cs, b.ptr, b.rs, b.cs, beta, c, rsc, csc,
-        )
+        kernel_gemm(m, k, n, alpha, a, b, beta, c, rsc, csc)
     }
 
     fn with_scratch<R>(len: usize, f: impl FnOnce(&mut [f32]) -> R) -> R {
@@ -184,9 +237,7 @@ impl GemmFloat for f64 {
         rsc: isize,
         csc: isize,
     ) {
-        matrixmultiply::dgemm(
-            m, k, n, alpha, a.ptr, a.rs, a.cs, b.ptr, b.rs, b.cs, beta, c, rsc, csc,
-        )
+        kernel_gemm(m, k, n, alpha, a, b, beta, c, rsc, csc)
     }
 
     fn with_scratch<R>(len: usize, f: impl FnOnce(&mut [f64]) -> R) -> R {

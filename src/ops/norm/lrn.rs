@@ -68,8 +68,9 @@ impl Kernel for LrnKernel {
                     }
                 }
                 let xs = &x[p * plane..(p + 1) * plane];
-                for ((o, &v), &s) in yo.iter_mut().zip(xs).zip(&acc) {
-                    *o = (C::from_elem(v) / (bias + scale * s).powf(beta)).to_elem();
+                let base = acc.iter().map(|&s| bias + scale * s);
+                for ((o, &v), d) in yo.iter_mut().zip(xs).zip(base) {
+                    *o = (C::from_elem(v) / pow_beta(d, beta)).to_elem();
                 }
             }
         });
@@ -103,5 +104,21 @@ impl Operator for Lrn {
             plane: s[2..].iter().product(),
         };
         dispatch(OP, x, &k)
+    }
+}
+
+/// `d^beta`, with the common exponents (0.75 is the default) as square
+/// roots: several times faster than `powf` and within an ulp or two of it.
+#[inline(always)]
+fn pow_beta<C: Real>(d: C, beta: C) -> C {
+    if beta == C::of(0.75) {
+        let r = d.sqrt();
+        r * r.sqrt()
+    } else if beta == C::of(0.5) {
+        d.sqrt()
+    } else if beta == C::one() {
+        d
+    } else {
+        d.powf(beta)
     }
 }

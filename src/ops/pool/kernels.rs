@@ -34,9 +34,11 @@ fn combine<T: Copy>(x: &[T], start: usize, step: usize, dst: &mut [T], f: impl F
         for (d, &v) in dst.iter_mut().zip(&x[start..start + n]) {
             f(d, v);
         }
-    } else {
-        for (d, &v) in dst.iter_mut().zip(x[start..].iter().step_by(step)) {
-            f(d, v);
+    } else if let Some(last) = dst.len().checked_sub(1) {
+        // One bounds check for the whole strided span.
+        let src = &x[start..=start + last * step];
+        for (j, d) in dst.iter_mut().enumerate() {
+            f(d, src[j * step]);
         }
     }
 }
@@ -68,10 +70,9 @@ pub(super) fn max<T: MaxElem>(rows: &Rows, x: &[T], y: &mut [T]) {
             let out = &mut yp[row.index * w..(row.index + 1) * w];
             out.fill(T::LOWEST);
             rows.for_each_tap(&row, |lo, hi, start| {
+                // A select, not a branch: branch-free and vectorisable.
                 combine(xp, start, step, &mut out[lo..hi], |d, v| {
-                    if v > *d {
-                        *d = v
-                    }
+                    *d = if v > *d { v } else { *d }
                 });
             });
         });

@@ -48,7 +48,71 @@ fn dim_taps(w: &Window, d: usize) -> DimTaps {
     DimTaps { valid, padded }
 }
 
-/// The precomputed walk of one window.
+/// For every output row (row-major over the outer output dims), the flat
+/// offsets of the input rows its windows read, in kernel row-major order.
+fn walk_rows(win: &Window, outer: &[DimTaps]) -> (Vec<RowSpec>, Vec<usize>) {
+    let outer_dims = &win.output[..outer.len()];
+    let in_strides = strides_of(&win.input);
+    let count: usize = outer_dims.iter().product();
+    let mut rows = Vec::with_capacity(count);
+    let mut inputs = Vec::new();
+    let mut o = vec![0usize; outer_dims.len()];
+    let mut k = vec![0usize; outer_dims.len()];
+    for _ in 0..count {
+        let first = inputs.len();
+        let taps = |d: usize| outer[d].valid[o[d]].as_slice();
+        let outer_valid: usize = (0..o.len()).map(|d| taps(d).len()).product();
+        let outer_padded = (0..o.len()).map(|d| outer[d].padded[o[d]]).product();
+        if outer_valid > 0 {
+            // Odometer over the valid taps of the outer dims.
+            k.iter_mut().for_each(|v| *v = 0);
+            loop {
+                inputs.push((0..k.len()).map(|d| taps(d)[k[d]] * in_strides[d]).sum());
+                let mut d = k.len();
+                loop {
+                    if d == 0 {
+                        break;
+                    }
+                    d -= 1;
+                    k[d] += 1;
+                    if k[d] < taps(d).len() {
+                        break;
+                    }
+                    k[d] = 0;
+                }
+                if k.iter().all(|&v| v == 0) {
+                    break;
+                }
+            }
+        }
+        rows.push(RowSpec {
+            first,
+            end: inputs.len(),
+            outer_valid,
+            outer_padded,
+        });
+        for d in (0..o.len()).rev() {
+            o[d] += 1;
+            if o[d] < outer_dims[d] {
+                break;
+            }
+            o[d] = 0;
+        }
+    }
+    (rows, inputs)
+}
+
+/// One output row's precomputed reads: a range of `Rows::inputs` and the
+/// window sizes of the outer dims.
+#[derive(Debug, Clone, Copy)]
+struct RowSpec {
+    first: usize,
+    end: usize,
+    outer_valid: usize,
+    outer_padded: usize,
+}
+
+/// The precomputed walk of one window, shared by every plane.
 #[derive(Debug, Clone)]
 pub(super) struct Rows {
     /// The window.
@@ -60,8 +124,10 @@ pub(super) struct Rows {
     pub last_valid: Vec<usize>,
     /// Per output column: taps inside the padded input along the innermost dim.
     pub last_padded: Vec<usize>,
-    outer: Vec<DimTaps>,
-    in_strides: Vec<usize>,
+    /// Per output row (row-major over the outer output dims).
+    rows: Vec<RowSpec>,
+    /// Flat plane offsets of the input rows each output row reads.
+    inputs: Vec<usize>,
 }
 
 /// What one output row reads.
@@ -87,13 +153,15 @@ impl Rows {
             .map(|k| win.valid_range(last_d, k))
             .collect();
         let lt = dim_taps(win, last_d);
+        let outer: Vec<DimTaps> = (0..last_d).map(|d| dim_taps(win, d)).collect();
+        let (rows, inputs) = walk_rows(win, &outer);
         Rows {
             win: win.clone(),
             last,
             last_valid: lt.valid.iter().map(Vec::len).collect(),
             last_padded: lt.padded,
-            outer: (0..last_d).map(|d| dim_taps(win, d)).collect(),
-            in_strides: strides_of(&win.input),
+            rows,
+            inputs,
         }
     }
 
@@ -109,67 +177,13 @@ impl Rows {
 
     /// Calls `f` for every output row of a plane, in row-major order.
     pub(super) fn for_each(&self, mut f: impl FnMut(Row)) {
-        let outer_dims = &self.win.output[..self.outer.len()];
-        let rows: usize = outer_dims.iter().product();
-        let mut o = vec![0usize; outer_dims.len()];
-        let mut inputs: Vec<usize> = Vec::new();
-        let mut k = vec![0usize; outer_dims.len()];
-        for index in 0..rows {
-            inputs.clear();
-            let taps: Vec<&[usize]> = self
-                .outer
-                .iter()
-                .zip(&o)
-                .map(|(t, &od)| t.valid[od].as_slice())
-                .collect();
-            let outer_valid = taps.iter().map(|t| t.len()).product();
-            let outer_padded = self
-                .outer
-                .iter()
-                .zip(&o)
-                .map(|(t, &od)| t.padded[od])
-                .product();
-            if outer_valid > 0 {
-                // Odometer over the valid taps of the outer dims.
-                k.iter_mut().for_each(|v| *v = 0);
-                loop {
-                    let off: usize = taps
-                        .iter()
-                        .zip(&k)
-                        .zip(&self.in_strides)
-                        .map(|((t, &kd), &st)| t[kd] * st)
-                        .sum();
-                    inputs.push(off);
-                    let mut d = k.len();
-                    loop {
-                        if d == 0 {
-                            break;
-                        }
-                        d -= 1;
-                        k[d] += 1;
-                        if k[d] < taps[d].len() {
-                            break;
-                        }
-                        k[d] = 0;
-                    }
-                    if k.iter().all(|&v| v == 0) {
-                        break;
-                    }
-                }
-            }
+        for (index, r) in self.rows.iter().enumerate() {
             f(Row {
                 index,
-                inputs: &inputs,
-                outer_valid,
-                outer_padded,
+                inputs: &self.inputs[r.first..r.end],
+                outer_valid: r.outer_valid,
+                outer_padded: r.outer_padded,
             });
-            for d in (0..o.len()).rev() {
-                o[d] += 1;
-                if o[d] < outer_dims[d] {
-                    break;
-                }
-                o[d] = 0;
-            }
         }
     }
 
