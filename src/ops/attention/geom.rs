@@ -87,7 +87,7 @@ impl Geom {
                 count("kv_num_heads", heads.1)?,
             );
             let split = |name: &str, hidden: usize, h: usize| -> Result<usize> {
-                if hidden % h != 0 {
+                if !hidden.is_multiple_of(h) {
                     return Err(Error::op(
                         OP,
                         format!("{name} hidden size {hidden} is not a multiple of {h} heads"),

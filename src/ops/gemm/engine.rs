@@ -164,7 +164,7 @@ thread_local! {
 /// # Safety
 /// As [`GemmFloat::gemm`].
 #[allow(clippy::too_many_arguments)]
-unsafe fn kernel_gemm<T: 'static + Copy>(
+unsafe fn kernel_gemm<T>(
     m: usize,
     k: usize,
     n: usize,
@@ -176,7 +176,7 @@ unsafe fn kernel_gemm<T: 'static + Copy>(
     rsc: isize,
     csc: isize,
 ) where
-    T: num_traits::Zero + PartialEq,
+    T: 'static + Copy + num_traits::Zero + PartialEq,
 {
     // gemm computes dst ← α·dst + β·lhs·rhs, reading dst only when asked.
     let read_dst = beta != T::zero();

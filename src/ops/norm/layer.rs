@@ -112,7 +112,7 @@ impl RowNorm {
             }
             Kind::Group { groups, .. } => {
                 check_rank(self.op, x, 2, "N, C, spatial...")?;
-                if x[1] % groups != 0 {
+                if !x[1].is_multiple_of(groups) {
                     return Err(Error::op(
                         self.op,
                         format!(

@@ -217,7 +217,7 @@ impl Split {
             v[n - 1] = dim - before;
             return Ok(v);
         }
-        if dim % n != 0 {
+        if !dim.is_multiple_of(n) {
             return Err(Error::op(
                 SPLIT,
                 format!("axis length {dim} does not split evenly into {n} outputs"),
