@@ -198,6 +198,32 @@ fn conv_groups_and_depthwise() {
     ];
     check_conv(&[2, 4, 7, 8], &[4, 1, 3, 3], true, &attrs, &g, &[4, 4]);
     check_conv(&[1, 4, 7, 8], &[8, 1, 3, 3], false, &attrs, &g, &[4, 4]);
+    // Depthwise 2-D: dilated, asymmetric padding, different strides per dim.
+    let mut g = geo(2);
+    g.group = 3;
+    g.strides = vec![2, 1];
+    g.dil = vec![2, 1];
+    g.pad_begin = vec![2, 0];
+    let attrs = [
+        ("group", int(3)),
+        ("strides", ints(&[2, 1])),
+        ("dilations", ints(&[2, 1])),
+        ("pads", ints(&[2, 0, 1, 1])),
+    ];
+    check_conv(&[1, 3, 9, 8], &[3, 1, 3, 2], true, &attrs, &g, &[4, 8]);
+    // Depthwise 3-D (the any-rank path).
+    let mut g = geo(3);
+    g.group = 2;
+    g.pad_begin = vec![1, 1, 1];
+    let attrs = [("group", int(2)), ("pads", ints(&[1, 1, 1, 1, 1, 1]))];
+    check_conv(
+        &[1, 2, 4, 5, 3],
+        &[2, 1, 3, 3, 3],
+        true,
+        &attrs,
+        &g,
+        &[4, 5, 3],
+    );
     // Depthwise 1-D with dilation.
     let mut g = geo(1);
     g.group = 3;
@@ -506,6 +532,23 @@ fn conv_bits_identical_across_thread_counts() {
             vec![64, 64, 1, 1],
             vec![("activation", string("Relu"))],
         ),
+        // k = 1152 spans several reduction blocks of the GEMM kernel.
+        (
+            vec![1, 128, 28, 28],
+            vec![96, 128, 3, 3],
+            vec![("pads", ints(&[1, 1, 1, 1]))],
+        ),
+        // Strided, dilated depthwise.
+        (
+            vec![1, 24, 33, 31],
+            vec![24, 1, 3, 3],
+            vec![
+                ("group", int(24)),
+                ("strides", ints(&[2, 2])),
+                ("dilations", ints(&[2, 1])),
+                ("pads", ints(&[2, 1, 2, 1])),
+            ],
+        ),
     ];
     for (xs, ws, attrs) in cases {
         let x = t32(&xs, &rand64(xs.iter().product(), 21));
@@ -513,8 +556,10 @@ fn conv_bits_identical_across_thread_counts() {
         let b = t32(&[ws[0]], &rand64(ws[0], 23));
         let op = build_op("Conv", 13, &attrs, &[], 3, 1).unwrap();
         let one = with_threads(1, || op.run(&[Some(&x), Some(&w), Some(&b)]).unwrap());
-        let three = with_threads(3, || op.run(&[Some(&x), Some(&w), Some(&b)]).unwrap());
-        assert_eq!(bits(&one[0]), bits(&three[0]), "{xs:?} {ws:?}");
+        for threads in [2, 3, 5] {
+            let other = with_threads(threads, || op.run(&[Some(&x), Some(&w), Some(&b)]).unwrap());
+            assert_eq!(bits(&one[0]), bits(&other[0]), "{xs:?} {ws:?} {threads}");
+        }
     }
 }
 

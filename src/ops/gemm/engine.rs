@@ -11,14 +11,16 @@ use rayon::prelude::*;
 use std::cell::RefCell;
 use std::fmt::Debug;
 
-/// Target floating-point operations per parallel task (about 0.1–0.3 ms).
-pub(crate) const TASK_FLOPS: usize = 1 << 23;
+/// Target floating-point operations per parallel task (about 0.1–0.3 ms):
+/// each task repacks its panels of A and B, so tasks are not made smaller.
+pub(crate) const TASK_FLOPS: usize = 1 << 24;
 /// Upper bound on tasks per call, to bound scheduling overhead.
 pub(crate) const MAX_TASKS: usize = 64;
 /// Narrowest column block the planner creates by splitting.
 const NB_MIN: usize = 128;
-/// Fewest rows in a block the planner creates by splitting.
-const MB_MIN: usize = 32;
+/// Fewest rows in a block the planner creates by splitting (the height of
+/// the AVX-512 f32 micro-kernel, so split blocks keep full-height tiles).
+const MB_MIN: usize = 64;
 /// Output elements per GEMV task at least.
 const GEMV_MIN_BLOCK: usize = 64;
 
@@ -260,7 +262,9 @@ fn round_up(x: usize, to: usize) -> usize {
 }
 
 /// How an m×n output is cut into blocks of `mb` rows by `nb` columns. It
-/// depends only on the problem's sizes, never on the thread count.
+/// depends only on the problem's sizes, never on the thread count: the
+/// `gemm` crate's rounding depends on the block it is given, so the same
+/// blocks on any pool keep results bit-identical across pool sizes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Tiling {
     /// Rows of the output.

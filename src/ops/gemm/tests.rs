@@ -461,6 +461,10 @@ fn results_do_not_depend_on_thread_count() {
         ("MatMul", vec![4, 120, 64], vec![4, 64, 130], false),
         ("MatMul", vec![6, 50, 256], vec![256, 300], false),
         ("MatMul", vec![900, 256], vec![256], false),
+        // Conv-like shapes that the tiling cuts differently per pool size.
+        ("MatMul", vec![64, 576], vec![576, 3136], false),
+        ("MatMul", vec![256, 1152], vec![1152, 784], false),
+        ("Gemm", vec![129, 700], vec![333, 700], true),
     ];
     for (op, sa, sb, tb) in cases {
         let a = rand_tensor(&sa, 5);
@@ -471,7 +475,15 @@ fn results_do_not_depend_on_thread_count() {
             vec![]
         };
         let one = with_threads(1, || run(op, 13, &attrs, &[Some(&a), Some(&b)]).unwrap());
-        let three = with_threads(3, || run(op, 13, &attrs, &[Some(&a), Some(&b)]).unwrap());
-        assert_eq!(bits(&one[0]), bits(&three[0]), "{op} {sa:?} {sb:?}");
+        for threads in [2, 3, 5] {
+            let other = with_threads(threads, || {
+                run(op, 13, &attrs, &[Some(&a), Some(&b)]).unwrap()
+            });
+            assert_eq!(
+                bits(&one[0]),
+                bits(&other[0]),
+                "{op} {sa:?} {sb:?} {threads}"
+            );
+        }
     }
 }
