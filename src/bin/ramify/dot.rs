@@ -60,6 +60,15 @@ fn clusters(plan: &Plan) -> Vec<Cluster> {
     all
 }
 
+/// The clusters directly under `parent`, by fork then sibling.
+fn in_order(all: &[Cluster], parent: Option<usize>) -> Vec<usize> {
+    let mut v: Vec<usize> = (0..all.len())
+        .filter(|&j| all[j].parent == parent)
+        .collect();
+    v.sort_by_key(|&j| (all[j].fork, all[j].sibling));
+    v
+}
+
 fn emit_cluster(
     out: &mut String,
     plan: &Plan,
@@ -85,7 +94,7 @@ fn emit_cluster(
             emit_node(out, plan, n, depth + 1);
         }
     }
-    for child in (0..all.len()).filter(|&j| all[j].parent == Some(c)) {
+    for child in in_order(all, Some(c)) {
         emit_cluster(out, plan, all, home, child, depth + 1);
     }
     let _ = writeln!(out, "{pad}}}");
@@ -121,7 +130,7 @@ pub fn to_dot(plan: &Plan) -> String {
     for n in (0..g.nodes.len()).filter(|n| !home.contains_key(n)) {
         emit_node(&mut out, plan, n, 1);
     }
-    for c in (0..all.len()).filter(|&c| all[c].parent.is_none()) {
+    for c in in_order(&all, None) {
         emit_cluster(&mut out, plan, &all, &home, c, 1);
     }
     let mut producer: HashMap<usize, usize> = HashMap::new();
