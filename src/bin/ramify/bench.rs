@@ -1,4 +1,8 @@
-//! `ramify bench`: latency over repeated runs, as text or one JSON object.
+//! `ramify bench`: the latency of one or more models in one or more
+//! scheduling modes over repeated runs (modes interleaved run by run), at one
+//! or more levels of background load; printed as text or as one JSON object
+//! (`report.rs`), with an optional Chrome trace of one run and an SVG plot
+//! (`plot.rs`).
 
 use crate::burn::Burners;
 use crate::inputs;
@@ -6,117 +10,304 @@ use crate::options::SchedArgs;
 use crate::stats::Stats;
 use anyhow::{Context, Result};
 use clap::Args;
+use indicatif::{ProgressBar, ProgressStyle};
+use ramify::load::{LoadConfig, LoadMonitor};
 use ramify::sched::Decision;
+use ramify::{Mode, RunReport, Session, Tensor};
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 #[derive(Args)]
 pub struct BenchArgs {
-    /// The model file (default: the example model in models/).
-    model: Option<PathBuf>,
-    /// Timed runs.
+    /// Model files (default: the example model in models/).
+    models: Vec<PathBuf>,
+    /// Timed runs per model, mode and load level.
     #[arg(long, default_value_t = 20)]
     runs: usize,
-    /// Untimed runs before timing.
+    /// Untimed runs before timing (per model, mode and load level).
     #[arg(long, default_value_t = 3)]
     warmup: usize,
     #[command(flatten)]
     sched: SchedArgs,
-    /// Folder with input_0.pb, … (default: test_data_set_0 beside the model if
-    /// present, else synthesised inputs).
+    /// Several modes in one call, interleaved run by run, e.g.
+    /// `adaptive,serial,parallel` (replaces --mode).
+    #[arg(long, value_delimiter = ',')]
+    modes: Vec<Mode>,
+    /// Folder with input_0.pb, … (default: test_data_set_0 beside each model
+    /// if present, else synthesised inputs).
     #[arg(long)]
     input_dir: Option<PathBuf>,
-    /// Print one JSON object instead of text.
+    /// Print one JSON object instead of text (fields: docs/bench-json.md).
     #[arg(long)]
     json: bool,
+    /// Also write the JSON object to this file.
+    #[arg(long, value_name = "FILE")]
+    json_file: Option<PathBuf>,
     /// Print the decision taken at each fork (load, band, mode, pool sizes).
     #[arg(long)]
     verbose: bool,
-    /// Busy processes to run in the background while measuring.
-    #[arg(long, default_value_t = 0)]
-    background_load: usize,
+    /// Busy processes to run in the background while measuring; a comma
+    /// list (e.g. 0,1,2) measures every level in turn.
+    #[arg(long, value_delimiter = ',', default_value = "0")]
+    background_load: Vec<usize>,
+    /// Write a Chrome trace (Perfetto, chrome://tracing) of one run of the
+    /// first model in the first mode to this file.
+    #[arg(long, value_name = "FILE")]
+    trace: Option<PathBuf>,
+    /// Write an SVG plot: latency distribution per mode and, with several
+    /// background-load levels, median and p95 against load.
+    #[arg(long, value_name = "FILE.svg")]
+    plot: Option<PathBuf>,
+}
+
+/// The samples of one model in one mode at one background-load level.
+pub struct Measured {
+    pub model: String,
+    pub mode: Mode,
+    pub background_load: usize,
+    /// Run times in milliseconds, in the order taken.
+    pub samples: Vec<f64>,
+    /// Others' utilisation read by the bench's own load monitor after each run.
+    pub loads_seen: Vec<f64>,
+    /// The utilisation the scheduler read at each fork (adaptive mode only).
+    pub fork_loads: Vec<f64>,
+    /// How often each fork decision was taken.
+    pub decisions: BTreeMap<String, usize>,
+}
+
+impl Measured {
+    pub fn stats(&self) -> Stats {
+        Stats::of(&self.samples)
+    }
+}
+
+/// One model loaded in one mode.
+struct Target {
+    model: usize,
+    mode: Mode,
+    session: Session,
+    feeds: Vec<(String, Tensor)>,
+}
+
+/// The settings the report needs besides the results.
+pub struct Settings {
+    pub runs: usize,
+    pub warmup: usize,
+    pub cpus: usize,
+}
+
+/// The mean of `v` (0 when empty).
+pub fn mean(v: &[f64]) -> f64 {
+    v.iter().sum::<f64>() / v.len().max(1) as f64
+}
+
+fn decision_key(f: &ramify::sched::ForkReport) -> String {
+    let what = match &f.decision {
+        Decision::Parallel(p) => format!(
+            "parallel {:?}",
+            p.iter().map(|p| p.cpus).collect::<Vec<_>>()
+        ),
+        Decision::Serial { threads } => format!("serial on {threads}"),
+    };
+    format!("fork {:>3} band {:<4} {what}", f.fork, f.band.to_string())
+}
+
+fn load_targets(a: &BenchArgs, models: &[PathBuf], modes: &[Mode]) -> Result<Vec<Target>> {
+    let mut targets = Vec::new();
+    for (i, model) in models.iter().enumerate() {
+        for &mode in modes {
+            let mut sched = a.sched.clone();
+            sched.mode = mode;
+            let session = sched
+                .builder()
+                .build_from_file(model)
+                .with_context(|| format!("loading {}", model.display()))?;
+            let dir = a.input_dir.clone().or_else(|| inputs::beside(model));
+            let feeds = inputs::load(&session, dir.as_deref())?;
+            targets.push(Target {
+                model: i,
+                mode,
+                session,
+                feeds,
+            });
+        }
+    }
+    Ok(targets)
+}
+
+fn progress(total: u64) -> ProgressBar {
+    if !std::io::stderr().is_terminal() {
+        return ProgressBar::hidden();
+    }
+    let bar = ProgressBar::new(total);
+    if let Ok(style) =
+        ProgressStyle::with_template("{msg} [{bar:40}] {pos}/{len} runs, {elapsed} (eta {eta})")
+    {
+        bar.set_style(style.progress_chars("=> "));
+    }
+    bar
+}
+
+/// Measures every target at one background-load level: warm-up, then the
+/// timed runs, the targets of a model interleaved run by run (the order
+/// rotating so that no mode always runs first).
+fn measure_level(
+    a: &BenchArgs,
+    targets: &[Target],
+    level: usize,
+    monitor: &LoadMonitor,
+    bar: &ProgressBar,
+) -> Result<Vec<Measured>> {
+    let mut out: Vec<Measured> = targets
+        .iter()
+        .map(|t| Measured {
+            model: String::new(),
+            mode: t.mode,
+            background_load: level,
+            samples: Vec::with_capacity(a.runs),
+            loads_seen: Vec::with_capacity(a.runs),
+            fork_loads: Vec::new(),
+            decisions: BTreeMap::new(),
+        })
+        .collect();
+    let runs = a.runs.max(1);
+    let models = targets.iter().map(|t| t.model).max().map_or(0, |m| m + 1);
+    for model in 0..models {
+        let group: Vec<usize> = (0..targets.len())
+            .filter(|&i| targets[i].model == model)
+            .collect();
+        for &i in &group {
+            for _ in 0..a.warmup {
+                targets[i].session.run(targets[i].feeds.clone())?;
+                bar.inc(1);
+            }
+        }
+        for r in 0..runs {
+            for k in 0..group.len() {
+                let i = group[(r + k) % group.len()];
+                let (ms, report) = timed(&targets[i])?;
+                let m = &mut out[i];
+                m.samples.push(ms);
+                m.loads_seen.push(monitor.utilisation());
+                for f in &report.forks {
+                    m.fork_loads.push(f.load);
+                    *m.decisions.entry(decision_key(f)).or_default() += 1;
+                }
+                bar.inc(1);
+            }
+        }
+    }
+    Ok(out)
+}
+
+fn timed(t: &Target) -> Result<(f64, RunReport)> {
+    let inputs = t.feeds.clone();
+    let start = Instant::now();
+    let (_, report) = t.session.run_with_report(inputs)?;
+    Ok((start.elapsed().as_secs_f64() * 1e3, report))
+}
+
+/// Writes the Chrome trace of one run of `t` to `path`.
+fn write_trace(t: &Target, path: &Path) -> Result<()> {
+    let (_, report) = t.session.run_traced(t.feeds.clone())?;
+    let trace = report.trace.context("the session recorded no trace")?;
+    std::fs::write(path, trace.to_chrome_json())
+        .with_context(|| format!("writing {}", path.display()))
 }
 
 pub fn main(a: BenchArgs) -> Result<()> {
-    let model = a.model.unwrap_or_else(crate::default_model);
-    let builder = a.sched.builder();
-    let session = builder
-        .build_from_file(&model)
-        .with_context(|| format!("loading {}", model.display()))?;
-    let input_dir = a.input_dir.clone().or_else(|| inputs::beside(&model));
-    let feeds = inputs::load(&session, input_dir.as_deref())?;
-    let _load = Burners::start(a.background_load, Duration::from_secs(900))?;
-    for _ in 0..a.warmup {
-        session.run(feeds.clone())?;
-    }
-    let mut samples = Vec::with_capacity(a.runs);
-    let mut decisions: BTreeMap<String, usize> = BTreeMap::new();
-    let mut loads = Vec::with_capacity(a.runs);
-    for _ in 0..a.runs.max(1) {
-        let inputs = feeds.clone();
-        let t = Instant::now();
-        let (_, report) = session.run_with_report(inputs)?;
-        samples.push(t.elapsed().as_secs_f64() * 1e3);
-        loads.extend(report.forks.iter().map(|f| f.load));
-        for f in &report.forks {
-            let what = match &f.decision {
-                Decision::Parallel(p) => format!(
-                    "parallel {:?}",
-                    p.iter().map(|p| p.cpus).collect::<Vec<_>>()
-                ),
-                Decision::Serial { threads } => format!("serial on {threads}"),
-            };
-            *decisions
-                .entry(format!(
-                    "fork {:>3} band {:<4} {what}",
-                    f.fork,
-                    f.band.to_string()
-                ))
-                .or_default() += 1;
+    let models = if a.models.is_empty() {
+        vec![crate::default_model()]
+    } else {
+        a.models.clone()
+    };
+    let modes = if a.modes.is_empty() {
+        vec![a.sched.mode]
+    } else {
+        a.modes.clone()
+    };
+    let levels = if a.background_load.is_empty() {
+        vec![0]
+    } else {
+        a.background_load.clone()
+    };
+    let targets = load_targets(&a, &models, &modes)?;
+    let monitor = LoadMonitor::start(LoadConfig::default());
+    let machine = crate::report::Machine::start();
+    let per_level = targets.len() * (a.warmup + a.runs.max(1));
+    let bar = progress((per_level * levels.len()) as u64);
+    let mut results = Vec::new();
+    for &level in &levels {
+        bar.set_message(format!("background load {level}"));
+        let _burners = Burners::start(level, Duration::from_secs(900))?;
+        for (mut m, t) in measure_level(&a, &targets, level, &monitor, &bar)?
+            .into_iter()
+            .zip(&targets)
+        {
+            m.model = models[t.model].display().to_string();
+            results.push(m);
         }
     }
-    drop(_load);
-    let s = Stats::of(&samples);
-    let mean_load = loads.iter().sum::<f64>() / loads.len().max(1) as f64;
+    bar.finish_and_clear();
+    let machine = machine.finish(&results);
+    if let (Some(path), Some(first)) = (&a.trace, targets.first()) {
+        write_trace(first, path)?;
+    }
+    if let Some(path) = &a.plot {
+        crate::plot::write(path, &results)?;
+    }
     if a.verbose {
-        eprintln!(
-            "fork decisions over {} runs (mean load seen {mean_load:.2}):",
-            samples.len()
-        );
-        for (k, v) in &decisions {
-            eprintln!("  {k}  x{v}");
+        for m in &results {
+            eprintln!(
+                "{} [{}, background load {}]: fork decisions over {} runs (mean fork load {:.2}):",
+                m.model,
+                m.mode,
+                m.background_load,
+                m.samples.len(),
+                mean(&m.fork_loads)
+            );
+            for (k, v) in &m.decisions {
+                eprintln!("  {k}  x{v}");
+            }
         }
+    }
+    let settings = Settings {
+        runs: a.runs.max(1),
+        warmup: a.warmup,
+        cpus: a.sched.cpus.unwrap_or_else(num_cpus_hint),
+    };
+    let doc = crate::report::json(&settings, &machine, &results);
+    if let Some(path) = &a.json_file {
+        std::fs::write(path, format!("{doc:#}\n"))
+            .with_context(|| format!("writing {}", path.display()))?;
     }
     if a.json {
-        let v = serde_json::json!({
-            "model": model.display().to_string(),
-            "runs": samples.len(),
-            "warmup": a.warmup,
-            "cpus": a.sched.cpus.unwrap_or_else(num_cpus_hint),
-            "mode": a.sched.mode.to_string(),
-            "min_ms": s.min, "mean_ms": s.mean, "median_ms": s.median,
-            "p90_ms": s.p90, "p95_ms": s.p95, "p99_ms": s.p99, "max_ms": s.max,
-            "samples_ms": samples,
-            "background_load": a.background_load,
-            "mean_load_seen": mean_load,
-        });
-        println!("{v}");
+        println!("{doc}");
     } else {
-        println!(
-            "{}: {} runs, median {:.3} ms, p95 {:.3} ms (min {:.3}, mean {:.3}, max {:.3})",
-            model.display(),
-            samples.len(),
-            s.median,
-            s.p95,
-            s.min,
-            s.mean,
-            s.max
-        );
+        for m in &results {
+            let s = m.stats();
+            println!(
+                "{} [{}, background load {}]: {} runs, median {:.3} ms, p95 {:.3} ms \
+                 (min {:.3}, mean {:.3}, p90 {:.3}, p99 {:.3}, max {:.3})",
+                m.model,
+                m.mode,
+                m.background_load,
+                m.samples.len(),
+                s.median,
+                s.p95,
+                s.min,
+                s.mean,
+                s.p90,
+                s.p99,
+                s.max
+            );
+        }
     }
     Ok(())
 }
 
-fn num_cpus_hint() -> usize {
+pub fn num_cpus_hint() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
 }

@@ -1,6 +1,7 @@
 //! `ramify inspect`: every fork of a model with its siblings (operator count,
 //! FLOPs, estimated single-thread time) and the plan the policy would choose
-//! at a given load and CPU count.
+//! at a given load and CPU count; `--dot FILE` also writes the graph in
+//! Graphviz DOT (see `dot.rs`).
 
 use crate::inputs;
 use anyhow::{Context, Result};
@@ -21,6 +22,10 @@ pub struct InspectArgs {
     /// CPUs m to plan for (default: all).
     #[arg(long)]
     cpus: Option<usize>,
+    /// Also write the graph in Graphviz DOT to this file (each fork's
+    /// siblings coloured, nodes labelled with op type and FLOPs).
+    #[arg(long, value_name = "FILE")]
+    dot: Option<PathBuf>,
 }
 
 fn node_name(plan: &Plan, i: Option<usize>, none: &str) -> String {
@@ -95,6 +100,10 @@ pub fn main(a: InspectArgs) -> Result<()> {
     );
     for (i, f) in plan.structure.forks.iter().enumerate() {
         describe(&plan, i, f, &policy, a.load);
+    }
+    if let Some(path) = &a.dot {
+        std::fs::write(path, crate::dot::to_dot(&plan))
+            .with_context(|| format!("writing {}", path.display()))?;
     }
     Ok(())
 }

@@ -2,10 +2,13 @@
 
 mod bench;
 mod burn;
+mod dot;
 mod inputs;
 mod inspect;
 mod ops;
 mod options;
+mod plot;
+mod report;
 mod run;
 mod stats;
 

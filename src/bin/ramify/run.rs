@@ -1,5 +1,6 @@
 //! `ramify run`: run a model once on given or synthesised inputs, print a
-//! summary of each output and the time, optionally save the outputs.
+//! summary of each output and the time, optionally save the outputs and a
+//! Chrome trace of the run.
 
 use crate::inputs;
 use crate::options::SchedArgs;
@@ -21,6 +22,9 @@ pub struct RunArgs {
     output_dir: Option<PathBuf>,
     #[command(flatten)]
     sched: SchedArgs,
+    /// Write a Chrome trace (Perfetto, chrome://tracing) of the run to this file.
+    #[arg(long, value_name = "FILE")]
+    trace: Option<PathBuf>,
 }
 
 fn summary(t: &Tensor) -> String {
@@ -50,8 +54,15 @@ pub fn main(a: RunArgs) -> Result<()> {
     let load_ms = t0.elapsed().as_secs_f64() * 1e3;
     let feeds = inputs::load(&session, a.input_dir.as_deref())?;
     let t1 = Instant::now();
-    let outputs = session.run(feeds)?;
+    let (outputs, report) = match a.trace {
+        Some(_) => session.run_traced(feeds)?,
+        None => session.run_with_report(feeds)?,
+    };
     let run_ms = t1.elapsed().as_secs_f64() * 1e3;
+    if let (Some(path), Some(trace)) = (&a.trace, &report.trace) {
+        std::fs::write(path, trace.to_chrome_json())
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
     println!("model {} (loaded in {load_ms:.1} ms)", model.display());
     for (name, t) in &outputs {
         println!("  {name}: {t}  {}", summary(t));

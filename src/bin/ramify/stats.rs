@@ -5,7 +5,9 @@
 pub struct Stats {
     pub min: f64,
     pub mean: f64,
+    pub p25: f64,
     pub median: f64,
+    pub p75: f64,
     pub p90: f64,
     pub p95: f64,
     pub p99: f64,
@@ -30,7 +32,9 @@ impl Stats {
         Stats {
             min: s.first().copied().unwrap_or(f64::NAN),
             mean,
+            p25: percentile(&s, 0.25),
             median: percentile(&s, 0.5),
+            p75: percentile(&s, 0.75),
             p90: percentile(&s, 0.9),
             p95: percentile(&s, 0.95),
             p99: percentile(&s, 0.99),
@@ -51,5 +55,9 @@ mod tests {
         assert_eq!(percentile(&v, 1.0), 20.0);
         let s = Stats::of(&[3.0, 1.0, 2.0]);
         assert_eq!((s.min, s.median, s.max), (1.0, 2.0, 3.0));
+        let s = Stats::of(&v);
+        assert_eq!((s.p25, s.p75, s.p90, s.p99), (5.0, 15.0, 18.0, 20.0));
+        assert_eq!(s.mean, 10.5);
+        assert!(Stats::of(&[]).median.is_nan());
     }
 }
