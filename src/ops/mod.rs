@@ -24,6 +24,7 @@ mod pool;
 mod quant;
 mod reduce;
 mod resize;
+mod rnn;
 mod shape;
 mod unary;
 
@@ -197,6 +198,7 @@ pub fn registry() -> &'static Registry {
             ("quant", quant::register),
             ("reduce", reduce::register),
             ("resize", resize::register),
+            ("rnn", rnn::register),
             ("shape", shape::register),
             ("unary", unary::register),
         ];

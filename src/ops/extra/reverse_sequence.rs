@@ -1,0 +1,161 @@
+//! ReverseSequence: reverses the first `sequence_lens[b]` elements along the
+//! time axis of every batch entry b (batch and time axes are 0 and 1, in
+//! either order); later elements are copied unchanged. Any element type.
+
+use crate::error::{Error, Result};
+use crate::ops::util::{fact, input, out_len};
+use crate::ops::{BuildContext, Fact, InferInput, Operator};
+use crate::tensor::{DType, Tensor};
+use ndarray::{ArrayD, Axis};
+
+const OP: &str = "ReverseSequence";
+
+#[derive(Debug)]
+struct ReverseSequence {
+    batch_axis: usize,
+    time_axis: usize,
+}
+
+pub(super) fn build(ctx: &BuildContext) -> Result<Box<dyn Operator>> {
+    let a = ctx.attrs;
+    let batch_axis = a.int("batch_axis", 1)?;
+    let time_axis = a.int("time_axis", 0)?;
+    if !matches!((batch_axis, time_axis), (0, 1) | (1, 0)) {
+        return Err(a.error(
+            "time_axis",
+            format!(
+                "batch_axis {batch_axis} and time_axis {time_axis} must be 0 and 1 in some order"
+            ),
+        ));
+    }
+    Ok(Box::new(ReverseSequence {
+        batch_axis: batch_axis as usize,
+        time_axis: time_axis as usize,
+    }))
+}
+
+/// Reverses along the time axis, which is axis 0 once the batch axis is indexed away.
+fn reverse<T: Clone>(x: &ArrayD<T>, lens: &[usize], batch_axis: usize) -> ArrayD<T> {
+    let mut out = x.clone();
+    for (b, &len) in lens.iter().enumerate() {
+        let src = x.index_axis(Axis(batch_axis), b);
+        let mut dst = out.index_axis_mut(Axis(batch_axis), b);
+        for t in 0..len {
+            dst.index_axis_mut(Axis(0), t)
+                .assign(&src.index_axis(Axis(0), len - 1 - t));
+        }
+    }
+    out
+}
+
+impl ReverseSequence {
+    fn check(&self, x: &[usize], lens: &[usize]) -> Result<()> {
+        if x.len() < 2 {
+            return Err(Error::op(
+                OP,
+                format!("input must have rank ≥ 2, has shape {x:?}"),
+            ));
+        }
+        if lens != [x[self.batch_axis]] {
+            return Err(Error::op(
+                OP,
+                format!(
+                    "sequence_lens has shape {lens:?}, expected [{}]",
+                    x[self.batch_axis]
+                ),
+            ));
+        }
+        Ok(())
+    }
+}
+
+impl Operator for ReverseSequence {
+    fn infer(&self, inputs: &[InferInput]) -> Result<Vec<Fact>> {
+        let x = fact(OP, inputs, 0)?;
+        let l = fact(OP, inputs, 1)?;
+        if !matches!(l.dtype, DType::I64 | DType::I32) {
+            return Err(Error::op(
+                OP,
+                format!("sequence_lens must be int64, found {}", l.dtype),
+            ));
+        }
+        if let (Some(xs), Some(ls)) = (&x.shape, &l.shape) {
+            self.check(xs, ls)?;
+        }
+        Ok(vec![x.clone()])
+    }
+
+    fn flops(&self, _inputs: &[Option<&Fact>], outputs: &[Fact]) -> u64 {
+        out_len(outputs, 0)
+    }
+
+    fn run(&self, inputs: &[Option<&Tensor>]) -> Result<Vec<Tensor>> {
+        let x = input(OP, inputs, 0)?;
+        let l = input(OP, inputs, 1)?;
+        self.check(x.shape(), l.shape())?;
+        let time_len = x.shape()[self.time_axis];
+        let lens: Vec<usize> = l
+            .to_i64_vec()?
+            .into_iter()
+            .map(|v| match usize::try_from(v) {
+                Ok(v) if v <= time_len => Ok(v),
+                _ => Err(Error::op(
+                    OP,
+                    format!("sequence length {v} is outside [0, {time_len}]"),
+                )),
+            })
+            .collect::<Result<_>>()?;
+        let b = self.batch_axis;
+        Ok(vec![crate::map_same!(x, a => reverse(a, &lens, b))])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::ops::gemm::testutil::{int, run};
+    use crate::tensor::Tensor;
+
+    #[test]
+    fn spec_examples_time_and_batch_major() {
+        // ONNX example (time_axis 0, batch_axis 1), lens [4, 3, 2, 1].
+        let x = Tensor::from_vec(&[4, 4], (0..16).map(|v| v as f32).collect::<Vec<_>>()).unwrap();
+        let lens = Tensor::from_vec(&[4], vec![4i64, 3, 2, 1]).unwrap();
+        let attrs = [("time_axis", int(0)), ("batch_axis", int(1))];
+        let y = run("ReverseSequence", 10, &attrs, &[Some(&x), Some(&lens)]).unwrap();
+        let want = [
+            12., 9., 6., 3., 8., 5., 2., 7., 4., 1., 10., 11., 0., 13., 14., 15.,
+        ];
+        assert_eq!(y[0].to_f64_vec().unwrap(), want);
+        // batch_axis 0, time_axis 1, lens [1, 2, 3, 4].
+        let lens = Tensor::from_vec(&[4], vec![1i64, 2, 3, 4]).unwrap();
+        let attrs = [("time_axis", int(1)), ("batch_axis", int(0))];
+        let y = run("ReverseSequence", 10, &attrs, &[Some(&x), Some(&lens)]).unwrap();
+        let want = [
+            0., 1., 2., 3., 5., 4., 6., 7., 10., 9., 8., 11., 15., 14., 13., 12.,
+        ];
+        assert_eq!(y[0].to_f64_vec().unwrap(), want);
+    }
+
+    #[test]
+    fn strings_and_bad_lengths() {
+        let x = Tensor::from_vec(
+            &[2, 2],
+            vec!["a".to_string(), "b".into(), "c".into(), "d".into()],
+        )
+        .unwrap();
+        let lens = Tensor::from_vec(&[2], vec![2i64, 0]).unwrap();
+        let attrs = [("time_axis", int(1)), ("batch_axis", int(0))];
+        let y = run("ReverseSequence", 10, &attrs, &[Some(&x), Some(&lens)]).unwrap();
+        let want = Tensor::from_vec(
+            &[2, 2],
+            vec!["b".to_string(), "a".into(), "c".into(), "d".into()],
+        )
+        .unwrap();
+        assert_eq!(y[0], want);
+        let long = Tensor::from_vec(&[2], vec![3i64, 0]).unwrap();
+        let e = run("ReverseSequence", 10, &attrs, &[Some(&x), Some(&long)]).unwrap_err();
+        assert!(e.to_string().contains("outside"), "{e}");
+        let same = [("time_axis", int(1)), ("batch_axis", int(1))];
+        assert!(run("ReverseSequence", 10, &same, &[Some(&x), Some(&lens)]).is_err());
+    }
+}

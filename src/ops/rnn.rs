@@ -1,0 +1,21 @@
+//! Recurrent operators: `RNN`, `GRU` and `LSTM` (opset 7 semantics, `layout`
+//! from opset 14, f16/bf16 from opset 22), built from one shared driver
+//! (attributes, input checks, time loop with `sequence_lens`, layouts) and
+//! one cell per operator.
+
+use super::Registry;
+
+mod activation;
+mod driver;
+mod gru;
+mod lstm;
+mod simple;
+mod spec;
+#[cfg(test)]
+mod tests;
+
+pub(crate) fn register(r: &mut Registry) {
+    r.add("RNN", 7, simple::build);
+    r.add("GRU", 7, gru::build);
+    r.add("LSTM", 7, lstm::build);
+}
