@@ -26,6 +26,7 @@ mod reduce;
 mod resize;
 mod shape;
 mod unary;
+mod vision;
 
 /// What is known about a value before running: its element type and, when
 /// fixed, its shape.
@@ -199,6 +200,7 @@ pub fn registry() -> &'static Registry {
             ("resize", resize::register),
             ("shape", shape::register),
             ("unary", unary::register),
+            ("vision", vision::register),
         ];
         for &(family, register) in families {
             r.family = family;
