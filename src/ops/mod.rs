@@ -25,6 +25,7 @@ mod quant;
 mod reduce;
 mod resize;
 mod shape;
+mod signal;
 mod unary;
 mod vision;
 
@@ -199,6 +200,7 @@ pub fn registry() -> &'static Registry {
             ("reduce", reduce::register),
             ("resize", resize::register),
             ("shape", shape::register),
+            ("signal", signal::register),
             ("unary", unary::register),
             ("vision", vision::register),
         ];
