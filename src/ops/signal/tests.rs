@@ -200,3 +200,28 @@ fn mel_weight_matrix_small_case() {
     let e = fails("MelWeightMatrix", 17, &[], &bad);
     assert!(e.contains("beyond"), "{e}");
 }
+
+#[test]
+fn hostile_sizes_are_errors() {
+    let x = t(&[1, 4, 1], vec![1.0f32; 4]);
+    let e = fails("DFT", 20, &[], &[x.clone(), Tensor::scalar(i64::MAX)]);
+    assert!(e.contains("too many elements"), "{e}");
+    let ins = [
+        x.clone(),
+        Tensor::scalar(1i64),
+        t(&[3], vec![1.0f32; 3]),
+        Tensor::scalar(2i64),
+    ];
+    let e = fails("STFT", 17, &[], &ins);
+    assert!(e.contains("does not match frame_length 2"), "{e}");
+    let ins = vec![
+        Some(x),
+        Some(Tensor::scalar(1i64)),
+        None,
+        Some(Tensor::scalar(5i64)),
+    ];
+    let e = run("STFT", 17, &[], &ins).unwrap_err().to_string();
+    assert!(e.contains("at most the signal length"), "{e}");
+    let e = fails("HannWindow", 17, &[], &[Tensor::scalar(i64::MAX)]);
+    assert!(e.contains("too many elements"), "{e}");
+}

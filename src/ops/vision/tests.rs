@@ -271,3 +271,42 @@ fn roi_align_rejects_bad_batch_index() {
     let e = fails("RoiAlign", 16, &[], &ins);
     assert!(e.contains("out of range"), "{e}");
 }
+
+#[test]
+fn hostile_values_give_results_or_errors_not_panics() {
+    let x = t(&[1, 1, 2, 2], vec![1.0f32, 2.0, 3.0, 4.0]);
+    let odd = [f32::NAN, f32::INFINITY, f32::NEG_INFINITY, 1e30, -1e30, 0.0];
+    let g = t(&[1, 3, 1, 2], odd.to_vec());
+    for mode in ["linear", "nearest", "cubic"] {
+        for pad in ["zeros", "border", "reflection"] {
+            for align in [0, 1] {
+                let attrs = [
+                    ("mode", s(mode)),
+                    ("padding_mode", s(pad)),
+                    ("align_corners", int(align)),
+                ];
+                let y = grid_sample(&x, &g, 20, &attrs);
+                assert_eq!(y.shape(), &[1, 1, 3, 1]);
+            }
+        }
+    }
+    // An empty spatial axis samples zeros.
+    let empty = t(&[1, 1, 0, 2], Vec::<f32>::new());
+    let y = grid_sample(&empty, &t(&[1, 1, 1, 2], vec![0.0f32, 0.0]), 20, &[]);
+    assert_eq!(y.to_f64_vec().unwrap(), [0.0]);
+    // Regions with NaN or huge coordinates.
+    let rois = vec![f32::NAN, 0.0, 1.0, 1.0, 0.0, 0.0, 1e30, 1e30];
+    let ins = [x.clone(), t(&[2, 4], rois), i64s(&[0, 0])];
+    let e = fails("RoiAlign", 16, &[], &ins);
+    assert!(e.contains("samples per bin"), "{e}");
+    let ins = [x, t(&[1, 4], vec![f32::NAN; 4]), i64s(&[0])];
+    run1("RoiAlign", 16, &[], &ins);
+    // NaN scores sort without panicking.
+    let y = nms(
+        [0.0f32, 0.0, 1.0, 1.0].repeat(2),
+        vec![f32::NAN, 0.5],
+        &limits(5, 0.5, 0.0),
+        0,
+    );
+    assert_eq!(y.shape()[1], 3);
+}
