@@ -26,7 +26,9 @@ mod reduce;
 mod resize;
 mod rnn;
 mod shape;
+mod signal;
 mod unary;
+mod vision;
 
 /// What is known about a value before running: its element type and, when
 /// fixed, its shape.
@@ -200,7 +202,9 @@ pub fn registry() -> &'static Registry {
             ("resize", resize::register),
             ("rnn", rnn::register),
             ("shape", shape::register),
+            ("signal", signal::register),
             ("unary", unary::register),
+            ("vision", vision::register),
         ];
         for &(family, register) in families {
             r.family = family;

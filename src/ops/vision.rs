@@ -1,0 +1,20 @@
+//! Vision operators: sampling an image at computed coordinates (GridSample,
+//! AffineGrid), pooling regions of interest (RoiAlign), and selecting boxes
+//! (NonMaxSuppression). Sampling is done in f64 and rounded once to the
+//! element type.
+
+use super::Registry;
+
+mod affine_grid;
+mod grid_sample;
+mod nms;
+mod roi_align;
+#[cfg(test)]
+mod tests;
+
+pub(crate) fn register(r: &mut Registry) {
+    r.add("AffineGrid", 20, affine_grid::build);
+    r.add("GridSample", 16, grid_sample::build);
+    r.add("NonMaxSuppression", 10, nms::build);
+    r.add("RoiAlign", 10, roi_align::build);
+}
