@@ -295,6 +295,16 @@ fn im2col_gemm<T: GemmFloat>(
     T::with_scratch(col_len, |col| {
         let lines = Lines::new(win);
         let step = lines.step();
+        // The input lines each kernel offset reads, the same for every
+        // channel and image: (output start, input start, length), in
+        // increasing output order.
+        let segments: Vec<Vec<(usize, usize, usize)>> = (0..klen)
+            .map(|k| {
+                let mut v = Vec::new();
+                lines.for_each(k, |oo, ii, len| v.push((oo, ii, len)));
+                v
+            })
+            .collect();
         let yp = SendPtr(y.as_mut_ptr());
         for ni in 0..p.n {
             let xi = &x[ni * p.c * in_plane..(ni + 1) * p.c * in_plane];
@@ -304,8 +314,9 @@ fn im2col_gemm<T: GemmFloat>(
                 for (r, row) in chunk.chunks_mut(plane).enumerate() {
                     let (ch, k) = ((first + r) / klen, (first + r) % klen);
                     let xc = &xi[ch * in_plane..(ch + 1) * in_plane];
-                    row.fill(T::zero());
-                    lines.for_each(k, |oo, ii, len| {
+                    let mut pos = 0;
+                    for &(oo, ii, len) in &segments[k] {
+                        row[pos..oo].fill(T::zero());
                         let dst = &mut row[oo..oo + len];
                         if step == 1 {
                             dst.copy_from_slice(&xc[ii..ii + len]);
@@ -314,7 +325,9 @@ fn im2col_gemm<T: GemmFloat>(
                                 *d = xc[ii + j * step];
                             }
                         }
-                    });
+                        pos = oo + len;
+                    }
+                    row[pos..].fill(T::zero());
                 }
             });
             let a = |g: usize| Mat::row_major(w.as_ptr(), kk).offset(g * mg * kk);

@@ -13,11 +13,11 @@ use std::fmt::Debug;
 
 /// Target floating-point operations per parallel task (about 0.1–0.3 ms):
 /// each task repacks its panels of A and B, so tasks are not made smaller.
-pub(crate) const TASK_FLOPS: usize = 1 << 24;
+pub(crate) const TASK_FLOPS: usize = 1 << 23;
 /// Upper bound on tasks per call, to bound scheduling overhead.
 pub(crate) const MAX_TASKS: usize = 64;
 /// Narrowest column block the planner creates by splitting.
-const NB_MIN: usize = 128;
+const NB_MIN: usize = 64;
 /// Fewest rows in a block the planner creates by splitting (the height of
 /// the AVX-512 f32 micro-kernel, so split blocks keep full-height tiles).
 const MB_MIN: usize = 64;
