@@ -18,6 +18,9 @@ fn is_graph(a: &AttributeProto) -> bool {
     }
 }
 
+/// Converted subgraph attributes by name, and the node's implicit inputs.
+type Subgraphs = (Vec<(String, Body)>, Vec<String>);
+
 /// Removes the GRAPH attributes from `protos` and converts them. Returns the
 /// bodies by attribute name, and the node's implicit inputs: the union, in
 /// first-use order, of the outer-scope names the bodies read.
@@ -25,7 +28,7 @@ pub(super) fn take_subgraphs(
     protos: &mut Vec<AttributeProto>,
     opsets: &HashMap<String, i64>,
     base: Option<&Path>,
-) -> Result<(Vec<(String, Body)>, Vec<String>)> {
+) -> Result<Subgraphs> {
     if !protos.iter().any(is_graph) {
         return Ok((Vec::new(), Vec::new()));
     }
