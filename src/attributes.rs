@@ -28,6 +28,8 @@ pub enum Attribute {
     Graph(Box<onnx_protobuf::GraphProto>),
     /// A list of subgraphs.
     Graphs(Vec<onnx_protobuf::GraphProto>),
+    /// A subgraph the loader has converted into a body of ramify's graph IR.
+    Body(std::sync::Arc<crate::graph::Body>),
     /// A kind operators never read (type protos, sparse tensors).
     Other(&'static str),
 }
@@ -45,6 +47,7 @@ impl Attribute {
             Attribute::Tensors(_) => "tensors",
             Attribute::Graph(_) => "graph",
             Attribute::Graphs(_) => "graphs",
+            Attribute::Body(_) => "graph",
             Attribute::Other(k) => k,
         }
     }
@@ -125,6 +128,15 @@ impl Attributes {
     pub fn int_req(&self, name: &str) -> Result<i64> {
         self.int_opt(name)?
             .ok_or_else(|| self.error(name, "required but missing"))
+    }
+
+    /// A subgraph attribute converted to a body; required.
+    pub fn body(&self, name: &str) -> Result<std::sync::Arc<crate::graph::Body>> {
+        match self.get(name) {
+            Some(Attribute::Body(b)) => Ok(b.clone()),
+            None => Err(self.error(name, "required but missing")),
+            Some(other) => Err(self.wrong_kind(name, "graph", other)),
+        }
     }
 
     /// A float attribute, if present.

@@ -2,11 +2,13 @@
 //! outputs, and constants; plus the passes that order, specialise (shape
 //! inference and constant folding) and prune it.
 
+mod body;
 mod fold;
 mod fuse;
 mod order;
 mod prune;
 
+pub use body::Body;
 pub use fold::{specialize, Facts};
 pub use fuse::fuse;
 pub use order::topological_sort;

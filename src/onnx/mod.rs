@@ -5,6 +5,7 @@ mod attributes;
 mod external;
 mod framing;
 mod model;
+mod subgraph;
 mod tensor_proto;
 
 pub use model::{load_model_bytes, load_model_file, MAX_IR_VERSION, MIN_IR_VERSION};

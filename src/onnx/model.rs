@@ -4,14 +4,16 @@
 
 use super::attributes::convert_attributes;
 use super::framing::check_framing;
+use super::subgraph::take_subgraphs;
 use super::tensor_proto::tensor_from_proto;
+use crate::attributes::Attribute;
 use crate::error::{Error, Result};
 use crate::graph::{topological_sort, Declared, Dim, Graph, Node, Value, ValueId};
 use crate::ops;
 use crate::tensor::DType;
 use onnx_protobuf::{
-    tensor_shape_proto::dimension::Value as DimValue, type_proto::Value as TypeValue, Message,
-    ModelProto, ValueInfoProto,
+    tensor_shape_proto::dimension::Value as DimValue, type_proto::Value as TypeValue, GraphProto,
+    Message, ModelProto, ValueInfoProto,
 };
 use std::collections::HashMap;
 use std::io::BufReader;
@@ -124,10 +126,25 @@ fn build(mut model: ModelProto, base: Option<&Path>) -> Result<Graph> {
             "the model imports no operator set".into(),
         ));
     }
-    let mut g = model
+    let g = model
         .graph
         .take()
         .ok_or_else(|| Error::InvalidModel("the model has no graph".into()))?;
+    let (graph, _) = convert_graph(g, &opsets, base, false)?;
+    Ok(graph)
+}
+
+/// Converts one GraphProto (the model's graph or a subgraph) into a [`Graph`]
+/// in topological order. For a subgraph (`subgraph`), the names it reads but
+/// does not define refer to the enclosing scope: they are appended to
+/// `graph.inputs` after the declared inputs and returned. In the model's
+/// graph they are errors that the topological sort reports.
+pub(super) fn convert_graph(
+    mut g: GraphProto,
+    opsets: &HashMap<String, i64>,
+    base: Option<&Path>,
+    subgraph: bool,
+) -> Result<(Graph, Vec<String>)> {
     if !g.sparse_initializer.is_empty() {
         return Err(Error::UnsupportedType("sparse initializers".into()));
     }
@@ -188,12 +205,17 @@ fn build(mut model: ModelProto, base: Option<&Path>) -> Result<Graph> {
                 np.op_type, np.domain
             ))
         })?;
-        let attrs = convert_attributes(&mut np.attribute, base, &name, &np.op_type)?;
-        let ins: Vec<Option<ValueId>> = np
+        let (bodies, implicit) = take_subgraphs(&mut np.attribute, opsets, base)?;
+        let mut attrs = convert_attributes(&mut np.attribute, base, &name, &np.op_type)?;
+        for (attr, body) in bodies {
+            attrs.insert(&attr, Attribute::Body(Arc::new(body)));
+        }
+        let mut ins: Vec<Option<ValueId>> = np
             .input
             .iter()
             .map(|n| (!n.is_empty()).then(|| values.id(n)))
             .collect();
+        ins.extend(implicit.iter().map(|n| Some(values.id(n))));
         let outs: Vec<Option<ValueId>> = np
             .output
             .iter()
@@ -202,6 +224,24 @@ fn build(mut model: ModelProto, base: Option<&Path>) -> Result<Graph> {
         raw_nodes.push((name, np.op_type, domain, opset, ins, outs, attrs));
     }
     constants.resize(values.list.len(), None);
+    let mut defined = vec![false; values.list.len()];
+    for &id in &inputs {
+        defined[id] = true;
+    }
+    for (id, c) in constants.iter().enumerate() {
+        defined[id] |= c.is_some();
+    }
+    for &id in raw_nodes.iter().flat_map(|n| n.5.iter().flatten()) {
+        defined[id] = true;
+    }
+    let free: Vec<ValueId> = (0..values.list.len())
+        .filter(|&id| subgraph && !defined[id])
+        .collect();
+    let free_names = free
+        .iter()
+        .map(|&id| values.list[id].name.clone())
+        .collect();
+    inputs.extend(free);
     let mut graph = Graph {
         values: values.list,
         nodes: Vec::new(),
@@ -225,5 +265,5 @@ fn build(mut model: ModelProto, base: Option<&Path>) -> Result<Graph> {
         });
     }
     topological_sort(&mut graph)?;
-    Ok(graph)
+    Ok((graph, free_names))
 }

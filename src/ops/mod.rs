@@ -14,6 +14,7 @@ pub mod util;
 mod activation;
 mod attention;
 mod binary;
+mod control;
 mod conv;
 mod extra;
 mod gemm;
@@ -190,6 +191,7 @@ pub fn registry() -> &'static Registry {
             ("activation", activation::register),
             ("attention", attention::register),
             ("binary", binary::register),
+            ("control", control::register),
             ("conv", conv::register),
             ("extra", extra::register),
             ("gemm", gemm::register),

@@ -1,0 +1,146 @@
+//! Subgraph bodies of control-flow operators (If, Loop, Scan): the body as a
+//! ramify [`Graph`] whose inputs are its formal inputs followed by the
+//! outer-scope values it reads, and a small serial interpreter that runs it.
+
+use super::{specialize, wrap, Graph};
+use crate::error::{Error, Result};
+use crate::ops::Fact;
+use crate::tensor::Tensor;
+use std::borrow::Cow;
+
+/// A body graph. `graph.inputs` holds the `formal` declared inputs first, then
+/// one input per outer-scope name the body reads; `outer[k]` is the index of
+/// that name among the enclosing node's implicit inputs (the trailing
+/// `implicit` inputs of the node).
+#[derive(Debug, Clone)]
+pub struct Body {
+    /// The body, nodes in topological order.
+    pub graph: Graph,
+    /// How many declared (formal) inputs the body has.
+    pub formal: usize,
+    /// For each outer-scope input of the body, its index among the node's implicit inputs.
+    pub outer: Vec<usize>,
+    /// How many implicit (outer-scope) inputs the enclosing node lists.
+    pub implicit: usize,
+}
+
+impl Body {
+    /// Number of outputs of the body.
+    pub fn num_outputs(&self) -> usize {
+        self.graph.outputs.len()
+    }
+
+    /// Runs the body on its formal inputs and the node's implicit inputs.
+    pub fn run(&self, formal: &[&Tensor], implicit: &[Option<&Tensor>]) -> Result<Vec<Tensor>> {
+        if formal.len() != self.formal {
+            return Err(Error::op(
+                "subgraph",
+                format!(
+                    "the body takes {} inputs but is given {}",
+                    self.formal,
+                    formal.len()
+                ),
+            ));
+        }
+        let g = &self.graph;
+        let mut vals: Vec<Option<Cow<Tensor>>> = g
+            .constants
+            .iter()
+            .map(|c| c.as_deref().map(Cow::Borrowed))
+            .collect();
+        vals.resize(g.values.len(), None);
+        for (k, &id) in g.inputs.iter().enumerate() {
+            let t = if k < self.formal {
+                Some(formal[k])
+            } else {
+                self.outer
+                    .get(k - self.formal)
+                    .and_then(|&j| implicit.get(j).copied().flatten())
+            };
+            let t = t.ok_or_else(|| {
+                Error::op(
+                    "subgraph",
+                    format!("outer-scope value {:?} is not available", g.name(id)),
+                )
+            })?;
+            vals[id] = Some(Cow::Borrowed(t));
+        }
+        for node in &g.nodes {
+            let mut args = Vec::with_capacity(node.inputs.len());
+            for i in &node.inputs {
+                args.push(match i {
+                    None => None,
+                    Some(id) => Some(vals[*id].as_deref().ok_or_else(|| Error::MissingValue {
+                        node: node.name.clone(),
+                        value: g.name(*id).to_string(),
+                    })?),
+                });
+            }
+            let outs = node.op.run(&args).map_err(|e| wrap(node, e))?;
+            if outs.len() < node.outputs.iter().flatten().count() {
+                return Err(Error::op(
+                    &node.op_type,
+                    format!("node {:?} returned too few outputs", node.name),
+                ));
+            }
+            for (slot, t) in node.outputs.iter().zip(outs) {
+                if let Some(id) = slot {
+                    vals[*id] = Some(Cow::Owned(t));
+                }
+            }
+        }
+        g.outputs
+            .iter()
+            .map(|&id| {
+                vals[id].as_deref().cloned().ok_or_else(|| {
+                    Error::op(
+                        "subgraph",
+                        format!("body output {:?} was not computed", g.name(id)),
+                    )
+                })
+            })
+            .collect()
+    }
+
+    /// Facts of the body outputs for these facts of its formal and the node's
+    /// implicit inputs: shape inference over a copy of the body, falling back
+    /// to the declared output types. `None` where nothing is known.
+    pub fn infer(&self, formal: &[Option<Fact>], implicit: &[Option<&Fact>]) -> Vec<Option<Fact>> {
+        let g = &self.graph;
+        let mut known = Vec::new();
+        for (k, &id) in g.inputs.iter().enumerate() {
+            let f = if k < self.formal {
+                formal.get(k).cloned().flatten()
+            } else {
+                self.outer
+                    .get(k - self.formal)
+                    .and_then(|&j| implicit.get(j).copied().flatten())
+                    .cloned()
+            };
+            if let Some(f) = f {
+                known.push((id, f));
+            }
+        }
+        let mut copy = g.clone();
+        let facts = specialize(&mut copy, &known, false).unwrap_or_default();
+        g.outputs
+            .iter()
+            .map(|&id| {
+                facts.get(id).cloned().flatten().or_else(|| {
+                    g.values[id]
+                        .declared
+                        .as_ref()
+                        .map(|d| Fact::unknown_shape(d.dtype))
+                })
+            })
+            .collect()
+    }
+
+    /// A rough FLOP count of one run of the body: each node's FLOPs are
+    /// unknown before running, so each counts as `per_node`.
+    pub fn nominal_flops(&self, per_node: u64) -> u64 {
+        (self.graph.nodes.len() as u64)
+            .max(1)
+            .saturating_mul(per_node.max(1))
+    }
+}

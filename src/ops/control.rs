@@ -1,0 +1,19 @@
+//! Control flow with subgraphs: If, Loop and Scan. Each holds its bodies as
+//! graph-IR [`Body`](crate::graph::Body) values built by the loader and runs
+//! them serially; the outer-scope values a body reads arrive as the node's
+//! trailing implicit inputs.
+
+use super::Registry;
+
+mod if_op;
+mod loop_op;
+mod scan;
+mod tensors;
+#[cfg(test)]
+mod tests;
+
+pub(crate) fn register(r: &mut Registry) {
+    r.add("If", 1, if_op::build);
+    r.add("Loop", 1, loop_op::build);
+    r.add("Scan", 9, scan::build);
+}

@@ -1,0 +1,181 @@
+//! Scan (opset 9+): runs its body once per slice of the M scan inputs along
+//! their scan axes (forward or reverse), threading N state values; the K scan
+//! outputs are stacked along their output axes (forward or reverse).
+//! Outer-scope values arrive as the node's trailing implicit inputs.
+
+use super::tensors::{stack, take};
+use crate::error::{Error, Result};
+use crate::graph::Body;
+use crate::ops::util::{input, out_len};
+use crate::ops::{BuildContext, Fact, InferInput, Operator};
+use crate::tensor::Tensor;
+use std::sync::Arc;
+
+const OP: &str = "Scan";
+
+#[derive(Debug)]
+struct Scan {
+    body: Arc<Body>,
+    states: usize,
+    scan_inputs: usize,
+    in_axes: Vec<i64>,
+    in_reverse: Vec<bool>,
+    out_axes: Vec<i64>,
+    out_reverse: Vec<bool>,
+}
+
+fn list(ctx: &BuildContext, name: &str, len: usize) -> Result<Vec<i64>> {
+    let v = ctx.attrs.ints_opt(name)?.unwrap_or_else(|| vec![0; len]);
+    if v.len() != len {
+        return Err(ctx
+            .attrs
+            .error(name, format!("has {} entries, expected {len}", v.len())));
+    }
+    Ok(v)
+}
+
+pub(super) fn build(ctx: &BuildContext) -> Result<Box<dyn Operator>> {
+    let body = ctx.attrs.body("body")?;
+    let m = ctx.attrs.int_req("num_scan_inputs")?;
+    let explicit = ctx.num_inputs.saturating_sub(body.implicit);
+    let m = usize::try_from(m)
+        .ok()
+        .filter(|&m| m >= 1 && m <= explicit)
+        .ok_or_else(|| ctx.attrs.error("num_scan_inputs", "out of range"))?;
+    let states = explicit - m;
+    if body.formal != explicit || body.num_outputs() < states {
+        return Err(Error::op(
+            OP,
+            format!(
+                "the body takes {} inputs and gives {} outputs, for {states} states and {m} scan inputs",
+                body.formal,
+                body.num_outputs()
+            ),
+        ));
+    }
+    let k = body.num_outputs() - states;
+    let rev = |v: Vec<i64>| v.into_iter().map(|d| d != 0).collect();
+    Ok(Box::new(Scan {
+        in_axes: list(ctx, "scan_input_axes", m)?,
+        in_reverse: rev(list(ctx, "scan_input_directions", m)?),
+        out_axes: list(ctx, "scan_output_axes", k)?,
+        out_reverse: rev(list(ctx, "scan_output_directions", k)?),
+        body,
+        states,
+        scan_inputs: m,
+    }))
+}
+
+fn axis(a: i64, rank: usize) -> Result<usize> {
+    crate::ops::util::axis(OP, a, rank)
+}
+
+impl Operator for Scan {
+    fn infer(&self, inputs: &[InferInput]) -> Result<Vec<Fact>> {
+        let explicit = self.states + self.scan_inputs;
+        let mut formal: Vec<Option<Fact>> = (0..self.states)
+            .map(|i| inputs.get(i).and_then(|x| x.fact).cloned())
+            .collect();
+        for j in 0..self.scan_inputs {
+            let f = inputs.get(self.states + j).and_then(|x| x.fact);
+            formal.push(f.map(|f| match &f.shape {
+                Some(s) => match axis(self.in_axes[j], s.len()) {
+                    Ok(a) => {
+                        let mut s = s.clone();
+                        s.remove(a);
+                        Fact::new(f.dtype, s)
+                    }
+                    Err(_) => Fact::unknown_shape(f.dtype),
+                },
+                None => Fact::unknown_shape(f.dtype),
+            }));
+        }
+        let outer: Vec<Option<&Fact>> = inputs.iter().skip(explicit).map(|i| i.fact).collect();
+        let body = self.body.infer(&formal, &outer);
+        body.into_iter()
+            .enumerate()
+            .map(|(i, f)| {
+                let f = f.ok_or_else(|| Error::op(OP, "the type of a body output is unknown"))?;
+                Ok(if i < self.states {
+                    f
+                } else {
+                    Fact::unknown_shape(f.dtype)
+                })
+            })
+            .collect()
+    }
+
+    fn flops(&self, _inputs: &[Option<&Fact>], outputs: &[Fact]) -> u64 {
+        let per_node: u64 = (0..outputs.len()).map(|i| out_len(outputs, i)).sum();
+        self.body.nominal_flops(per_node)
+    }
+
+    fn run(&self, inputs: &[Option<&Tensor>]) -> Result<Vec<Tensor>> {
+        let explicit = self.states + self.scan_inputs;
+        let mut state: Vec<Tensor> = (0..self.states)
+            .map(|i| input(OP, inputs, i).cloned())
+            .collect::<Result<_>>()?;
+        let mut seq: Vec<(&Tensor, usize)> = Vec::with_capacity(self.scan_inputs);
+        let mut len = None;
+        for j in 0..self.scan_inputs {
+            let t = input(OP, inputs, self.states + j)?;
+            let a = axis(self.in_axes[j], t.shape().len())?;
+            let n = t.shape()[a];
+            if len.is_some_and(|l| l != n) {
+                return Err(Error::op(
+                    OP,
+                    "the scan inputs have different sequence lengths",
+                ));
+            }
+            len = Some(n);
+            seq.push((t, a));
+        }
+        let len = len.unwrap_or(0);
+        let outer = inputs.get(explicit..).unwrap_or(&[]);
+        let k = self.out_axes.len();
+        let mut scans: Vec<Vec<Tensor>> = vec![Vec::new(); k];
+        for step in 0..len {
+            let slices: Vec<Tensor> = seq
+                .iter()
+                .zip(&self.in_reverse)
+                .map(|(&(t, a), &r)| take(t, a, if r { len - 1 - step } else { step }))
+                .collect();
+            let formal: Vec<&Tensor> = state.iter().chain(slices.iter()).collect();
+            let mut outs = self.body.run(&formal, outer)?.into_iter();
+            for (i, s) in state.iter_mut().enumerate() {
+                let v = outs
+                    .next()
+                    .ok_or_else(|| Error::op(OP, "the body returned too few outputs"))?;
+                if v.dtype() != s.dtype() || v.shape() != s.shape() {
+                    return Err(Error::op(
+                        OP,
+                        format!(
+                            "state {i} changes from {} {:?} to {} {:?}",
+                            s.dtype(),
+                            s.shape(),
+                            v.dtype(),
+                            v.shape()
+                        ),
+                    ));
+                }
+                *s = v;
+            }
+            for (kk, v) in outs.enumerate().take(k) {
+                scans[kk].push(v);
+            }
+        }
+        let mut result = state;
+        for (kk, mut parts) in scans.into_iter().enumerate() {
+            if parts.is_empty() {
+                return Err(Error::op(OP, "a scan over zero steps has no scan outputs"));
+            }
+            if self.out_reverse[kk] {
+                parts.reverse();
+            }
+            let rank = parts[0].shape().len() + 1;
+            let a = axis(self.out_axes[kk], rank)?;
+            result.push(stack(OP, &parts, a)?);
+        }
+        Ok(result)
+    }
+}
