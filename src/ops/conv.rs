@@ -13,6 +13,7 @@ use crate::tensor::{DType, Tensor};
 mod conv_op;
 mod depthwise;
 pub(crate) mod geom;
+mod im2col;
 mod lines;
 #[cfg(test)]
 mod tests;

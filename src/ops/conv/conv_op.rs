@@ -4,13 +4,12 @@
 //! direct kernel; everything else is im2col followed by a GEMM per group.
 
 use super::geom::{Window, WindowAttrs};
-use super::lines::Lines;
 use super::{check_bias, finish_row, parse_group, run_float, FloatKernel};
 use crate::error::{Error, Result};
 use crate::ops::gemm::checked_product;
 use crate::ops::gemm::engine::{Batched, Block, GemmFloat, Mat, SendPtr};
 use crate::ops::gemm::fused::Activation;
-use crate::ops::util::{fact, input, opt_fact, opt_input, par_rows};
+use crate::ops::util::{fact, input, opt_fact, opt_input};
 use crate::ops::{BuildContext, Fact, InferInput, Operator};
 use crate::tensor::Tensor;
 
@@ -211,7 +210,7 @@ impl FloatKernel for ConvKernel<'_> {
         } else if pointwise {
             pointwise_gemm(p, x, w, b, self.act, &mut y);
         } else {
-            im2col_gemm(p, x, w, b, self.act, &mut y)?;
+            super::im2col::im2col_gemm(p, x, w, b, self.act, &mut y)?;
         }
         Ok(y)
     }
@@ -219,7 +218,7 @@ impl FloatKernel for ConvKernel<'_> {
 
 /// Bias and activation on each block the GEMM engine finishes; C of batch
 /// `bi` starts at output channel `first_channel(bi)` of plane length `plane`.
-fn epilogue<'a, T: GemmFloat>(
+pub(super) fn epilogue<'a, T: GemmFloat>(
     y: SendPtr<T>,
     plane: usize,
     m: usize,
@@ -274,82 +273,4 @@ fn pointwise_gemm<T: GemmFloat>(
     // SAFETY: X is n×c×plane, W is m×cg, Y is n×m×plane; each batch's
     // matrices lie inside them and the C of distinct batches are disjoint.
     unsafe { job.run() };
-}
-
-/// im2col then one GEMM per group, image by image.
-fn im2col_gemm<T: GemmFloat>(
-    p: &ConvPlan,
-    x: &[T],
-    w: &[T],
-    b: Option<&[T]>,
-    act: Option<Activation>,
-    y: &mut [T],
-) -> Result<()> {
-    let win = &p.win;
-    let (cg, mg, group, m) = (p.cg(), p.mg(), p.group, p.m);
-    let (plane, in_plane, klen) = (win.out_len(), win.in_len(), win.kernel_len());
-    let kk = checked_product(OP, &[cg, klen])?;
-    let col_len = checked_product(OP, &[p.c, klen, plane])?;
-    // The column buffer is the thread's reused scratch: every element is
-    // written below before the GEMM reads it.
-    T::with_scratch(col_len, |col| {
-        let lines = Lines::new(win);
-        let step = lines.step();
-        // The input lines each kernel offset reads, the same for every
-        // channel and image: (output start, input start, length), in
-        // increasing output order.
-        let segments: Vec<Vec<(usize, usize, usize)>> = (0..klen)
-            .map(|k| {
-                let mut v = Vec::new();
-                lines.for_each(k, |oo, ii, len| v.push((oo, ii, len)));
-                v
-            })
-            .collect();
-        let yp = SendPtr(y.as_mut_ptr());
-        for ni in 0..p.n {
-            let xi = &x[ni * p.c * in_plane..(ni + 1) * p.c * in_plane];
-            // Row (channel, kernel offset) of col holds the input each output
-            // position reads at that offset (0 in the padding).
-            par_rows(col, plane, |first, chunk| {
-                for (r, row) in chunk.chunks_mut(plane).enumerate() {
-                    let (ch, k) = ((first + r) / klen, (first + r) % klen);
-                    let xc = &xi[ch * in_plane..(ch + 1) * in_plane];
-                    let mut pos = 0;
-                    for &(oo, ii, len) in &segments[k] {
-                        row[pos..oo].fill(T::zero());
-                        let dst = &mut row[oo..oo + len];
-                        if step == 1 {
-                            dst.copy_from_slice(&xc[ii..ii + len]);
-                        } else {
-                            for (j, d) in dst.iter_mut().enumerate() {
-                                *d = xc[ii + j * step];
-                            }
-                        }
-                        pos = oo + len;
-                    }
-                    row[pos..].fill(T::zero());
-                }
-            });
-            let a = |g: usize| Mat::row_major(w.as_ptr(), kk).offset(g * mg * kk);
-            let bm = |g: usize| Mat::row_major(col.as_ptr(), plane).offset(g * kk * plane);
-            let cm = |g: usize| yp.offset((ni * m + g * mg) * plane);
-            let ep = epilogue(yp, plane, m, b, act, |g| ni * m + g * mg);
-            let needs_ep = b.is_some() || act.is_some();
-            let job = Batched {
-                batches: group,
-                m: mg,
-                n: plane,
-                k: kk,
-                alpha: T::one(),
-                a: &a,
-                b: &bm,
-                c: &cm,
-                epilogue: if needs_ep { Some(&ep) } else { None },
-            };
-            // SAFETY: W is m×kk, col is group×kk×plane, Y's image ni is m×plane;
-            // the C of distinct groups are disjoint rows.
-            unsafe { job.run() };
-        }
-    });
-    Ok(())
 }

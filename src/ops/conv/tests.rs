@@ -239,6 +239,19 @@ fn conv_groups_and_depthwise() {
 }
 
 #[test]
+fn conv_large_plane_in_chunks() {
+    // 72 column rows × 4900 positions exceed one im2col chunk, so the plane
+    // is done in two chunks (3584 + 1316 columns), plain and grouped.
+    let mut g = geo(2);
+    g.pad_begin = vec![1, 1];
+    let pads = [("pads", ints(&[1, 1, 1, 1]))];
+    check_conv(&[1, 8, 70, 70], &[4, 8, 3, 3], true, &pads, &g, &[70, 70]);
+    g.group = 2;
+    let attrs = [("group", int(2)), ("pads", ints(&[1, 1, 1, 1]))];
+    check_conv(&[1, 16, 70, 70], &[6, 8, 3, 3], true, &attrs, &g, &[70, 70]);
+}
+
+#[test]
 fn conv_pointwise_fast_path() {
     check_conv(&[2, 8, 5, 5], &[6, 8, 1, 1], true, &[], &geo(2), &[5, 5]);
     let mut g = geo(2);
