@@ -96,7 +96,7 @@ impl Col2Im {
         }
         let kprod = crate::ops::gemm::checked_product(OP, &block)?;
         let l: usize = crate::ops::gemm::checked_product(OP, &grid)?;
-        if x[1] % kprod != 0 || x[2] != l {
+        if !x[1].is_multiple_of(kprod) || x[2] != l {
             return Err(Error::op(
                 OP,
                 format!("input shape {x:?} does not match {kprod} block elements and {l} block positions"),
