@@ -1,10 +1,10 @@
 //! Convolution as im2col + GEMM: the input windows are unrolled into a
 //! column matrix (one row per input channel and kernel offset, one column
 //! per output position) that the GEMM engine multiplies by the weights.
-//! Large output planes are processed in column chunks sized to stay in the
-//! L2 cache, so the column matrix is never materialised whole (VGG's 3×3
-//! layers would need over 100 MB); the chunk width depends on the sizes
-//! alone, so results do not depend on the thread count.
+//! Large output planes are processed in column chunks of a few MiB, so the
+//! column matrix is never materialised whole (VGG's 3×3 layers would need
+//! over 100 MB); the chunk width depends on the sizes alone, so results do
+//! not depend on the thread count.
 
 use super::conv_op::{epilogue, ConvPlan};
 use super::lines::Lines;
@@ -16,8 +16,9 @@ use crate::ops::util::par_rows;
 
 const OP: &str = "Conv";
 
-/// Elements of the column matrix per chunk (1 MiB of f32).
-const CHUNK_ELEMS: usize = 1 << 18;
+/// Elements of the column matrix per chunk (4 MiB of f32: within the L3
+/// cache, and enough work per chunk to keep a few threads busy).
+const CHUNK_ELEMS: usize = 1 << 20;
 /// Chunk widths are multiples of this many output positions.
 const CHUNK_ALIGN: usize = 64;
 

@@ -240,15 +240,30 @@ fn conv_groups_and_depthwise() {
 
 #[test]
 fn conv_large_plane_in_chunks() {
-    // 72 column rows × 4900 positions exceed one im2col chunk, so the plane
-    // is done in two chunks (3584 + 1316 columns), plain and grouped.
+    // 144 column rows × 16900 positions exceed one im2col chunk, so the
+    // plane is done in chunks (7232 + 7232 + 2436 columns; 288 rows and
+    // five chunks when grouped).
     let mut g = geo(2);
     g.pad_begin = vec![1, 1];
     let pads = [("pads", ints(&[1, 1, 1, 1]))];
-    check_conv(&[1, 8, 70, 70], &[4, 8, 3, 3], true, &pads, &g, &[70, 70]);
+    check_conv(
+        &[1, 16, 130, 130],
+        &[4, 16, 3, 3],
+        true,
+        &pads,
+        &g,
+        &[130, 130],
+    );
     g.group = 2;
     let attrs = [("group", int(2)), ("pads", ints(&[1, 1, 1, 1]))];
-    check_conv(&[1, 16, 70, 70], &[6, 8, 3, 3], true, &attrs, &g, &[70, 70]);
+    check_conv(
+        &[1, 32, 130, 130],
+        &[6, 16, 3, 3],
+        true,
+        &attrs,
+        &g,
+        &[130, 130],
+    );
 }
 
 #[test]
