@@ -1,0 +1,156 @@
+//! If and Loop on models built in code: branches that read outer-scope
+//! values, an If nested in a Loop body that reads a value two scopes out,
+//! and a branch naming a value that exists nowhere.
+
+mod common;
+
+use common::{graph, initializer, model, node, value_info};
+use onnx_protobuf::{attribute_proto::AttributeType, AttributeProto, GraphProto, Message};
+use ramify::{SessionBuilder, Tensor};
+
+const FLOAT: i32 = 1;
+const INT64: i32 = 7;
+const BOOL: i32 = 9;
+
+fn graph_attr(name: &str, g: GraphProto) -> AttributeProto {
+    let mut a = AttributeProto::new();
+    a.name = name.into();
+    a.g = Some(g).into();
+    a.type_ = AttributeType::GRAPH.into();
+    a
+}
+
+fn int64_init(name: &str, v: i64) -> onnx_protobuf::TensorProto {
+    let mut t = onnx_protobuf::TensorProto::new();
+    t.name = name.into();
+    t.data_type = INT64;
+    t.int64_data = vec![v];
+    t
+}
+
+/// If(c): then y = x + [10, 20] (a branch initializer), else y = -x; both
+/// branches read the outer graph's input x.
+fn if_model(else_input: &str) -> Vec<u8> {
+    let then_branch = graph(
+        vec![node("Add", &["x", "k"], &["t"])],
+        vec![],
+        vec![value_info("t", FLOAT, &[2])],
+        vec![initializer("k", &[2], &[10.0, 20.0])],
+    );
+    let else_branch = graph(
+        vec![node("Neg", &[else_input], &["e"])],
+        vec![],
+        vec![value_info("e", FLOAT, &[2])],
+        vec![],
+    );
+    let mut n = node("If", &["c"], &["y"]);
+    n.attribute.push(graph_attr("then_branch", then_branch));
+    n.attribute.push(graph_attr("else_branch", else_branch));
+    let g = graph(
+        vec![n],
+        vec![value_info("x", FLOAT, &[2]), value_info("c", BOOL, &[])],
+        vec![value_info("y", FLOAT, &[2])],
+        vec![],
+    );
+    model(g, 13).write_to_bytes().unwrap()
+}
+
+fn run_if(c: bool) -> Vec<f64> {
+    let s = SessionBuilder::new()
+        .build_from_bytes(&if_model("x"))
+        .unwrap();
+    let x = Tensor::from_vec(&[2], vec![1.5f32, -2.0]).unwrap();
+    let out = s.run([("x", x), ("c", Tensor::scalar(c))]).unwrap();
+    out[0].1.to_f64_vec().unwrap()
+}
+
+#[test]
+fn if_branches_read_outer_scope_values() {
+    assert_eq!(run_if(true), vec![11.5, 18.0]);
+    assert_eq!(run_if(false), vec![-1.5, 2.0]);
+}
+
+#[test]
+fn if_branch_naming_an_unknown_value_is_an_error() {
+    let err = SessionBuilder::new()
+        .build_from_bytes(&if_model("nowhere"))
+        .map(|_| ())
+        .unwrap_err();
+    assert!(err.to_string().contains("nowhere"), "{err}");
+}
+
+/// Loop M times over v (starting at 0): the body's If adds the outer x in
+/// the first two iterations and subtracts it after, so x is read two
+/// scopes out; a scan output collects v after every iteration.
+fn loop_model() -> Vec<u8> {
+    let add = graph(
+        vec![node("Add", &["v_in", "x"], &["a"])],
+        vec![],
+        vec![value_info("a", FLOAT, &[2])],
+        vec![],
+    );
+    let sub = graph(
+        vec![node("Sub", &["v_in", "x"], &["s"])],
+        vec![],
+        vec![value_info("s", FLOAT, &[2])],
+        vec![],
+    );
+    let mut choose = node("If", &["early"], &["v_out"]);
+    choose.attribute.push(graph_attr("then_branch", add));
+    choose.attribute.push(graph_attr("else_branch", sub));
+    let mut body = graph(
+        vec![
+            node("Identity", &["cond_in"], &["cond_out"]),
+            node("Less", &["i", "two"], &["early"]),
+            choose,
+            node("Identity", &["v_out"], &["scan"]),
+        ],
+        vec![
+            value_info("i", INT64, &[]),
+            value_info("cond_in", BOOL, &[]),
+            value_info("v_in", FLOAT, &[2]),
+        ],
+        vec![
+            value_info("cond_out", BOOL, &[]),
+            value_info("v_out", FLOAT, &[2]),
+            value_info("scan", FLOAT, &[2]),
+        ],
+        vec![],
+    );
+    body.initializer.push(int64_init("two", 2));
+    let mut lp = node("Loop", &["m", "", "v0"], &["v_final", "history"]);
+    lp.attribute.push(graph_attr("body", body));
+    let g = graph(
+        vec![lp],
+        vec![
+            value_info("x", FLOAT, &[2]),
+            value_info("m", INT64, &[]),
+            value_info("v0", FLOAT, &[2]),
+        ],
+        vec![
+            value_info("v_final", FLOAT, &[2]),
+            value_info("history", FLOAT, &[-1, 2]),
+        ],
+        vec![],
+    );
+    model(g, 13).write_to_bytes().unwrap()
+}
+
+#[test]
+fn loop_body_if_reads_a_value_two_scopes_out() {
+    let s = SessionBuilder::new()
+        .build_from_bytes(&loop_model())
+        .unwrap();
+    let x = Tensor::from_vec(&[2], vec![1.0f32, 2.0]).unwrap();
+    let v0 = Tensor::from_vec(&[2], vec![0.0f32, 0.0]).unwrap();
+    let out = s
+        .run([("x", x), ("m", Tensor::scalar(5i64)), ("v0", v0)])
+        .unwrap();
+    // +x, +x, −x, −x, −x.
+    assert_eq!(out[0].1.to_f64_vec().unwrap(), vec![-1.0, -2.0]);
+    assert_eq!(out[1].1.shape(), &[5, 2]);
+    assert_eq!(
+        out[1].1.to_f64_vec().unwrap(),
+        vec![1.0, 2.0, 2.0, 4.0, 1.0, 2.0, 0.0, 0.0, -1.0, -2.0]
+    );
+}
