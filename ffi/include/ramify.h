@@ -45,6 +45,9 @@
 // Load source bit: state the app pushes with `ramify_session_push_host_state`.
 #define RAMIFY_LOAD_HOST (1 << 3)
 
+// Load source bit: other processes' runnable threads per CPU (`/proc/stat`).
+#define RAMIFY_LOAD_RUNNABLE (1 << 4)
+
 // The largest CPU limit accepted.
 #define RAMIFY_MAX_CPUS 1024
 
@@ -126,7 +129,7 @@ typedef struct RamifySession RamifySession;
 // Settings for new sessions. Create with `ramify_session_options_create`,
 // destroy with `ramify_session_options_destroy`. Unset values keep ramify's
 // defaults (all CPUs, adaptive mode, θ1 = 0.7, θ2 = 0.5, M1 = ¾·m, M2 = ½·m,
-// load from the system CPU use).
+// load from the system CPU use and other processes' runnable threads).
 typedef struct RamifySessionOptions RamifySessionOptions;
 
 // A tensor the runtime returned from `ramify_session_run`. The caller owns
@@ -232,7 +235,7 @@ enum RamifyStatus ramify_session_options_set_m1(struct RamifySessionOptions *opt
 enum RamifyStatus ramify_session_options_set_m2(struct RamifySessionOptions *options, uintptr_t m2);
 
 // Chooses the load sources the session's monitor combines: a non-zero OR of
-// `RAMIFY_LOAD_*` bits (default `RAMIFY_LOAD_SYSTEM_CPU`). Include
+// `RAMIFY_LOAD_*` bits (default `RAMIFY_LOAD_SYSTEM_CPU | RAMIFY_LOAD_RUNNABLE`). Include
 // `RAMIFY_LOAD_HOST` for `ramify_session_push_host_state` to count.
 //
 // # Safety

@@ -28,7 +28,8 @@ pub use options::{
     ramify_session_options_set_m1, ramify_session_options_set_m2, ramify_session_options_set_mode,
     ramify_session_options_set_pin_threads, ramify_session_options_set_theta1,
     ramify_session_options_set_theta2, RamifyMode, RamifySessionOptions, RAMIFY_LOAD_HOST,
-    RAMIFY_LOAD_MEMORY, RAMIFY_LOAD_RUN_QUEUE, RAMIFY_LOAD_SYSTEM_CPU, RAMIFY_MAX_CPUS,
+    RAMIFY_LOAD_MEMORY, RAMIFY_LOAD_RUNNABLE, RAMIFY_LOAD_RUN_QUEUE, RAMIFY_LOAD_SYSTEM_CPU,
+    RAMIFY_MAX_CPUS,
 };
 pub use run::ramify_session_run;
 pub use session::{

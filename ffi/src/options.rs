@@ -26,20 +26,23 @@ pub const RAMIFY_LOAD_RUN_QUEUE: u32 = 1 << 1;
 pub const RAMIFY_LOAD_MEMORY: u32 = 1 << 2;
 /// Load source bit: state the app pushes with `ramify_session_push_host_state`.
 pub const RAMIFY_LOAD_HOST: u32 = 1 << 3;
+/// Load source bit: other processes' runnable threads per CPU (`/proc/stat`).
+pub const RAMIFY_LOAD_RUNNABLE: u32 = 1 << 4;
 /// The largest CPU limit accepted.
 pub const RAMIFY_MAX_CPUS: usize = 1024;
 
-const LOAD_BITS: [(u32, LoadSource); 4] = [
+const LOAD_BITS: [(u32, LoadSource); 5] = [
     (RAMIFY_LOAD_SYSTEM_CPU, LoadSource::SystemCpu),
     (RAMIFY_LOAD_RUN_QUEUE, LoadSource::RunQueue),
     (RAMIFY_LOAD_MEMORY, LoadSource::Memory),
     (RAMIFY_LOAD_HOST, LoadSource::Host),
+    (RAMIFY_LOAD_RUNNABLE, LoadSource::Runnable),
 ];
 
 /// Settings for new sessions. Create with `ramify_session_options_create`,
 /// destroy with `ramify_session_options_destroy`. Unset values keep ramify's
 /// defaults (all CPUs, adaptive mode, θ1 = 0.7, θ2 = 0.5, M1 = ¾·m, M2 = ½·m,
-/// load from the system CPU use).
+/// load from the system CPU use and other processes' runnable threads).
 #[derive(Debug, Clone, Default)]
 pub struct RamifySessionOptions {
     cpus: Option<usize>,
@@ -274,7 +277,7 @@ pub unsafe extern "C" fn ramify_session_options_set_m2(
 }
 
 /// Chooses the load sources the session's monitor combines: a non-zero OR of
-/// `RAMIFY_LOAD_*` bits (default `RAMIFY_LOAD_SYSTEM_CPU`). Include
+/// `RAMIFY_LOAD_*` bits (default `RAMIFY_LOAD_SYSTEM_CPU | RAMIFY_LOAD_RUNNABLE`). Include
 /// `RAMIFY_LOAD_HOST` for `ramify_session_push_host_state` to count.
 ///
 /// # Safety
@@ -452,7 +455,7 @@ mod tests {
                 "load source mask 0x0 must be a non-zero OR of RAMIFY_LOAD_* bits (0xf)",
             ),
             (
-                Box::new(move || unsafe { ramify_session_options_set_load_sources(o, 0x30) }),
+                Box::new(move || unsafe { ramify_session_options_set_load_sources(o, 0x60) }),
                 "load source mask 0x30",
             ),
             (

@@ -19,6 +19,11 @@ pub enum LoadSource {
     /// (`/proc/self/task/*/schedstat`): the share of the interval our active
     /// threads spent waiting for a CPU. Contributes nothing where unreadable.
     RunQueue,
+    /// Threads of other processes that are running or waiting for a CPU,
+    /// per CPU (`procs_running` in `/proc/stat` minus our own runnable
+    /// threads): the demand of others, which a CPU share under-reads while
+    /// we compete with them. Contributes nothing where unreadable.
+    Runnable,
     /// Memory pressure: used / total memory, mapped by
     /// [`memory_pressure`](super::smooth::memory_pressure).
     Memory,
@@ -44,7 +49,7 @@ pub struct LoadConfig {
 impl Default for LoadConfig {
     fn default() -> Self {
         LoadConfig {
-            sources: vec![LoadSource::SystemCpu],
+            sources: vec![LoadSource::SystemCpu, LoadSource::Runnable],
             period: Duration::from_millis(100),
             smoothing: 0.3,
             report: ReportConfig::default(),

@@ -4,6 +4,7 @@
 //!
 //! - [`config`]: sources, period, smoothing, host state.
 //! - [`sample`]: reading `/proc/self/task/*/schedstat` and sysinfo.
+//! - [`runnable`]: other processes' runnable threads (demand for CPUs).
 //! - [`smooth`]: the pure arithmetic (deltas, own-CPU subtraction, mappings,
 //!   combining, EWMA).
 //! - [`report`]: threshold-crossing and change events.
@@ -12,6 +13,7 @@
 pub mod config;
 pub mod monitor;
 pub mod report;
+pub mod runnable;
 pub mod sample;
 pub mod smooth;
 

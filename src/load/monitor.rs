@@ -97,6 +97,7 @@ impl Shared {
         combine(self.config.sources.iter().map(|src| match src {
             LoadSource::SystemCpu => s.system_cpu,
             LoadSource::RunQueue => s.run_queue,
+            LoadSource::Runnable => s.runnable,
             LoadSource::Memory => s.memory_used.map(memory_pressure),
             LoadSource::Host => host,
         }))

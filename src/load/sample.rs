@@ -1,6 +1,7 @@
 //! The measurement sources: this process's threads from
 //! `/proc/self/task/*/schedstat` (CPU time and run-queue wait, both in ns),
-//! and system CPU, per-CPU use and memory from sysinfo. A [`Sampler`] keeps
+//! system CPU, per-CPU use and memory from sysinfo, and other processes'
+//! runnable threads (see [`runnable`](super::runnable)). A [`Sampler`] keeps
 //! the previous snapshot and turns two snapshots into one [`Sample`].
 //!
 //! Nothing read from `/proc` is trusted: a file that cannot be read or parsed
@@ -11,6 +12,7 @@ use std::time::Instant;
 
 use sysinfo::System;
 
+use super::runnable::others_runnable;
 use super::smooth::{clamp01, counter_delta, others_cpu, run_queue_contention};
 
 /// Cumulative scheduler statistics of one thread, from its `schedstat`.
@@ -112,6 +114,9 @@ pub struct Sample {
     pub system_cpu: Option<f64>,
     /// Run-queue contention of our threads.
     pub run_queue: Option<f64>,
+    /// Runnable threads of other processes per CPU, right now (needs no
+    /// interval, so the first sample has it).
+    pub runnable: Option<f64>,
     /// Used / total memory.
     pub memory_used: Option<f64>,
     /// Per-CPU use in [0, 1], by CPU index (empty when unknown).
@@ -208,6 +213,7 @@ impl Sampler {
             own_cpu,
             system_cpu,
             run_queue,
+            runnable: others_runnable(if ncpu > 0 { ncpu } else { num_cpus::get() }),
             memory_used: self.memory_now(),
             per_cpu: if primed { per_cpu } else { Vec::new() },
         }
@@ -283,15 +289,22 @@ mod tests {
         assert_eq!(first.system_cpu, None);
         std::thread::sleep(Duration::from_millis(30));
         let x = s.sample();
-        for v in [x.system_cpu_raw, x.system_cpu, x.run_queue, x.memory_used]
-            .into_iter()
-            .flatten()
-            .chain(x.per_cpu.iter().copied())
+        for v in [
+            x.system_cpu_raw,
+            x.system_cpu,
+            x.run_queue,
+            x.runnable,
+            x.memory_used,
+        ]
+        .into_iter()
+        .flatten()
+        .chain(x.per_cpu.iter().copied())
         {
             assert!((0.0..=1.0).contains(&v), "{x:?}");
         }
         if cfg!(target_os = "linux") {
             assert!(x.system_cpu.is_some() && x.run_queue.is_some(), "{x:?}");
+            assert!(first.runnable.is_some() && x.runnable.is_some(), "{x:?}");
             assert!(!x.per_cpu.is_empty());
             assert!(x.system_cpu <= x.system_cpu_raw);
         }
