@@ -115,7 +115,9 @@ fn bench_decide(c: &mut Criterion) {
     c.bench_function("decide (observe + decide, 4 siblings, m = 8)", |b| {
         b.iter(|| {
             let (n, band) = sched.observe();
-            black_box(sched.decide(n, band, 8, false, black_box(&times)))
+            black_box(sched.decide(n, band, 8, false, black_box(&times), &|s, k| {
+                times[s] / k as f64
+            }))
         })
     });
 }

@@ -40,11 +40,13 @@ pub struct SessionBuilder {
     load_sources: Option<Vec<LoadSource>>,
     fixed_load: Option<f64>,
     no_fusion: bool,
+    no_makespan_check: bool,
 }
 
 impl SessionBuilder {
     /// A builder with default settings: all CPUs, adaptive mode, the method's
-    /// thresholds, load from the system CPU use and our threads' run-queue delay.
+    /// thresholds and the makespan check, load from the system CPU use and
+    /// other processes' runnable threads.
     pub fn new() -> Self {
         Self::default()
     }
@@ -96,6 +98,15 @@ impl SessionBuilder {
         self
     }
 
+    /// Turns the makespan check on or off (default on): in adaptive mode a
+    /// parallel plan is kept only when its estimated finishing time beats
+    /// serial execution of the same siblings. Off, forks follow the method's
+    /// bands alone.
+    pub fn makespan_check(mut self, on: bool) -> Self {
+        self.no_makespan_check = !on;
+        self
+    }
+
     /// Turns the load-time fusions (BatchNormalization folded into Conv,
     /// activations fused into Conv/Gemm) on or off (default on).
     pub fn fusion(mut self, on: bool) -> Self {
@@ -114,6 +125,7 @@ impl SessionBuilder {
             policy.m1 = m1;
             policy.m2 = m2;
         }
+        policy.makespan_check = !self.no_makespan_check;
         let mut config = SchedulerConfig {
             mode: self.mode,
             policy,
@@ -342,7 +354,8 @@ impl Session {
             .zip(inputs)
             .map(|(&id, t)| (id, Fact::of(t)))
             .collect();
-        let plan = Arc::new(Plan::new(&self.graph, &facts, &self.cost)?);
+        let cpus = self.sched.config().policy.cpus;
+        let plan = Arc::new(Plan::new(&self.graph, &facts, &self.cost, cpus)?);
         self.plans
             .lock()
             .unwrap_or_else(|e| e.into_inner())

@@ -96,8 +96,14 @@ fn run_steps(run: &Run, steps: &[Step], pool: &Arc<Pool>, nested: bool) -> Resul
             Step::Fork { fork, siblings } => {
                 let start = Instant::now();
                 let (n, band) = run.sched.observe();
-                let times = run.plan.sibling_times(*fork);
-                let decision = run.sched.decide(n, band, pool.size, nested, &times);
+                let policy = &run.sched.config().policy;
+                let speedup = |k: usize| policy.speedup(k);
+                let times = run.plan.sibling_times(*fork, &speedup);
+                let seconds_at =
+                    |s: usize, k: usize| run.plan.sibling_seconds_at(*fork, s, k, &speedup);
+                let decision = run
+                    .sched
+                    .decide(n, band, pool.size, nested, &times, &seconds_at);
                 let report = ForkReport {
                     fork: *fork,
                     load: n,
@@ -182,7 +188,7 @@ fn spawn_on_pools(run: &Run, assigned: &[(Arc<Pool>, &[usize])], siblings: &[Vec
 }
 
 /// Runs node `index` of the plan against the store on the current pool of
-/// `threads` threads, recording its time when it ran single-threaded.
+/// `threads` threads, recording its time at that thread count.
 pub fn run_node(plan: &Plan, store: &ValueStore, index: usize, threads: usize) -> Result<()> {
     let node = &plan.graph.nodes[index];
     let mut held: Vec<Option<Arc<Tensor>>> = Vec::with_capacity(node.inputs.len());
@@ -198,9 +204,7 @@ pub fn run_node(plan: &Plan, store: &ValueStore, index: usize, threads: usize) -
     let args: Vec<Option<&Tensor>> = held.iter().map(|t| t.as_deref()).collect();
     let start = Instant::now();
     let outs = node.op.run(&args).map_err(|e| wrap(node, e))?;
-    if threads == 1 {
-        plan.record(index, start.elapsed().as_nanos() as u64);
-    }
+    plan.record(index, threads, start.elapsed().as_nanos() as u64);
     drop(args);
     drop(held);
     for &input in node.inputs.iter().flatten() {

@@ -1,7 +1,8 @@
 //! A plan: the graph specialised to one set of input shapes (shapes inferred,
 //! constants folded, dead nodes pruned, operators rebuilt with their
-//! constants), with each node's FLOPs and estimated single-thread time, each
-//! value's use count, and the fork structure the executor walks.
+//! constants), with each node's FLOPs, its estimated single-thread time and
+//! its measured times at each thread count, each value's use count, and the
+//! fork structure the executor walks.
 
 use crate::analysis::{find_structure, CostModel, Structure};
 use crate::error::Result;
@@ -20,8 +21,11 @@ pub struct Plan {
     pub flops: Vec<u64>,
     /// Estimated single-thread seconds of each node from the cost model.
     pub estimate: Vec<f64>,
-    /// Measured single-thread nanoseconds of each node (smoothed; 0 = none yet).
+    /// Measured nanoseconds of each node on 1..=`slots` threads (smoothed;
+    /// 0 = none yet), node-major.
     measured: Vec<AtomicU64>,
+    /// Thread counts measured per node.
+    slots: usize,
     /// How many times each value is read by nodes or returned as an output.
     pub uses: Vec<u32>,
     /// Forks, siblings and the step tree.
@@ -29,8 +33,14 @@ pub struct Plan {
 }
 
 impl Plan {
-    /// Specialises `base` to the given input facts.
-    pub fn new(base: &Graph, inputs: &[(ValueId, Fact)], cost: &CostModel) -> Result<Plan> {
+    /// Specialises `base` to the given input facts; node times are kept for
+    /// runs on up to `max_threads` threads.
+    pub fn new(
+        base: &Graph,
+        inputs: &[(ValueId, Fact)],
+        cost: &CostModel,
+        max_threads: usize,
+    ) -> Result<Plan> {
         let mut graph = base.clone();
         let facts = specialize(&mut graph, inputs, true)?;
         prune(&mut graph);
@@ -68,13 +78,17 @@ impl Plan {
             uses[o] += 1;
         }
         let structure = find_structure(&graph);
-        let measured = (0..graph.nodes.len()).map(|_| AtomicU64::new(0)).collect();
+        let slots = max_threads.clamp(1, MAX_MEASURED_THREADS);
+        let measured = (0..graph.nodes.len() * slots)
+            .map(|_| AtomicU64::new(0))
+            .collect();
         Ok(Plan {
             graph,
             facts,
             flops,
             estimate,
             measured,
+            slots,
             uses,
             structure,
         })
@@ -85,32 +99,76 @@ impl Plan {
         self.flops.iter().sum()
     }
 
-    /// Records a single-thread measurement of node `i` (smoothed).
-    pub fn record(&self, i: usize, nanos: u64) {
-        let slot = &self.measured[i];
+    /// Records a run of node `i` on `threads` threads that took `nanos`
+    /// (smoothed with the earlier ones). Thread counts beyond the plan's
+    /// slots are not kept.
+    pub fn record(&self, i: usize, threads: usize, nanos: u64) {
+        let Some(slot) = self.slot(i, threads) else {
+            return;
+        };
         let old = slot.load(Ordering::Relaxed);
         let new = if old == 0 {
             nanos
         } else {
-            (old * 3 + nanos) / 4
+            (old.saturating_mul(3).saturating_add(nanos)) / 4
         };
         slot.store(new.max(1), Ordering::Relaxed);
     }
 
-    /// Single-thread seconds of node `i`: measured when available, else estimated.
-    pub fn node_seconds(&self, i: usize) -> f64 {
-        match self.measured[i].load(Ordering::Relaxed) {
-            0 => self.estimate[i],
-            ns => ns as f64 * 1e-9,
+    fn slot(&self, i: usize, threads: usize) -> Option<&AtomicU64> {
+        if threads == 0 || threads > self.slots {
+            return None;
+        }
+        self.measured.get(i * self.slots + threads - 1)
+    }
+
+    fn measured_seconds(&self, i: usize, threads: usize) -> Option<f64> {
+        match self.slot(i, threads)?.load(Ordering::Relaxed) {
+            0 => None,
+            ns => Some(ns as f64 * 1e-9),
         }
     }
 
-    /// t_i of each sibling of fork `f`: the sum of its nodes' times.
-    pub fn sibling_times(&self, f: usize) -> Vec<f64> {
-        self.structure.forks[f]
-            .siblings
-            .iter()
-            .map(|s| s.nodes.iter().map(|&i| self.node_seconds(i)).sum())
+    /// Seconds of node `i` on `threads` threads: measured there when it
+    /// has been; else a measurement at another thread count (one thread
+    /// first) rescaled by `speedup`; else the cost model's estimate divided
+    /// by `speedup(threads)`. `speedup(k)` is how much faster an operator
+    /// runs on k threads than on one.
+    pub fn node_seconds_at(&self, i: usize, threads: usize, speedup: &dyn Fn(usize) -> f64) -> f64 {
+        if let Some(t) = self.measured_seconds(i, threads) {
+            return t;
+        }
+        let single = (1..=self.slots)
+            .find_map(|k| self.measured_seconds(i, k).map(|t| t * speedup(k)))
+            .unwrap_or(self.estimate[i]);
+        single / speedup(threads).max(f64::MIN_POSITIVE)
+    }
+
+    /// t_i of each sibling of fork `f`: the sum of its nodes' single-thread
+    /// times (see [`node_seconds_at`](Self::node_seconds_at)).
+    pub fn sibling_times(&self, f: usize, speedup: &dyn Fn(usize) -> f64) -> Vec<f64> {
+        (0..self.structure.forks[f].siblings.len())
+            .map(|s| self.sibling_seconds_at(f, s, 1, speedup))
             .collect()
     }
+
+    /// Seconds of sibling `s` of fork `f` run on `threads` threads (see
+    /// [`node_seconds_at`](Self::node_seconds_at)).
+    pub fn sibling_seconds_at(
+        &self,
+        f: usize,
+        s: usize,
+        threads: usize,
+        speedup: &dyn Fn(usize) -> f64,
+    ) -> f64 {
+        self.structure.forks[f].siblings.get(s).map_or(0.0, |sib| {
+            sib.nodes
+                .iter()
+                .map(|&i| self.node_seconds_at(i, threads, speedup))
+                .sum()
+        })
+    }
 }
+
+/// Node times are kept for runs on at most this many threads.
+pub const MAX_MEASURED_THREADS: usize = 64;

@@ -1,7 +1,9 @@
-//! Scheduling: the method's policy (bands, pool sizing), the thread pools
-//! siblings run on, and the scheduler that combines them with the device
+//! Scheduling: the method's policy (bands, pool sizing), the makespan check
+//! that keeps a fork serial when parallel siblings would not finish sooner,
+//! the thread pools siblings run on, and the scheduler that combines them with the device
 //! load at every fork.
 
+pub mod makespan;
 mod policy;
 mod pools;
 mod scheduler;

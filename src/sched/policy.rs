@@ -16,8 +16,18 @@ pub struct PolicyConfig {
     pub m1: usize,
     /// Threads per operator M2 when serial.
     pub m2: usize,
-    /// Margin around each threshold that the load must cross to change band.
+    /// Margin below a threshold that the load must fall to leave its band.
     pub hysteresis: f64,
+    /// Keep a parallel decision only when its estimated makespan beats
+    /// serial execution (see [`makespan`](super::makespan)); default on.
+    /// Off, the scheduler follows the method's bands alone.
+    pub makespan_check: bool,
+    /// Parallel efficiency e of an operator on its own threads: k threads
+    /// run it [`speedup`](Self::speedup)`(k) = 1 + (k−1)·e` times faster
+    /// (default 0.7). Used where no node time was measured at k threads.
+    pub intra_op_efficiency: f64,
+    /// Seconds one parallel fork costs (waking the pools, joining); default 20 µs.
+    pub fork_overhead: f64,
 }
 
 impl PolicyConfig {
@@ -32,7 +42,16 @@ impl PolicyConfig {
             m1: (3 * m / 4).max(1),
             m2: (m / 2).max(1),
             hysteresis: 0.05,
+            makespan_check: true,
+            intra_op_efficiency: 0.7,
+            fork_overhead: 20e-6,
         }
+    }
+
+    /// How much faster an operator runs on `threads` threads than on one:
+    /// `1 + (threads − 1)·e`, at least 1.
+    pub fn speedup(&self, threads: usize) -> f64 {
+        1.0 + threads.saturating_sub(1) as f64 * self.intra_op_efficiency
     }
 
     /// Checks the invariants: 0 ≤ θ2 ≤ θ1 ≤ 1, 1 ≤ M2 ≤ M1 ≤ m.
@@ -50,6 +69,18 @@ impl PolicyConfig {
             return Err(format!(
                 "pool sizes must satisfy 1 <= M2 <= M1 <= m (M1 {}, M2 {}, m {})",
                 self.m1, self.m2, self.cpus
+            ));
+        }
+        if !(self.intra_op_efficiency > 0.0 && self.intra_op_efficiency <= 1.0) {
+            return Err(format!(
+                "intra-op efficiency {} must be in (0, 1]",
+                self.intra_op_efficiency
+            ));
+        }
+        if !(self.fork_overhead.is_finite() && self.fork_overhead >= 0.0) {
+            return Err(format!(
+                "fork overhead {} must be a finite number of seconds >= 0",
+                self.fork_overhead
             ));
         }
         if !(0.0..0.5).contains(&self.hysteresis) {
@@ -92,9 +123,12 @@ impl std::fmt::Display for Band {
     }
 }
 
-/// The band for utilisation `n`. With a previous band, a threshold must be
-/// crossed by the hysteresis margin before the band changes, so that noise
-/// around a threshold does not make decisions flap.
+/// The band for utilisation `n`. With a previous band, a higher band is
+/// entered as soon as its threshold is reached, but a band is left downwards
+/// only when the load falls the hysteresis margin below its threshold, so
+/// that noise around a threshold does not make decisions flap. (Entering
+/// upwards at the threshold itself matters on small devices: one busy
+/// process on two CPUs is exactly n = 0.5 = θ2.)
 pub fn band(n: f64, cfg: &PolicyConfig, previous: Option<Band>) -> Band {
     let plain = |n: f64| {
         if n >= cfg.theta1 {
@@ -105,28 +139,18 @@ pub fn band(n: f64, cfg: &PolicyConfig, previous: Option<Band>) -> Band {
             Band::Low
         }
     };
-    let Some(prev) = previous else {
-        return plain(n);
-    };
-    let h = cfg.hysteresis;
     let candidate = plain(n);
-    if candidate == prev {
-        return prev;
-    }
-    // Moving to a higher band needs n above the threshold + h; to a lower
-    // band, n below the threshold − h.
-    let up = (candidate as u8) > (prev as u8);
-    let shifted = plain(if up { n - h } else { n + h });
-    if up {
-        if (shifted as u8) > (prev as u8) {
-            shifted
-        } else {
-            prev
+    match previous {
+        Some(prev) if (candidate as u8) < (prev as u8) => {
+            // Down only as far as n + h still allows.
+            let shifted = plain(n + cfg.hysteresis);
+            if (shifted as u8) < (prev as u8) {
+                shifted
+            } else {
+                prev
+            }
         }
-    } else if (shifted as u8) < (prev as u8) {
-        shifted
-    } else {
-        prev
+        _ => candidate,
     }
 }
 
@@ -308,14 +332,25 @@ mod tests {
     #[test]
     fn hysteresis_keeps_the_band_near_a_threshold() {
         let c = PolicyConfig::for_cpus(8);
-        assert_eq!(band(0.52, &c, Some(Band::Low)), Band::Low);
-        assert_eq!(band(0.56, &c, Some(Band::Low)), Band::Mid);
+        // Up at the threshold itself.
+        assert_eq!(band(0.49, &c, Some(Band::Low)), Band::Low);
+        assert_eq!(band(0.5, &c, Some(Band::Low)), Band::Mid);
+        assert_eq!(band(0.7, &c, Some(Band::Mid)), Band::High);
+        assert_eq!(band(0.75, &c, Some(Band::Low)), Band::High);
+        // Down only the margin (0.05) below it.
         assert_eq!(band(0.48, &c, Some(Band::Mid)), Band::Mid);
+        assert_eq!(band(0.46, &c, Some(Band::Mid)), Band::Mid);
         assert_eq!(band(0.44, &c, Some(Band::Mid)), Band::Low);
-        assert_eq!(band(0.72, &c, Some(Band::Mid)), Band::Mid);
-        assert_eq!(band(0.76, &c, Some(Band::Mid)), Band::High);
         assert_eq!(band(0.67, &c, Some(Band::High)), Band::High);
+        assert_eq!(band(0.64, &c, Some(Band::High)), Band::Mid);
+        assert_eq!(band(0.47, &c, Some(Band::High)), Band::Mid);
         assert_eq!(band(0.2, &c, Some(Band::High)), Band::Low);
+        // Noise between 0.46 and 0.55 around θ2 never flaps once in Mid.
+        let mut b = band(0.5, &c, None);
+        for n in [0.47, 0.53, 0.46, 0.51, 0.49, 0.55, 0.46] {
+            b = band(n, &c, Some(b));
+            assert_eq!(b, Band::Mid, "n = {n}");
+        }
     }
 
     #[test]
@@ -390,6 +425,14 @@ mod tests {
         assert!(c.validate().is_err());
         let mut c = PolicyConfig::for_cpus(8);
         c.m2 = 7;
+        assert!(c.validate().is_err());
+        for e in [0.0, 1.5, f64::NAN] {
+            let mut c = PolicyConfig::for_cpus(8);
+            c.intra_op_efficiency = e;
+            assert!(c.validate().is_err(), "efficiency {e}");
+        }
+        let mut c = PolicyConfig::for_cpus(8);
+        c.fork_overhead = f64::INFINITY;
         assert!(c.validate().is_err());
     }
 }

@@ -1,8 +1,10 @@
 //! The scheduler: reads the device load at every fork, picks the band (with
 //! hysteresis) and the decision the policy gives for the fork's sibling
-//! times, and hands out the pools to run them on. Modes override the policy:
-//! `serial` never forks, `parallel` ignores the load.
+//! times, checked against serial execution (the makespan check), and hands
+//! out the pools to run them on. Modes override the policy: `serial` never
+//! forks, `parallel` ignores the load and always forks.
 
+use super::makespan::{self, SiblingSeconds};
 use super::policy::{apportion, band, decide, Band, Decision, PolicyConfig};
 use super::pools::{Pool, Pools};
 use crate::error::{Error, Result};
@@ -155,8 +157,11 @@ impl Scheduler {
         }
     }
 
-    /// The decision at a fork with sibling times `times`, run from a pool of
-    /// `available` threads (`nested` when that pool is itself a sibling's).
+    /// The decision at a fork with sibling single-thread times `times`, run
+    /// from a pool of `available` threads (`nested` when that pool is itself
+    /// a sibling's). `seconds_at(s, k)` estimates sibling `s` on `k` threads
+    /// for the makespan check, which `adaptive` mode applies when the policy
+    /// enables it; `parallel` mode always forks.
     pub fn decide(
         &self,
         n: f64,
@@ -164,16 +169,31 @@ impl Scheduler {
         available: usize,
         nested: bool,
         times: &[f64],
+        seconds_at: SiblingSeconds,
     ) -> Decision {
+        let policy = &self.config.policy;
         let serial = Decision::Serial { threads: available };
-        match self.config.mode {
-            Mode::Serial => serial,
-            _ if nested => apportion(available as f64, times).map_or(serial, Decision::Parallel),
+        let nested_plan =
+            || apportion(available as f64, times).map_or(serial.clone(), Decision::Parallel);
+        let (decision, serial_threads) = match self.config.mode {
+            Mode::Serial => return serial,
+            Mode::Parallel if nested => return nested_plan(),
             Mode::Parallel => {
-                apportion(self.config.policy.cpus as f64, times).map_or(serial, Decision::Parallel)
+                return apportion(policy.cpus as f64, times).map_or(serial, Decision::Parallel)
             }
-            Mode::Adaptive => decide(n, band, &self.config.policy, times),
+            Mode::Adaptive if nested => (nested_plan(), available),
+            Mode::Adaptive => (decide(n, band, policy, times), policy.serial_threads(band)),
+        };
+        if !policy.makespan_check {
+            return decision;
         }
+        makespan::check(
+            decision,
+            times.len(),
+            serial_threads,
+            seconds_at,
+            policy.fork_overhead,
+        )
     }
 
     /// The pool for slot `position` under `parent`, pinned (when enabled) to

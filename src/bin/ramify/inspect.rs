@@ -8,6 +8,7 @@ use anyhow::{Context, Result};
 use clap::Args;
 use ramify::analysis::Fork;
 use ramify::exec::Plan;
+use ramify::sched::makespan::{parallel_makespan, serial_seconds};
 use ramify::sched::{band, decide, Decision, PolicyConfig};
 use ramify::SessionBuilder;
 use std::path::PathBuf;
@@ -51,7 +52,8 @@ fn describe(plan: &Plan, index: usize, f: &Fork, policy: &PolicyConfig, load: f6
             " (one sibling: runs in order)"
         },
     );
-    let times = plan.sibling_times(index);
+    let speedup = |k: usize| policy.speedup(k);
+    let times = plan.sibling_times(index, &speedup);
     for (i, s) in f.siblings.iter().enumerate() {
         let flops: u64 = s.nodes.iter().map(|&n| plan.flops[n]).sum();
         println!(
@@ -65,16 +67,38 @@ fn describe(plan: &Plan, index: usize, f: &Fork, policy: &PolicyConfig, load: f6
     }
     if f.parallel {
         let b = band(load, policy, None);
-        let d = decide(load, b, policy, &times);
-        let what = match &d {
-            Decision::Parallel(pools) => pools
-                .iter()
-                .map(|p| format!("{} CPU(s) for siblings {:?}", p.cpus, p.siblings))
-                .collect::<Vec<_>>()
-                .join("; "),
-            Decision::Serial { threads } => format!("serial, each operator on {threads} CPU(s)"),
-        };
-        println!("{indent}  plan at n = {load:.2} (band {b}): {what}");
+        let method = decide(load, b, policy, &times);
+        println!(
+            "{indent}  plan at n = {load:.2} (band {b}): {}",
+            describe_decision(&method)
+        );
+        if let Decision::Parallel(pools) = &method {
+            let seconds_at = |s: usize, k: usize| plan.sibling_seconds_at(index, s, k, &speedup);
+            let threads = policy.serial_threads(b);
+            let parallel = parallel_makespan(pools, &seconds_at, policy.fork_overhead);
+            let serial = serial_seconds(times.len(), threads, &seconds_at);
+            let verdict = if !policy.makespan_check || parallel < serial {
+                "parallel kept"
+            } else {
+                "runs serially instead"
+            };
+            println!(
+                "{indent}  makespan check: parallel {:.3} ms, serial on {threads} CPU(s) {:.3} ms: {verdict}",
+                parallel * 1e3,
+                serial * 1e3
+            );
+        }
+    }
+}
+
+fn describe_decision(d: &Decision) -> String {
+    match d {
+        Decision::Parallel(pools) => pools
+            .iter()
+            .map(|p| format!("{} CPU(s) for siblings {:?}", p.cpus, p.siblings))
+            .collect::<Vec<_>>()
+            .join("; "),
+        Decision::Serial { threads } => format!("serial, each operator on {threads} CPU(s)"),
     }
 }
 

@@ -27,6 +27,11 @@ pub struct SchedArgs {
     /// Do not pin pool threads to CPUs.
     #[arg(long)]
     pub no_pin: bool,
+    /// In adaptive mode, follow the method's bands alone: fork whenever the
+    /// band allows, even where parallel siblings are estimated to finish
+    /// later than serial execution.
+    #[arg(long)]
+    pub no_makespan_check: bool,
 }
 
 impl SchedArgs {
@@ -50,6 +55,9 @@ impl SchedArgs {
         }
         if self.no_pin {
             b = b.pin_threads(false);
+        }
+        if self.no_makespan_check {
+            b = b.makespan_check(false);
         }
         b
     }

@@ -1,0 +1,103 @@
+//! The scheduler's decisions on real runs: the makespan check keeps a fork
+//! serial when parallel siblings would finish later (unbalanced siblings on
+//! two CPUs), keeps it parallel when they finish sooner, is skipped in
+//! `parallel` mode and when turned off, and never changes the outputs.
+
+mod common;
+
+use common::*;
+use ramify::sched::Decision;
+use ramify::{Mode, SessionBuilder, Tensor};
+
+const ROWS: usize = 64;
+const WIDTH: usize = 256;
+
+/// x[64,256] → Relu → a fork of two MatMul chains of `left` and `right`
+/// products by a 256×256 weight, joined by Add.
+fn chains_model(left: usize, right: usize) -> Vec<u8> {
+    let mut nodes = vec![node("Relu", &["x"], &["r"])];
+    let mut ends = Vec::new();
+    for (side, len) in [("l", left), ("r", right)] {
+        let mut prev = "r".to_string();
+        for i in 0..len {
+            let out = format!("{side}{i}");
+            nodes.push(node("MatMul", &[&prev, "w"], &[&out]));
+            prev = out;
+        }
+        ends.push(prev);
+    }
+    nodes.push(node("Add", &[&ends[0], &ends[1]], &["y"]));
+    let w: Vec<f32> = (0..WIDTH * WIDTH)
+        .map(|i| ((i * 7919 % 1000) as f32 - 500.0) * 1e-5)
+        .collect();
+    bytes(&model(
+        graph(
+            nodes,
+            vec![value_info("x", 1, &[ROWS as i64, WIDTH as i64])],
+            vec![value_info("y", 1, &[ROWS as i64, WIDTH as i64])],
+            vec![initializer("w", &[WIDTH as i64, WIDTH as i64], &w)],
+        ),
+        13,
+    ))
+}
+
+fn input() -> Tensor {
+    let data: Vec<f32> = (0..ROWS * WIDTH)
+        .map(|i| (i % 13) as f32 * 0.1 - 0.6)
+        .collect();
+    Tensor::F32(ndarray::ArrayD::from_shape_vec(vec![ROWS, WIDTH], data).expect("shape"))
+}
+
+/// The fork decisions and output of `runs` runs on 2 CPUs at load 0.
+fn decisions(model: &[u8], mode: Mode, check: bool, runs: usize) -> (Vec<Decision>, Tensor) {
+    let session = SessionBuilder::new()
+        .cpus(2)
+        .mode(mode)
+        .fixed_load(0.0)
+        .pin_threads(false)
+        .makespan_check(check)
+        .build_from_bytes(model)
+        .expect("valid model");
+    let mut seen = Vec::new();
+    let mut out = None;
+    for _ in 0..runs {
+        let (outputs, report) = session.run_with_report([("x", input())]).expect("runs");
+        assert_eq!(report.forks.len(), 1, "one fork per run");
+        seen.push(report.forks[0].decision.clone());
+        out = outputs.into_iter().next().map(|(_, t)| t);
+    }
+    (seen, out.expect("an output"))
+}
+
+fn parallel_one_cpu_each(d: &Decision) -> bool {
+    matches!(d, Decision::Parallel(p) if p.iter().map(|p| p.cpus).collect::<Vec<_>>() == [1, 1])
+}
+
+#[test]
+fn unbalanced_siblings_on_two_cpus_run_serially() {
+    // 1:9 on two CPUs: one CPU each finishes after 9 products, both CPUs
+    // on every product after about 10/1.7. Before any measurement (first
+    // run) and after (measured node times), the check says serial.
+    let m = chains_model(1, 9);
+    let (adaptive, serial_out) = decisions(&m, Mode::Adaptive, true, 4);
+    for d in &adaptive {
+        assert_eq!(*d, Decision::Serial { threads: 2 }, "{adaptive:?}");
+    }
+    // The method alone (check off) and parallel mode fork on one CPU each,
+    // with the same output bits.
+    let (method, method_out) = decisions(&m, Mode::Adaptive, false, 2);
+    assert!(method.iter().all(parallel_one_cpu_each), "{method:?}");
+    let (parallel, parallel_out) = decisions(&m, Mode::Parallel, true, 2);
+    assert!(parallel.iter().all(parallel_one_cpu_each), "{parallel:?}");
+    assert_eq!(serial_out, method_out);
+    assert_eq!(serial_out, parallel_out);
+}
+
+#[test]
+fn balanced_siblings_fork_before_any_measurement() {
+    // 4:4 on two CPUs: 4 products on one CPU each against 8/1.7 ≈ 4.7 on
+    // both; the first run decides from the cost model alone.
+    let m = chains_model(4, 4);
+    let (adaptive, _) = decisions(&m, Mode::Adaptive, true, 1);
+    assert!(parallel_one_cpu_each(&adaptive[0]), "{adaptive:?}");
+}
