@@ -169,3 +169,35 @@ fn live_sample_cost_is_small() {
         m.sample_cost()
     );
 }
+
+#[test]
+fn a_busy_process_is_load_from_the_first_sample() {
+    // The runnable-threads source needs no interval: a monitor started
+    // while another process spins reports it at once, before the sampler
+    // thread's first period has passed (here an hour).
+    if !cfg!(target_os = "linux") || runnable::others_runnable(1).is_none() {
+        return;
+    }
+    let Ok(mut child) = std::process::Command::new("sh")
+        .arg("-c")
+        .arg("while :; do :; done")
+        .spawn()
+    else {
+        return;
+    };
+    std::thread::sleep(Duration::from_millis(50));
+    let cpus = num_cpus::get().max(1) as f64;
+    let seen: Vec<f64> = (0..5)
+        .map(|_| {
+            let m = LoadMonitor::start(config(vec![LoadSource::Runnable], 3_600_000));
+            m.utilisation()
+        })
+        .collect();
+    let _ = child.kill();
+    let _ = child.wait();
+    // The spinning child is one runnable thread of another process: at
+    // least 1/cpus (more when the machine is busier); a read racing with
+    // our own threads' state changes may miss it, so most reads must see it.
+    let hits = seen.iter().filter(|&&n| n >= 1.0 / cpus - 1e-9).count();
+    assert!(hits >= 3, "loads seen {seen:?} on {cpus} CPUs");
+}
