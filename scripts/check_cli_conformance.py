@@ -23,6 +23,10 @@ from onnx import numpy_helper
 REPO = pathlib.Path(__file__).resolve().parent.parent
 
 
+# FLOAT8E4M3FN, FLOAT8E4M3FNUZ, FLOAT8E5M2, FLOAT8E5M2FNUZ, FLOAT4E2M1.
+MINIFLOATS = {17, 18, 19, 20, 23}
+
+
 def load(path):
     t = onnx.TensorProto()
     t.ParseFromString(path.read_bytes())
@@ -36,7 +40,11 @@ def same(got_path, want_path):
         return f"type {gp.data_type} != {wp.data_type}"
     if g.shape != w.shape:
         return f"shape {g.shape} != {w.shape}"
-    if w.dtype.kind in "fc" or w.dtype.name == "bfloat16":
+    if wp.data_type in MINIFLOATS:
+        # float8 / float4: compare encodings (numpy's == is False for NaN).
+        if not np.array_equal(g.view(np.uint8), w.view(np.uint8)):
+            return "values differ"
+    elif w.dtype.kind in "fc" or w.dtype.name == "bfloat16":
         if not np.allclose(g.astype(np.float32).astype(np.float64),
                            w.astype(np.float32).astype(np.float64), rtol=1e-3, atol=1e-7,
                            equal_nan=True):

@@ -7,6 +7,9 @@ use half::{bf16, f16};
 use ndarray::{ArrayD, ArrayViewD, IxDyn};
 use std::fmt;
 
+mod narrow;
+pub use narrow::{F4E2M1, F8E4M3FN, F8E4M3FNUZ, F8E5M2, F8E5M2FNUZ, I2, I4, U2, U4};
+
 /// The element types a tensor can hold.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum DType {
@@ -38,6 +41,24 @@ pub enum DType {
     Bool,
     /// UTF-8 string.
     String,
+    /// FLOAT8E4M3FN.
+    F8E4M3FN,
+    /// FLOAT8E4M3FNUZ.
+    F8E4M3FNUZ,
+    /// FLOAT8E5M2.
+    F8E5M2,
+    /// FLOAT8E5M2FNUZ.
+    F8E5M2FNUZ,
+    /// FLOAT4E2M1.
+    F4E2M1,
+    /// Unsigned 4-bit integer.
+    U4,
+    /// Signed 4-bit integer.
+    I4,
+    /// Unsigned 2-bit integer.
+    U2,
+    /// Signed 2-bit integer.
+    I2,
 }
 
 impl DType {
@@ -48,6 +69,16 @@ impl DType {
             DType::F64 | DType::I64 | DType::U64 => 8,
             DType::F16 | DType::BF16 | DType::I16 | DType::U16 => 2,
             DType::I8 | DType::U8 | DType::Bool => 1,
+            // One element per byte in memory (packed only in storage).
+            DType::F8E4M3FN
+            | DType::F8E4M3FNUZ
+            | DType::F8E5M2
+            | DType::F8E5M2FNUZ
+            | DType::F4E2M1
+            | DType::U4
+            | DType::I4
+            | DType::U2
+            | DType::I2 => 1,
             DType::String => std::mem::size_of::<String>(),
         }
     }
@@ -55,6 +86,30 @@ impl DType {
     /// True for the floating-point types.
     pub fn is_float(self) -> bool {
         matches!(self, DType::F32 | DType::F64 | DType::F16 | DType::BF16)
+    }
+
+    /// True for the float8 and float4 types (which `is_float` excludes:
+    /// arithmetic kernels do not take them).
+    pub fn is_minifloat(self) -> bool {
+        matches!(
+            self,
+            DType::F8E4M3FN | DType::F8E4M3FNUZ | DType::F8E5M2 | DType::F8E5M2FNUZ | DType::F4E2M1
+        )
+    }
+
+    /// True for the nine narrow types: float8, float4, 4- and 2-bit integers.
+    pub fn is_narrow(self) -> bool {
+        self.is_minifloat() || matches!(self, DType::U4 | DType::I4 | DType::U2 | DType::I2)
+    }
+
+    /// Elements per byte in TensorProto storage: 2 for the 4-bit types, 4 for
+    /// the 2-bit types, else 1 (use only for the sub-byte types).
+    pub fn per_byte(self) -> usize {
+        match self {
+            DType::U4 | DType::I4 | DType::F4E2M1 => 2,
+            DType::U2 | DType::I2 => 4,
+            _ => 1,
+        }
     }
 
     /// The ONNX `TensorProto.DataType` code of this type.
@@ -74,6 +129,15 @@ impl DType {
             DType::U32 => 12,
             DType::U64 => 13,
             DType::BF16 => 16,
+            DType::F8E4M3FN => 17,
+            DType::F8E4M3FNUZ => 18,
+            DType::F8E5M2 => 19,
+            DType::F8E5M2FNUZ => 20,
+            DType::U4 => 21,
+            DType::I4 => 22,
+            DType::F4E2M1 => 23,
+            DType::U2 => 25,
+            DType::I2 => 26,
         }
     }
 
@@ -94,6 +158,15 @@ impl DType {
             12 => DType::U32,
             13 => DType::U64,
             16 => DType::BF16,
+            17 => DType::F8E4M3FN,
+            18 => DType::F8E4M3FNUZ,
+            19 => DType::F8E5M2,
+            20 => DType::F8E5M2FNUZ,
+            21 => DType::U4,
+            22 => DType::I4,
+            23 => DType::F4E2M1,
+            25 => DType::U2,
+            26 => DType::I2,
             other => return Err(Error::UnsupportedType(onnx_type_name(other))),
         })
     }
@@ -105,17 +178,8 @@ pub fn onnx_type_name(code: i32) -> String {
         0 => "UNDEFINED",
         14 => "COMPLEX64",
         15 => "COMPLEX128",
-        17 => "FLOAT8E4M3FN",
-        18 => "FLOAT8E4M3FNUZ",
-        19 => "FLOAT8E5M2",
-        20 => "FLOAT8E5M2FNUZ",
-        21 => "UINT4",
-        22 => "INT4",
-        23 => "FLOAT4E2M1",
         24 => "FLOAT8E8M0",
-        25 => "UINT2",
-        26 => "INT2",
-        1..=13 | 16 => match DType::from_onnx_code(code) {
+        1..=13 | 16..=23 | 25 | 26 => match DType::from_onnx_code(code) {
             Ok(t) => return t.to_string(),
             Err(_) => return format!("data type {code}"),
         },
@@ -141,6 +205,15 @@ impl fmt::Display for DType {
             DType::U64 => "uint64",
             DType::Bool => "bool",
             DType::String => "string",
+            DType::F8E4M3FN => "float8e4m3fn",
+            DType::F8E4M3FNUZ => "float8e4m3fnuz",
+            DType::F8E5M2 => "float8e5m2",
+            DType::F8E5M2FNUZ => "float8e5m2fnuz",
+            DType::F4E2M1 => "float4e2m1",
+            DType::U4 => "uint4",
+            DType::I4 => "int4",
+            DType::U2 => "uint2",
+            DType::I2 => "int2",
         };
         f.write_str(s)
     }
@@ -177,6 +250,24 @@ pub enum Tensor {
     Bool(ArrayD<bool>),
     /// String data.
     String(ArrayD<String>),
+    /// FLOAT8E4M3FN data.
+    F8E4M3FN(ArrayD<F8E4M3FN>),
+    /// FLOAT8E4M3FNUZ data.
+    F8E4M3FNUZ(ArrayD<F8E4M3FNUZ>),
+    /// FLOAT8E5M2 data.
+    F8E5M2(ArrayD<F8E5M2>),
+    /// FLOAT8E5M2FNUZ data.
+    F8E5M2FNUZ(ArrayD<F8E5M2FNUZ>),
+    /// FLOAT4E2M1 data (one element per byte).
+    F4E2M1(ArrayD<F4E2M1>),
+    /// Unsigned 4-bit data (one element per byte).
+    U4(ArrayD<U4>),
+    /// Signed 4-bit data (one element per byte).
+    I4(ArrayD<I4>),
+    /// Unsigned 2-bit data (one element per byte).
+    U2(ArrayD<U2>),
+    /// Signed 2-bit data (one element per byte).
+    I2(ArrayD<I2>),
 }
 
 /// Runs `$body` with `$a` bound to the tensor's array, whatever its type.
@@ -199,6 +290,15 @@ macro_rules! dispatch {
             $crate::Tensor::U64($a) => $body,
             $crate::Tensor::Bool($a) => $body,
             $crate::Tensor::String($a) => $body,
+            $crate::Tensor::F8E4M3FN($a) => $body,
+            $crate::Tensor::F8E4M3FNUZ($a) => $body,
+            $crate::Tensor::F8E5M2($a) => $body,
+            $crate::Tensor::F8E5M2FNUZ($a) => $body,
+            $crate::Tensor::F4E2M1($a) => $body,
+            $crate::Tensor::U4($a) => $body,
+            $crate::Tensor::I4($a) => $body,
+            $crate::Tensor::U2($a) => $body,
+            $crate::Tensor::I2($a) => $body,
         }
     };
 }
@@ -223,6 +323,15 @@ macro_rules! map_same {
             $crate::Tensor::U64($a) => $crate::Tensor::U64($body),
             $crate::Tensor::Bool($a) => $crate::Tensor::Bool($body),
             $crate::Tensor::String($a) => $crate::Tensor::String($body),
+            $crate::Tensor::F8E4M3FN($a) => $crate::Tensor::F8E4M3FN($body),
+            $crate::Tensor::F8E4M3FNUZ($a) => $crate::Tensor::F8E4M3FNUZ($body),
+            $crate::Tensor::F8E5M2($a) => $crate::Tensor::F8E5M2($body),
+            $crate::Tensor::F8E5M2FNUZ($a) => $crate::Tensor::F8E5M2FNUZ($body),
+            $crate::Tensor::F4E2M1($a) => $crate::Tensor::F4E2M1($body),
+            $crate::Tensor::U4($a) => $crate::Tensor::U4($body),
+            $crate::Tensor::I4($a) => $crate::Tensor::I4($body),
+            $crate::Tensor::U2($a) => $crate::Tensor::U2($body),
+            $crate::Tensor::I2($a) => $crate::Tensor::I2($body),
         }
     };
 }
@@ -280,6 +389,15 @@ element!(u32, U32);
 element!(u64, U64);
 element!(bool, Bool);
 element!(String, String);
+element!(F8E4M3FN, F8E4M3FN);
+element!(F8E4M3FNUZ, F8E4M3FNUZ);
+element!(F8E5M2, F8E5M2);
+element!(F8E5M2FNUZ, F8E5M2FNUZ);
+element!(F4E2M1, F4E2M1);
+element!(U4, U4);
+element!(I4, I4);
+element!(U2, U2);
+element!(I2, I2);
 
 impl Tensor {
     /// The element type.
@@ -299,6 +417,15 @@ impl Tensor {
             Tensor::U64(_) => DType::U64,
             Tensor::Bool(_) => DType::Bool,
             Tensor::String(_) => DType::String,
+            Tensor::F8E4M3FN(_) => DType::F8E4M3FN,
+            Tensor::F8E4M3FNUZ(_) => DType::F8E4M3FNUZ,
+            Tensor::F8E5M2(_) => DType::F8E5M2,
+            Tensor::F8E5M2FNUZ(_) => DType::F8E5M2FNUZ,
+            Tensor::F4E2M1(_) => DType::F4E2M1,
+            Tensor::U4(_) => DType::U4,
+            Tensor::I4(_) => DType::I4,
+            Tensor::U2(_) => DType::U2,
+            Tensor::I2(_) => DType::I2,
         }
     }
 
@@ -345,6 +472,15 @@ impl Tensor {
             DType::U64 => z::<u64>(shape),
             DType::Bool => z::<bool>(shape),
             DType::String => z::<String>(shape),
+            DType::F8E4M3FN => z::<F8E4M3FN>(shape),
+            DType::F8E4M3FNUZ => z::<F8E4M3FNUZ>(shape),
+            DType::F8E5M2 => z::<F8E5M2>(shape),
+            DType::F8E5M2FNUZ => z::<F8E5M2FNUZ>(shape),
+            DType::F4E2M1 => z::<F4E2M1>(shape),
+            DType::U4 => z::<U4>(shape),
+            DType::I4 => z::<I4>(shape),
+            DType::U2 => z::<U2>(shape),
+            DType::I2 => z::<I2>(shape),
         }
     }
 
@@ -414,6 +550,10 @@ impl Tensor {
             Tensor::U32(a) => a.iter().map(|&v| v as i64).collect(),
             Tensor::U64(a) => a.iter().map(|&v| v as i64).collect(),
             Tensor::Bool(a) => a.iter().map(|&v| v as i64).collect(),
+            Tensor::U4(a) => a.iter().map(|v| v.get()).collect(),
+            Tensor::I4(a) => a.iter().map(|v| v.get()).collect(),
+            Tensor::U2(a) => a.iter().map(|v| v.get()).collect(),
+            Tensor::I2(a) => a.iter().map(|v| v.get()).collect(),
             other => {
                 return Err(Error::op(
                     "Tensor",
@@ -430,6 +570,11 @@ impl Tensor {
             Tensor::F64(a) => a.iter().copied().collect(),
             Tensor::F16(a) => a.iter().map(|v| v.to_f64()).collect(),
             Tensor::BF16(a) => a.iter().map(|v| v.to_f64()).collect(),
+            Tensor::F8E4M3FN(a) => a.iter().map(|v| v.to_f32() as f64).collect(),
+            Tensor::F8E4M3FNUZ(a) => a.iter().map(|v| v.to_f32() as f64).collect(),
+            Tensor::F8E5M2(a) => a.iter().map(|v| v.to_f32() as f64).collect(),
+            Tensor::F8E5M2FNUZ(a) => a.iter().map(|v| v.to_f32() as f64).collect(),
+            Tensor::F4E2M1(a) => a.iter().map(|v| v.to_f32() as f64).collect(),
             Tensor::String(_) => return Err(Error::op("Tensor", "string data is not numeric")),
             other => other.to_i64_vec()?.into_iter().map(|v| v as f64).collect(),
         })
@@ -459,7 +604,10 @@ mod tests {
                 ),
             }
         }
-        assert_eq!(onnx_type_name(26), "INT2");
+        assert_eq!(onnx_type_name(26), "int2");
+        assert_eq!(DType::from_onnx_code(26).unwrap(), DType::I2);
+        assert_eq!(onnx_type_name(24), "FLOAT8E8M0");
+        assert!(DType::from_onnx_code(24).is_err());
         assert_eq!(onnx_type_name(99), "data type 99");
     }
 }

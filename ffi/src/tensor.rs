@@ -192,6 +192,10 @@ pub(crate) unsafe fn tensor_from_view(view: &RamifyTensorView, what: &str) -> Ff
             Tensor::from_vec(&shape, v).map_err(FfiError::from)
         }
         DType::String => unreachable!("string views are refused above"),
+        other => Err(FfiError::new(
+            RamifyStatus::Unsupported,
+            format!("{what}: {other} is not supported by the C API"),
+        )),
     }
 }
 
@@ -336,6 +340,15 @@ fn refuse_strings(t: &RamifyTensor) -> FfiResult {
         return Err(FfiError::new(
             RamifyStatus::Unsupported,
             "string tensors have no flat data buffer in the C API",
+        ));
+    }
+    if t.tensor.dtype().is_narrow() {
+        return Err(FfiError::new(
+            RamifyStatus::Unsupported,
+            format!(
+                "{} tensors have no RamifyElementType data buffer in the C API",
+                t.tensor.dtype()
+            ),
         ));
     }
     Ok(())

@@ -3,7 +3,10 @@
 
 use super::external::ExternalRef;
 use crate::error::{Error, Result};
-use crate::tensor::{onnx_type_name, DType, Element, Tensor};
+use crate::tensor::{
+    onnx_type_name, DType, Element, Tensor, F4E2M1, F8E4M3FN, F8E4M3FNUZ, F8E5M2, F8E5M2FNUZ, I2,
+    I4, U2, U4,
+};
 use half::{bf16, f16};
 use ndarray::{ArrayD, IxDyn};
 use onnx_protobuf::{tensor_proto::DataLocation, Message, TensorProto};
@@ -58,8 +61,81 @@ fn from_le<T: Element, const N: usize>(
     ))
 }
 
+/// Bytes that `count` elements of `dtype` take in storage (packed for the
+/// sub-byte types), or `None` on overflow.
+fn stored_len(dtype: DType, count: usize) -> Option<usize> {
+    match dtype.per_byte() {
+        1 => count.checked_mul(dtype.size_of()),
+        n => Some(count.div_ceil(n)),
+    }
+}
+
+/// Unpacks sub-byte elements (lowest bits first) from `bytes`, which must be
+/// exactly the packed length of `count` elements.
+fn unpack<T: Element>(
+    name: &str,
+    shape: &[usize],
+    count: usize,
+    bytes: &[u8],
+    f: impl Fn(u8) -> T,
+) -> Result<Tensor> {
+    let per = T::DTYPE.per_byte();
+    let need = count.div_ceil(per);
+    if bytes.len() != need {
+        return Err(malformed(
+            name,
+            format!(
+                "holds {} packed bytes, but {count} elements of {} need {need}",
+                bytes.len(),
+                T::DTYPE
+            ),
+        ));
+    }
+    let bits = 8 / per;
+    let mask = (1u8 << bits) - 1;
+    let data: Vec<T> = (0..count)
+        .map(|i| f((bytes[i / per] >> ((i % per) * bits)) & mask))
+        .collect();
+    Ok(T::into_tensor(
+        ArrayD::from_shape_vec(IxDyn(shape), data).map_err(|e| malformed(name, e))?,
+    ))
+}
+
+/// Packs sub-byte elements given as their bits, lowest bits first (the last
+/// byte padded with zeros).
+fn pack(bits: impl Iterator<Item = u8>, per: usize) -> Vec<u8> {
+    let width = 8 / per;
+    let mut out = Vec::new();
+    for (i, b) in bits.enumerate() {
+        if i % per == 0 {
+            out.push(0);
+        }
+        if let Some(last) = out.last_mut() {
+            *last |= b << ((i % per) * width);
+        }
+    }
+    out
+}
+
 fn from_raw(name: &str, dtype: DType, shape: &[usize], count: usize, raw: &[u8]) -> Result<Tensor> {
     match dtype {
+        DType::F8E4M3FN => from_le(name, shape, count, raw, |b: [u8; 1]| {
+            F8E4M3FN::from_bits(b[0])
+        }),
+        DType::F8E4M3FNUZ => from_le(name, shape, count, raw, |b: [u8; 1]| {
+            F8E4M3FNUZ::from_bits(b[0])
+        }),
+        DType::F8E5M2 => from_le(name, shape, count, raw, |b: [u8; 1]| {
+            F8E5M2::from_bits(b[0])
+        }),
+        DType::F8E5M2FNUZ => from_le(name, shape, count, raw, |b: [u8; 1]| {
+            F8E5M2FNUZ::from_bits(b[0])
+        }),
+        DType::F4E2M1 => unpack(name, shape, count, raw, F4E2M1::from_bits),
+        DType::U4 => unpack(name, shape, count, raw, U4::from_bits),
+        DType::I4 => unpack(name, shape, count, raw, I4::from_bits),
+        DType::U2 => unpack(name, shape, count, raw, U2::from_bits),
+        DType::I2 => unpack(name, shape, count, raw, I2::from_bits),
         DType::F32 => from_le(name, shape, count, raw, f32::from_le_bytes),
         DType::F64 => from_le(name, shape, count, raw, f64::from_le_bytes),
         DType::F16 => from_le(name, shape, count, raw, |b| {
@@ -108,7 +184,22 @@ fn from_fields(
     p: &TensorProto,
 ) -> Result<Tensor> {
     let i32s = &p.int32_data;
+    // Sub-byte types keep one packed byte per int32 entry.
+    let packed = || i32s.iter().map(|&v| v as u8).collect::<Vec<u8>>();
     match dtype {
+        DType::F8E4M3FN => from_typed(name, shape, count, i32s, |v| F8E4M3FN::from_bits(v as u8)),
+        DType::F8E4M3FNUZ => {
+            from_typed(name, shape, count, i32s, |v| F8E4M3FNUZ::from_bits(v as u8))
+        }
+        DType::F8E5M2 => from_typed(name, shape, count, i32s, |v| F8E5M2::from_bits(v as u8)),
+        DType::F8E5M2FNUZ => {
+            from_typed(name, shape, count, i32s, |v| F8E5M2FNUZ::from_bits(v as u8))
+        }
+        DType::F4E2M1 => unpack(name, shape, count, &packed(), F4E2M1::from_bits),
+        DType::U4 => unpack(name, shape, count, &packed(), U4::from_bits),
+        DType::I4 => unpack(name, shape, count, &packed(), I4::from_bits),
+        DType::U2 => unpack(name, shape, count, &packed(), U2::from_bits),
+        DType::I2 => unpack(name, shape, count, &packed(), I2::from_bits),
         DType::F32 => from_typed(name, shape, count, &p.float_data, |v| v),
         DType::F64 => from_typed(name, shape, count, &p.double_data, |v| v),
         DType::F16 => from_typed(name, shape, count, i32s, |v| f16::from_bits(v as u16)),
@@ -169,9 +260,7 @@ pub fn tensor_from_proto(p: &mut TensorProto, base: Option<&Path>) -> Result<Ten
             .map(|e| (e.key.clone(), e.value.clone()))
             .collect();
         let r = ExternalRef::parse(&name, &entries)?;
-        let needed = count
-            .checked_mul(dtype.size_of())
-            .ok_or_else(|| malformed(&name, "too large"))?;
+        let needed = stored_len(dtype, count).ok_or_else(|| malformed(&name, "too large"))?;
         let bytes = r.read(&name, base, needed)?;
         return from_raw(&name, dtype, &shape, count, &bytes);
     }
@@ -213,6 +302,15 @@ pub fn tensor_to_proto(t: &Tensor, name: &str) -> TensorProto {
             p.string_data = a.iter().map(|s| s.as_bytes().to_vec()).collect();
             Vec::new()
         }
+        Tensor::F8E4M3FN(a) => raw(a, |x| [x.to_bits()]),
+        Tensor::F8E4M3FNUZ(a) => raw(a, |x| [x.to_bits()]),
+        Tensor::F8E5M2(a) => raw(a, |x| [x.to_bits()]),
+        Tensor::F8E5M2FNUZ(a) => raw(a, |x| [x.to_bits()]),
+        Tensor::F4E2M1(a) => pack(a.iter().map(|x| x.to_bits()), 2),
+        Tensor::U4(a) => pack(a.iter().map(|x| x.to_bits()), 2),
+        Tensor::I4(a) => pack(a.iter().map(|x| x.to_bits()), 2),
+        Tensor::U2(a) => pack(a.iter().map(|x| x.to_bits()), 4),
+        Tensor::I2(a) => pack(a.iter().map(|x| x.to_bits()), 4),
     };
     p
 }
@@ -289,10 +387,92 @@ mod tests {
         p.dims = vec![i64::MAX, i64::MAX];
         assert!(tensor_from_proto(&mut p, None).is_err());
         p.dims = vec![1];
-        p.data_type = 17; // float8
+        p.data_type = 24; // float8e8m0
         assert!(matches!(
             tensor_from_proto(&mut p, None),
             Err(Error::UnsupportedType(_))
         ));
+    }
+
+    #[test]
+    fn narrow_types_round_trip_packed() {
+        let i4: Vec<I4> = (-8..8).chain([3]).map(I4::wrapping).collect();
+        let u2: Vec<U2> = [0, 1, 2, 3, 3].into_iter().map(U2::wrapping).collect();
+        let i2: Vec<I2> = [-2, -1, 0, 1, 1, -2]
+            .into_iter()
+            .map(I2::wrapping)
+            .collect();
+        let f4: Vec<F4E2M1> = (0..15).map(F4E2M1::from_bits).collect();
+        let f8: Vec<F8E5M2> = (0..=255).map(F8E5M2::from_bits).collect();
+        let cases = vec![
+            Tensor::from_vec(&[17], i4).unwrap(),
+            Tensor::from_vec(&[5, 1], u2).unwrap(),
+            Tensor::from_vec(&[2, 3], i2).unwrap(),
+            Tensor::from_vec(&[15], f4).unwrap(),
+            Tensor::from_vec(&[16, 16], f8).unwrap(),
+            Tensor::from_vec(&[0], Vec::<U4>::new()).unwrap(),
+        ];
+        let lens = [9, 2, 2, 8, 256, 0];
+        for (t, len) in cases.into_iter().zip(lens) {
+            let mut p = tensor_to_proto(&t, "x");
+            assert_eq!(p.raw_data.len(), len, "{t}");
+            assert_eq!(tensor_from_proto(&mut p, None).unwrap(), t);
+        }
+        // Low nibble first; the odd element's pad nibble is zero.
+        let t = Tensor::from_vec(
+            &[3],
+            vec![I4::wrapping(-1), I4::wrapping(2), I4::wrapping(-8)],
+        );
+        assert_eq!(tensor_to_proto(&t.unwrap(), "x").raw_data, vec![0x2f, 0x08]);
+        let t = Tensor::from_vec(&[4], [1, -2, 0, -1].map(I2::wrapping).to_vec());
+        assert_eq!(
+            tensor_to_proto(&t.unwrap(), "x").raw_data,
+            vec![0b11_00_10_01]
+        );
+    }
+
+    #[test]
+    fn narrow_types_from_int32_data() {
+        let mut p = TensorProto::new();
+        p.data_type = 22; // int4: one packed byte per int32
+        p.dims = vec![3];
+        p.int32_data = vec![0x71, 0x08];
+        let t = tensor_from_proto(&mut p, None).unwrap();
+        assert_eq!(t.to_i64_vec().unwrap(), vec![1, 7, -8]);
+        let mut p = TensorProto::new();
+        p.data_type = 17; // float8e4m3fn: one value per int32
+        p.dims = vec![3];
+        p.int32_data = vec![0x38, 0x7e, 0xff];
+        let v = tensor_from_proto(&mut p, None)
+            .unwrap()
+            .to_f64_vec()
+            .unwrap();
+        assert_eq!(v[..2], [1.0, 448.0]);
+        assert!(v[2].is_nan());
+    }
+
+    #[test]
+    fn short_packed_data_is_an_error() {
+        for (code, dims, raw) in [
+            (22, vec![5], vec![0u8; 2]),
+            (21, vec![4], vec![0u8; 3]),
+            (26, vec![9], vec![0u8; 2]),
+            (23, vec![1 << 40], vec![0u8; 1]),
+            (17, vec![3], vec![0u8; 2]),
+        ] {
+            let mut p = TensorProto::new();
+            p.data_type = code;
+            p.dims = dims;
+            p.raw_data = raw;
+            assert!(
+                matches!(tensor_from_proto(&mut p, None), Err(Error::InvalidModel(_))),
+                "type {code}"
+            );
+        }
+        let mut p = TensorProto::new();
+        p.data_type = 25;
+        p.dims = vec![5];
+        p.int32_data = vec![0xff];
+        assert!(tensor_from_proto(&mut p, None).is_err());
     }
 }

@@ -1,9 +1,9 @@
 //! Quantization operators: QuantizeLinear / DequantizeLinear (per-tensor,
 //! per-axis and blocked scales), DynamicQuantizeLinear, and the integer
 //! products MatMulInteger, QLinearMatMul, ConvInteger and QLinearConv, which
-//! accumulate exactly in i32. The 8/16-bit integer types are supported; float8
-//! and 2/4-bit types have no tensor representation and are reported as
-//! unsupported.
+//! accumulate exactly in i32. QuantizeLinear / DequantizeLinear also take the
+//! 4/2-bit integer, float8 and float4 types; the integer products take 8-bit
+//! integers only.
 
 use super::Registry;
 use crate::error::{Error, Result};
@@ -14,6 +14,7 @@ mod conv;
 mod dynamic;
 mod linear;
 mod matmul;
+mod narrow;
 #[cfg(test)]
 mod tests;
 

@@ -78,6 +78,8 @@ pub fn synthesize(dtype: DType, shape: &[usize], seed: u64) -> Tensor {
         DType::Bool => Tensor::from_vec(shape, unit.iter().map(|&u| u < 0.5).collect::<Vec<_>>())
             .expect("length matches shape"),
         DType::String => Tensor::zeros(DType::String, shape),
+        // float8 / float4 / 4- and 2-bit inputs: zeros of the right type.
+        other if other.is_narrow() => Tensor::zeros(other, shape),
         other => cast(
             &Tensor::from_vec(
                 shape,

@@ -3,8 +3,10 @@
 //! point per tensor, per slice along `axis`, or per block of `block_size`
 //! along `axis` (opset 21). Arithmetic follows the ONNX reference (numpy):
 //! the quotient is rounded to the compute type before rounding to integer.
+//! The 4/2-bit integer and float8 / float4 types are handled by [`super::narrow`].
 
-use super::{float_tensor, float_values, int_range, int_tensor, to_i32};
+use super::narrow::{check_float8_zero, ints, is_quant_output, narrow_tensor, range};
+use super::{float_tensor, float_values, int_tensor};
 use crate::error::{Error, Result};
 use crate::ops::util::{fact, input, opt_fact, opt_input, out_len, par_rows};
 use crate::ops::{BuildContext, Fact, InferInput, Operator};
@@ -104,22 +106,22 @@ struct Linear {
     out_type: Option<DType>,
     /// `precision` (QuantizeLinear opset 23+), if set.
     precision: Option<DType>,
+    /// `saturate` (QuantizeLinear opset 19+): float8 overflow handling.
+    saturate: bool,
 }
 
 fn dtype_attr(ctx: &BuildContext, op: &str, name: &str) -> Result<Option<DType>> {
     match ctx.attrs.int(name, 0)? {
         0 => Ok(None),
-        code => DType::from_onnx_code(code as i32)
-            .map(Some)
-            .map_err(|_| {
-                Error::op(
-                    op,
-                    format!(
-                        "{name} {} is not supported (float8 and 2/4-bit types have no tensor representation)",
-                        crate::tensor::onnx_type_name(code as i32)
-                    ),
-                )
-            }),
+        code => DType::from_onnx_code(code as i32).map(Some).map_err(|_| {
+            Error::op(
+                op,
+                format!(
+                    "{name} {} is not supported",
+                    crate::tensor::onnx_type_name(code as i32)
+                ),
+            )
+        }),
     }
 }
 
@@ -128,7 +130,7 @@ fn build(ctx: &BuildContext, quantize: bool) -> Result<Box<dyn Operator>> {
     let out_type = dtype_attr(ctx, op, "output_dtype")?;
     if let Some(t) = out_type {
         let ok = if quantize {
-            matches!(t, DType::U8 | DType::I8 | DType::U16 | DType::I16)
+            is_quant_output(t)
         } else {
             t.is_float()
         };
@@ -146,9 +148,9 @@ fn build(ctx: &BuildContext, quantize: bool) -> Result<Box<dyn Operator>> {
             return Err(Error::op(op, format!("precision {p} is not a float type")));
         }
     }
-    // `saturate` only affects float8 outputs, which are unsupported.
-    ctx.attrs.int("saturate", 1)?;
+    let saturate = ctx.attrs.int("saturate", 1)? != 0;
     Ok(Box::new(Linear {
+        saturate,
         quantize,
         axis: ctx.attrs.int("axis", 1)?,
         block: ctx.attrs.int("block_size", 0)?,
@@ -198,17 +200,19 @@ impl Linear {
                 (None, Some(o)) => o,
                 (None, None) => DType::U8,
             };
-            if !matches!(t, DType::U8 | DType::I8 | DType::U16 | DType::I16) {
+            if !is_quant_output(t) {
                 return Err(Error::op(
                     op,
                     format!(
-                        "{t} is not a supported quantized output type (uint8, int8, uint16, int16)"
+                        "{t} is not a supported quantized output type (8/16/4/2-bit integers, float8, float4)"
                     ),
                 ));
             }
             Ok(t)
         } else {
-            int_range(op, x)?;
+            if !x.is_minifloat() {
+                range(op, x)?;
+            }
             if let Some(z) = zp {
                 if z != x {
                     return Err(Error::op(
@@ -240,9 +244,19 @@ impl Linear {
             float_values(QUANT, x)?
         };
         let sv = float_values(QUANT, s)?;
+        // Float zero points are used by float4 only (float8 ones must be zero).
+        let float_out = t.is_minifloat();
+        if float_out && t != DType::F4E2M1 {
+            check_float8_zero(QUANT, z)?;
+        }
         let zv = match z {
-            Some(z) => to_i32(QUANT, z)?,
+            Some(z) if float_out => z.to_f64_vec()?.iter().map(|&v| v as i32).collect(),
+            Some(z) => ints(QUANT, z)?,
             None => vec![],
+        };
+        let zf = match z {
+            Some(z) if t == DType::F4E2M1 => z.to_f64_vec()?,
+            _ => vec![],
         };
         // numpy's type for x / scale, or the `precision` attribute.
         let ct = self.precision.unwrap_or(match (x.dtype(), s.dtype()) {
@@ -250,7 +264,26 @@ impl Linear {
             (a, b) if a == b => a,
             _ => DType::F32,
         });
-        let (lo, hi) = int_range(QUANT, t)?;
+        if float_out {
+            let mut out = vec![0f64; xv.len()];
+            par_rows(&mut out, 1, |first, chunk| {
+                for (j, o) in chunk.iter_mut().enumerate() {
+                    let i = first + j;
+                    let q = if ct == DType::F64 {
+                        xv[i] / sv[sm.index(i)]
+                    } else {
+                        super::round_to(ct, (xv[i] as f32 / sv[sm.index(i)] as f32) as f64)
+                    };
+                    // float4 adds its zero point in f32, as numpy does.
+                    *o = match zm {
+                        Some(m) if !zf.is_empty() => (q as f32 + zf[m.index(i)] as f32) as f64,
+                        _ => q,
+                    };
+                }
+            });
+            return narrow_tensor(QUANT, t, shape, out, self.saturate);
+        }
+        let (lo, hi) = range(QUANT, t)?;
         let mut out = vec![0i64; xv.len()];
         par_rows(&mut out, 1, |first, chunk| {
             for (j, o) in chunk.iter_mut().enumerate() {
@@ -271,6 +304,10 @@ impl Linear {
                 *o = (r + zp).clamp(lo, hi);
             }
         });
+        if t.is_narrow() {
+            let v = out.into_iter().map(|v| v as f64).collect();
+            return narrow_tensor(QUANT, t, shape, v, true);
+        }
         int_tensor(QUANT, t, shape, out)
     }
 
@@ -287,20 +324,33 @@ impl Linear {
             )?),
             None => None,
         };
-        let xv = to_i32(DEQUANT, x)?;
         let sv = float_values(DEQUANT, s)?;
-        let zv = match z {
-            Some(z) => to_i32(DEQUANT, z)?,
-            None => vec![],
+        // float8 / float4 inputs are their values; their zero point is not
+        // subtracted (float8 ones must be zero; float4's is ignored, as in ONNX).
+        let float_in = x.dtype().is_minifloat();
+        if float_in && x.dtype() != DType::F4E2M1 {
+            check_float8_zero(DEQUANT, z)?;
+        }
+        let (xv, zv) = if float_in {
+            (x.to_f64_vec()?, vec![])
+        } else {
+            let xv = ints(DEQUANT, x)?.into_iter().map(|v| v as f64).collect();
+            let zv = match z {
+                Some(z) => ints(DEQUANT, z)?,
+                None => vec![],
+            };
+            (xv, zv)
         };
+        let zm = if float_in { None } else { zm };
         // numpy computes (x - zp) * scale in f64 for int32 or f64 operands, else f32.
         let wide = x.dtype() == DType::I32 || s.dtype() == DType::F64;
         let mut out = vec![0f64; xv.len()];
         par_rows(&mut out, 1, |first, chunk| {
             for (j, o) in chunk.iter_mut().enumerate() {
                 let i = first + j;
-                let zp = zm.map_or(0, |m| zv[m.index(i)] as i64);
-                let dx = (xv[i] as i64 - zp) as f64;
+                let zp = zm.map_or(0.0, |m| zv[m.index(i)] as f64);
+                // Exact: integer values and minifloats are exact in f64.
+                let dx = xv[i] - zp;
                 let sc = sv[sm.index(i)];
                 *o = if wide {
                     dx * sc

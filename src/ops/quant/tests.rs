@@ -3,7 +3,7 @@
 
 use crate::attributes::Attribute;
 use crate::ops::unary::kernel::tests::{build_op, run_op, t1};
-use crate::tensor::Tensor;
+use crate::tensor::{Tensor, F4E2M1, F8E4M3FN, F8E5M2, I2, I4, U4};
 
 fn t<T: crate::Element>(shape: &[usize], v: Vec<T>) -> Tensor {
     Tensor::from_vec(shape, v).unwrap()
@@ -152,13 +152,13 @@ fn dequantize_examples() {
 fn unsupported_types_are_clear_errors() {
     let msg = build_op(
         "QuantizeLinear",
-        &[("output_dtype", Attribute::Int(22))],
+        &[("output_dtype", Attribute::Int(24))],
         21,
         &[],
     )
     .unwrap_err()
     .to_string();
-    assert!(msg.contains("INT4"), "{msg}");
+    assert!(msg.contains("FLOAT8E8M0"), "{msg}");
     let msg = fails(
         "DequantizeLinear",
         13,
@@ -244,4 +244,67 @@ fn conv_integer_spec_example() {
     let xz = Tensor::scalar(1u8);
     let y = run("ConvInteger", 10, &[], &[Some(&x), Some(&w), Some(&xz)]);
     assert_eq!(y, t(&[1, 1, 2, 2], vec![12i32, 16, 24, 28]));
+}
+
+#[test]
+fn quantize_to_narrow_integers_saturates_to_their_range() {
+    let x = t1(vec![0.0f32, 2.0, 3.0, 5.0, 100.0, -100.0]);
+    let s = Tensor::scalar(2.0f32);
+    let z = Tensor::scalar(I4::wrapping(1));
+    let y = run("QuantizeLinear", 21, &[], &[Some(&x), Some(&s), Some(&z)]);
+    // 1.5 and 2.5 round to even (2, 2), plus the zero point 1.
+    assert_eq!(y.to_i64_vec().unwrap(), vec![1, 2, 3, 3, 7, -8]);
+    assert_eq!(y.dtype(), crate::DType::I4);
+    let y = run(
+        "QuantizeLinear",
+        21,
+        &[("output_dtype", Attribute::Int(25))],
+        &[Some(&x), Some(&s)],
+    );
+    assert_eq!(y.to_i64_vec().unwrap(), vec![0, 1, 2, 2, 3, 0]);
+    let q = t1([0u8, 1, 7, 10, 15].map(|v| U4::wrapping(v as i64)).to_vec());
+    let zq = Tensor::scalar(U4::wrapping(1));
+    let y = run(
+        "DequantizeLinear",
+        21,
+        &[],
+        &[Some(&q), Some(&s), Some(&zq)],
+    );
+    assert_eq!(y, t1(vec![-2.0f32, 0.0, 12.0, 18.0, 28.0]));
+    let q = t1(vec![I2::wrapping(-2), I2::wrapping(1)]);
+    let y = run("DequantizeLinear", 21, &[], &[Some(&q), Some(&s)]);
+    assert_eq!(y, t1(vec![-4.0f32, 2.0]));
+}
+
+#[test]
+fn quantize_to_float8_and_float4() {
+    let x = t1(vec![0.0f32, 1.0, 2.0, 1000.0, -1000.0, 0.3]);
+    let s = Tensor::scalar(2.0f32);
+    let z = Tensor::scalar(F8E4M3FN::from_bits(0));
+    let y = run("QuantizeLinear", 21, &[], &[Some(&x), Some(&s), Some(&z)]);
+    let want = [0.0, 0.5, 1.0, 448.0, -448.0, 0.15].map(|v| F8E4M3FN::from_f64(v, true));
+    assert_eq!(y, t1(want.to_vec()));
+    // Without saturation, overflow is infinity in E5M2.
+    let big = t1(vec![1e6f32]);
+    let z5 = Tensor::scalar(F8E5M2::from_bits(0));
+    let y = run(
+        "QuantizeLinear",
+        21,
+        &[("saturate", Attribute::Int(0))],
+        &[Some(&big), Some(&s), Some(&z5)],
+    );
+    assert_eq!(y.to_f64_vec().unwrap(), vec![f64::INFINITY]);
+    // A nonzero float8 zero point is refused.
+    let bad = Tensor::scalar(F8E4M3FN::from_f64(1.0, true));
+    let msg = fails("QuantizeLinear", 21, &[], &[Some(&x), Some(&s), Some(&bad)]);
+    assert!(msg.contains("must be zero"), "{msg}");
+    // float4 adds its zero point, then saturates at 6.
+    let z4 = Tensor::scalar(F4E2M1::from_f64(1.0, true));
+    let y = run("QuantizeLinear", 21, &[], &[Some(&x), Some(&s), Some(&z4)]);
+    assert_eq!(y.to_f64_vec().unwrap(), vec![1.0, 1.5, 2.0, 6.0, -6.0, 1.0]);
+    let q = t1([0x38u8, 0xc4, 0x7f].map(F8E4M3FN::from_bits).to_vec());
+    let y = run("DequantizeLinear", 21, &[], &[Some(&q), Some(&s)]);
+    let v = y.to_f64_vec().unwrap();
+    assert_eq!(v[..2], [2.0, -6.0]);
+    assert!(v[2].is_nan());
 }

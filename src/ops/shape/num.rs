@@ -207,7 +207,7 @@ num_int!(u32, u64);
 num_int!(u64, u64);
 
 /// `v` converted to `T` when `T` is numeric (saturating for integers);
-/// `None` for bool and strings.
+/// `None` for bool, strings and the narrow (float8, 4- and 2-bit) types.
 pub(crate) fn num_value<T: Element>(v: f64) -> Option<T> {
     use crate::tensor::{DType, Tensor};
     fn conv<N: Num>(v: f64) -> Tensor {
@@ -227,6 +227,16 @@ pub(crate) fn num_value<T: Element>(v: f64) -> Option<T> {
         DType::U32 => conv::<u32>(v),
         DType::U64 => conv::<u64>(v),
         DType::Bool | DType::String => return None,
+        // The narrow types have no arithmetic.
+        DType::F8E4M3FN
+        | DType::F8E4M3FNUZ
+        | DType::F8E5M2
+        | DType::F8E5M2FNUZ
+        | DType::F4E2M1
+        | DType::U4
+        | DType::I4
+        | DType::U2
+        | DType::I2 => return None,
     };
     T::take(t).ok().and_then(|a| a.into_iter().next())
 }

@@ -62,6 +62,7 @@ fn one_of(op: &str, dtype: DType) -> Result<Tensor> {
         DType::U64 => Tensor::scalar(1u64),
         DType::Bool => Tensor::scalar(true),
         DType::String => return Err(Error::op(op, "string output is not supported")),
+        other => return Err(Error::UnsupportedType(format!("{other} output of {op}"))),
     })
 }
 

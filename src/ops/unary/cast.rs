@@ -6,8 +6,9 @@
 //! to nearest even. Strings parse as numbers (plain or scientific, with
 //! case-insensitive `INF`, `+INF`, `-INF`, `NaN`); numbers print in plain
 //! shortest round-trip form (`INF`, `-INF`, `NaN` for the special values) and
-//! booleans as `1`/`0`. The `saturate` attribute only concerns float8 types,
-//! which ramify does not have, so it is ignored.
+//! booleans as `1`/`0`. The narrow types (float8, float4, 4- and 2-bit
+//! integers) are in [`narrow`]; the `saturate` attribute (opset 19) only
+//! concerns float8 destinations.
 
 use super::kernel::par_map;
 use crate::error::{Error, Result};
@@ -16,6 +17,8 @@ use crate::ops::{BuildContext, Fact, InferInput, Operator, Registry};
 use crate::tensor::{DType, Tensor};
 use half::{bf16, f16};
 use ndarray::ArrayD;
+
+mod narrow;
 
 /// A destination element type built from one of the four source kinds.
 trait CastDst: Clone + Default + Send + Sync + 'static {
@@ -29,6 +32,8 @@ trait CastDst: Clone + Default + Send + Sync + 'static {
 /// A source element type: converts itself through the widest value of its kind.
 trait CastSrc: Copy + Sync {
     fn cast<D: CastDst>(self) -> D;
+    /// The value as f64 (rounded for 64-bit integers beyond 2^53).
+    fn as_f64(self) -> f64;
 }
 
 macro_rules! int_dst {
@@ -99,6 +104,8 @@ macro_rules! src {
         impl CastSrc for $t {
             #[inline(always)]
             fn cast<D: CastDst>(self) -> D { src!(@conv $via, self) }
+            #[inline(always)]
+            fn as_f64(self) -> f64 { self as f64 }
         }
     )*};
     (@conv float, $x:expr) => { D::from_f64($x as f64) };
@@ -113,15 +120,24 @@ impl CastSrc for f16 {
     fn cast<D: CastDst>(self) -> D {
         D::from_f64(self.to_f64())
     }
+    fn as_f64(self) -> f64 {
+        self.to_f64()
+    }
 }
 impl CastSrc for bf16 {
     fn cast<D: CastDst>(self) -> D {
         D::from_f64(self.to_f64())
     }
+    fn as_f64(self) -> f64 {
+        self.to_f64()
+    }
 }
 impl CastSrc for bool {
     fn cast<D: CastDst>(self) -> D {
         D::from_bool(self)
+    }
+    fn as_f64(self) -> f64 {
+        self as u8 as f64
     }
 }
 
@@ -129,7 +145,10 @@ fn num_to<S: CastSrc + Clone, D: CastDst>(a: &ArrayD<S>) -> Result<Tensor> {
     Ok(D::wrap(par_map("Cast", a, |&x| x.cast::<D>())?))
 }
 
-fn num_to_dtype<S: CastSrc + Clone>(a: &ArrayD<S>, to: DType) -> Result<Tensor> {
+fn num_to_dtype<S: CastSrc + Clone>(a: &ArrayD<S>, to: DType, saturate: bool) -> Result<Tensor> {
+    if to.is_minifloat() {
+        return narrow::to_minifloat(a, to, saturate);
+    }
     match to {
         DType::F32 => num_to::<S, f32>(a),
         DType::F64 => num_to::<S, f64>(a),
@@ -144,7 +163,16 @@ fn num_to_dtype<S: CastSrc + Clone>(a: &ArrayD<S>, to: DType) -> Result<Tensor> 
         DType::U32 => num_to::<S, u32>(a),
         DType::U64 => num_to::<S, u64>(a),
         DType::Bool => num_to::<S, bool>(a),
-        DType::String => unreachable_string(),
+        DType::U4 => num_to::<S, crate::tensor::U4>(a),
+        DType::I4 => num_to::<S, crate::tensor::I4>(a),
+        DType::U2 => num_to::<S, crate::tensor::U2>(a),
+        DType::I2 => num_to::<S, crate::tensor::I2>(a),
+        DType::String
+        | DType::F8E4M3FN
+        | DType::F8E4M3FNUZ
+        | DType::F8E5M2
+        | DType::F8E5M2FNUZ
+        | DType::F4E2M1 => unreachable_string(),
     }
 }
 
@@ -185,6 +213,7 @@ fn to_strings(t: &Tensor) -> Result<Tensor> {
         Tensor::U16(a) => par_map(op, a, |x| x.to_string())?,
         Tensor::U32(a) => par_map(op, a, |x| x.to_string())?,
         Tensor::U64(a) => par_map(op, a, |x| x.to_string())?,
+        other => narrow::to_strings(other)?,
     };
     Ok(Tensor::String(s))
 }
@@ -241,7 +270,7 @@ fn parse_to<D: CastDst>(a: &ArrayD<String>) -> Result<Tensor> {
     Ok(D::wrap(out))
 }
 
-fn from_strings(a: &ArrayD<String>, to: DType) -> Result<Tensor> {
+fn from_strings(a: &ArrayD<String>, to: DType, saturate: bool) -> Result<Tensor> {
     match to {
         DType::String => Ok(Tensor::String(a.clone())),
         DType::F32 => parse_to::<f32>(a),
@@ -257,32 +286,51 @@ fn from_strings(a: &ArrayD<String>, to: DType) -> Result<Tensor> {
         DType::U32 => parse_to::<u32>(a),
         DType::U64 => parse_to::<u64>(a),
         DType::Bool => parse_to::<bool>(a),
+        DType::U4 => parse_to::<crate::tensor::U4>(a),
+        DType::I4 => parse_to::<crate::tensor::I4>(a),
+        DType::U2 => parse_to::<crate::tensor::U2>(a),
+        DType::I2 => parse_to::<crate::tensor::I2>(a),
+        // Minifloats parse through f64 (one more rounding, as ONNX's reference).
+        DType::F8E4M3FN | DType::F8E4M3FNUZ | DType::F8E5M2 | DType::F8E5M2FNUZ | DType::F4E2M1 => {
+            cast_sat(&parse_to::<f64>(a)?, to, saturate)
+        }
     }
 }
 
-/// Converts `t` to element type `to` following the Cast rules.
-pub(crate) fn cast(t: &Tensor, to: DType) -> Result<Tensor> {
+/// Converts `t` to element type `to` following the Cast rules; `saturate`
+/// picks float8 overflow handling.
+pub(crate) fn cast_sat(t: &Tensor, to: DType, saturate: bool) -> Result<Tensor> {
     if t.dtype() == to {
         return Ok(t.clone());
     }
     if to == DType::String {
         return to_strings(t);
     }
+    let s = saturate;
     match t {
-        Tensor::String(a) => from_strings(a, to),
-        Tensor::F32(a) => num_to_dtype(a, to),
-        Tensor::F64(a) => num_to_dtype(a, to),
-        Tensor::F16(a) => num_to_dtype(a, to),
-        Tensor::BF16(a) => num_to_dtype(a, to),
-        Tensor::I8(a) => num_to_dtype(a, to),
-        Tensor::I16(a) => num_to_dtype(a, to),
-        Tensor::I32(a) => num_to_dtype(a, to),
-        Tensor::I64(a) => num_to_dtype(a, to),
-        Tensor::U8(a) => num_to_dtype(a, to),
-        Tensor::U16(a) => num_to_dtype(a, to),
-        Tensor::U32(a) => num_to_dtype(a, to),
-        Tensor::U64(a) => num_to_dtype(a, to),
-        Tensor::Bool(a) => num_to_dtype(a, to),
+        Tensor::String(a) => from_strings(a, to, s),
+        Tensor::F32(a) => num_to_dtype(a, to, s),
+        Tensor::F64(a) => num_to_dtype(a, to, s),
+        Tensor::F16(a) => num_to_dtype(a, to, s),
+        Tensor::BF16(a) => num_to_dtype(a, to, s),
+        Tensor::I8(a) => num_to_dtype(a, to, s),
+        Tensor::I16(a) => num_to_dtype(a, to, s),
+        Tensor::I32(a) => num_to_dtype(a, to, s),
+        Tensor::I64(a) => num_to_dtype(a, to, s),
+        Tensor::U8(a) => num_to_dtype(a, to, s),
+        Tensor::U16(a) => num_to_dtype(a, to, s),
+        Tensor::U32(a) => num_to_dtype(a, to, s),
+        Tensor::U64(a) => num_to_dtype(a, to, s),
+        Tensor::Bool(a) => num_to_dtype(a, to, s),
+        Tensor::F8E4M3FN(a) => num_to_dtype(a, to, s),
+        Tensor::F8E4M3FNUZ(a) => num_to_dtype(a, to, s),
+        Tensor::F8E5M2(a) => num_to_dtype(a, to, s),
+        Tensor::F8E5M2FNUZ(a) => num_to_dtype(a, to, s),
+        Tensor::F4E2M1(a) => num_to_dtype(a, to, s),
+        Tensor::U4(a) => num_to_dtype(a, to, s),
+        Tensor::I4(a) => num_to_dtype(a, to, s),
+        Tensor::U2(a) => num_to_dtype(a, to, s),
+        Tensor::I2(a) => num_to_dtype(a, to, s),
     }
 }
 
@@ -291,6 +339,8 @@ pub(crate) fn cast(t: &Tensor, to: DType) -> Result<Tensor> {
 struct Cast {
     name: &'static str,
     to: Option<DType>,
+    /// The `saturate` attribute (float8 destinations only).
+    saturate: bool,
 }
 
 impl Cast {
@@ -326,7 +376,7 @@ impl Operator for Cast {
         } else {
             None
         };
-        Ok(vec![cast(x, self.target(second)?)?])
+        Ok(vec![cast_sat(x, self.target(second)?, self.saturate)?])
     }
 }
 
@@ -337,15 +387,17 @@ fn build_cast(ctx: &BuildContext) -> Result<Box<dyn Operator>> {
     Ok(Box::new(Cast {
         name: "Cast",
         to: Some(to),
+        saturate: ctx.attrs.int("saturate", 1)? != 0,
     }))
 }
 
 pub(crate) fn register(r: &mut Registry) {
     r.add("Cast", 6, build_cast);
-    r.add("CastLike", 15, |_| {
+    r.add("CastLike", 15, |ctx| {
         Ok(Box::new(Cast {
             name: "CastLike",
             to: None,
+            saturate: ctx.attrs.int("saturate", 1)? != 0,
         }))
     });
 }
@@ -547,7 +599,7 @@ mod tests {
     #[test]
     fn bad_target_type_is_an_error() {
         for to in [
-            Attribute::Int(17),
+            Attribute::Int(24),
             Attribute::Int(1 << 40),
             Attribute::Float(1.0),
         ] {
