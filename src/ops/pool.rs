@@ -13,6 +13,7 @@ use crate::tensor::{DType, Element, Tensor};
 
 mod global;
 mod kernels;
+mod max2d;
 mod rows;
 #[cfg(test)]
 mod tests;
@@ -175,7 +176,11 @@ impl Pool {
                 wrap(self.kind.name(), out, idx)?,
             ])
         } else {
-            kernels::max(rows, x, &mut y);
+            if rows.win.rank() == 2 {
+                max2d::max_2d(&rows.win, x, &mut y);
+            } else {
+                kernels::max(rows, x, &mut y);
+            }
             Ok(vec![wrap(self.kind.name(), out, y)?])
         }
     }
