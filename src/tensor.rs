@@ -7,6 +7,8 @@ use half::{bf16, f16};
 use ndarray::{ArrayD, ArrayViewD, IxDyn};
 use std::fmt;
 
+pub mod recycle;
+
 /// The element types a tensor can hold.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum DType {

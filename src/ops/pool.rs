@@ -167,7 +167,7 @@ impl Pool {
         out: &[usize],
     ) -> Result<Vec<Tensor>> {
         let len = checked_product(self.kind.name(), out)?;
-        let mut y = vec![T::LOWEST; len];
+        let mut y = T::buffer(len);
         if self.indices {
             let mut idx = vec![0i64; len];
             kernels::max_with_indices(rows, x, &mut y, &mut idx, self.col_major);

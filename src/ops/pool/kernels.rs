@@ -16,12 +16,20 @@ pub(super) trait MaxElem: Copy + PartialOrd + Send + Sync {
     /// selected in place, so that loops over slices vectorise into plain
     /// max instructions (a select in place becomes a masked store).
     fn max_of(self, other: Self) -> Self;
+    /// An output buffer of `len` elements with unspecified contents (every
+    /// max kernel writes every output element).
+    fn buffer(len: usize) -> Vec<Self> {
+        vec![Self::LOWEST; len]
+    }
 }
 impl MaxElem for f32 {
     const LOWEST: f32 = f32::NEG_INFINITY;
     #[inline(always)]
     fn max_of(self, other: f32) -> f32 {
         self.max(other)
+    }
+    fn buffer(len: usize) -> Vec<f32> {
+        crate::tensor::recycle::Recycled::take_buffer(len)
     }
 }
 impl MaxElem for f64 {
