@@ -6,6 +6,7 @@ mod executor;
 mod plan;
 mod store;
 mod trace;
+mod views;
 
 pub use executor::{run, RunResult};
 pub use plan::Plan;

@@ -1,11 +1,12 @@
 //! The values of one run in flight: each slot is written once by its producer
 //! and released after its last reader, so intermediate tensors are freed as
 //! early as possible. Slots are individually locked so that parallel siblings
-//! can read and write their own values concurrently.
+//! can read and write their own values concurrently. Freed values go to
+//! the buffer pools (`tensor::recycle`) for later outputs to reuse.
 
 use super::Plan;
 use crate::graph::ValueId;
-use crate::tensor::Tensor;
+use crate::tensor::{recycle, Tensor};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -29,10 +30,12 @@ impl ValueStore {
         self.slots[id].lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Stores a value (dropped at once if nothing reads it).
+    /// Stores a value (recycled at once if nothing reads it).
     pub fn put(&self, id: ValueId, t: Arc<Tensor>) {
         if self.remaining[id].load(Ordering::Acquire) > 0 {
             *self.slot(id) = Some(t);
+        } else {
+            give_back(t);
         }
     }
 
@@ -41,10 +44,36 @@ impl ValueStore {
         self.slot(id).clone()
     }
 
+    /// Whether exactly one read of `id` is left (the caller's).
+    pub fn is_last_read(&self, id: ValueId) -> bool {
+        self.remaining[id].load(Ordering::Acquire) == 1
+    }
+
+    /// Marks the last read of `id` done and hands its value to the caller
+    /// instead of freeing it.
+    pub fn take(&self, id: ValueId) -> Option<Arc<Tensor>> {
+        if self.remaining[id].fetch_sub(1, Ordering::AcqRel) == 1 {
+            self.slot(id).take()
+        } else {
+            self.slot(id).clone()
+        }
+    }
+
     /// Marks one read of `id` done; frees the value after its last read.
     pub fn release(&self, id: ValueId) {
         if self.remaining[id].fetch_sub(1, Ordering::AcqRel) == 1 {
-            self.slot(id).take();
+            let freed = self.slot(id).take();
+            if let Some(t) = freed {
+                give_back(t);
+            }
         }
+    }
+}
+
+/// Hands a freed value's storage to the buffer pools when no one else holds
+/// it (a graph output or a constant is never recycled while in use).
+fn give_back(t: Arc<Tensor>) {
+    if let Ok(t) = Arc::try_unwrap(t) {
+        recycle::recycle(t);
     }
 }

@@ -13,6 +13,7 @@ use crate::tensor::{DType, Element, Tensor};
 
 mod global;
 mod kernels;
+mod max2d;
 mod rows;
 #[cfg(test)]
 mod tests;
@@ -166,7 +167,7 @@ impl Pool {
         out: &[usize],
     ) -> Result<Vec<Tensor>> {
         let len = checked_product(self.kind.name(), out)?;
-        let mut y = vec![T::LOWEST; len];
+        let mut y = T::buffer(len);
         if self.indices {
             let mut idx = vec![0i64; len];
             kernels::max_with_indices(rows, x, &mut y, &mut idx, self.col_major);
@@ -175,7 +176,11 @@ impl Pool {
                 wrap(self.kind.name(), out, idx)?,
             ])
         } else {
-            kernels::max(rows, x, &mut y);
+            if rows.win.rank() == 2 {
+                max2d::max_2d(&rows.win, x, &mut y);
+            } else {
+                kernels::max(rows, x, &mut y);
+            }
             Ok(vec![wrap(self.kind.name(), out, y)?])
         }
     }

@@ -154,11 +154,12 @@ pub(crate) fn zip2<A, B, O>(
 where
     A: Clone + Sync,
     B: Clone + Sync,
-    O: Clone + Default + Send,
+    O: Clone + Default + Send + 'static,
 {
     let plan = Plan::new(op, [a.shape(), b.shape()])?;
     let (sa, sb) = (contiguous(a), contiguous(b));
-    let mut out = vec![O::default(); plan.len];
+    // Every element is written below.
+    let mut out = crate::tensor::recycle::take_or_default::<O>(plan.len);
     if plan.len > 0 {
         let steps = plan.inner_steps();
         plan.drive(&mut out, |seg, [oa, ob]| {

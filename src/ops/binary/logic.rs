@@ -119,7 +119,8 @@ where
         + Sync
         + std::ops::BitAnd<Output = T>
         + std::ops::BitOr<Output = T>
-        + std::ops::BitXor<Output = T>,
+        + std::ops::BitXor<Output = T>
+        + 'static,
 {
     match kind {
         BitKind::And => zip2(op, a, b, |&x, &y| x & y),

@@ -191,7 +191,9 @@ impl FloatKernel for ConvKernel<'_> {
     fn compute<T: GemmFloat>(&self, x: &[T], w: &[T], b: Option<&[T]>) -> Result<Vec<T>> {
         let p = self.p;
         let len = checked_product(OP, &p.out_shape)?;
-        let mut y = vec![T::zero(); len];
+        // Every path below writes every element: a recycled buffer needs no
+        // zero-fill.
+        let mut y = T::take_buffer(len);
         if len == 0 {
             return Ok(y);
         }
@@ -199,8 +201,9 @@ impl FloatKernel for ConvKernel<'_> {
         let pointwise = win.kernel_len() == 1
             && win.strides.iter().all(|&s| s == 1)
             && win.pad_begin.iter().chain(&win.pad_end).all(|&v| v == 0);
-        if p.cg() == 0 {
-            // No input channels: the output is the bias alone.
+        if p.cg() == 0 || win.kernel_len() == 0 {
+            // No input channels (or taps): the output is the bias alone.
+            y.fill(T::zero());
             let out_len = win.out_len();
             for (i, row) in y.chunks_mut(out_len).enumerate() {
                 finish_row(row, b.map(|b| b[i % p.m]), self.act);

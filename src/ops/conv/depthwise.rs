@@ -1,14 +1,15 @@
 //! Depthwise convolution (one input channel per group): each output plane
 //! is a direct sum over the kernel taps, never a GEMM. The 2-D case (almost
-//! every mobile network) copies the plane once into a zero-padded scratch
-//! so that the tap loops have no bounds logic and vectorise over output
-//! columns; other ranks walk the window lines. Planes are split over the
+//! every mobile network) splits the plane once into zero-padded stride
+//! phases so that every tap is one contiguous, vectorised multiply-add over
+//! the whole output plane; other ranks walk the window lines. Planes are split over the
 //! current rayon pool; each output is summed in a fixed order.
 
 use super::conv_op::ConvPlan;
 use super::lines::Lines;
 use crate::ops::gemm::engine::GemmFloat;
 use crate::ops::gemm::fused::Activation;
+use crate::ops::gemm::simd::multiversion;
 use crate::ops::util::par_rows;
 
 /// Depthwise convolution of `x` by `w` into `y` (shapes from `p`).
@@ -27,8 +28,89 @@ pub(super) fn depthwise<T: GemmFloat>(
     }
 }
 
-/// 2-D: pad the input plane once, then sum the taps row by row in kernel
-/// row-major order (padding taps add w·0, as the definition does).
+/// The 2-D layout: each input plane is split once into its `sh·sw` stride
+/// phases (phase `(a, b)` holds padded rows `a + sh·i`, columns `b + sw·j`,
+/// zeros in the padding), each `rows × cols` plus a zero tail. Tap `(ky, kx)`
+/// then reads one phase at a fixed offset for every output, so the output
+/// plane, laid out `oh` rows of `cols` (the columns past `ow` are scratch),
+/// takes each tap as one contiguous multiply-add over the whole plane.
+struct Phases {
+    sh: usize,
+    sw: usize,
+    rows: usize,
+    cols: usize,
+    /// Elements per phase (rows·cols plus the tail).
+    len: usize,
+}
+
+impl Phases {
+    fn new(p: &ConvPlan) -> Phases {
+        let win = &p.win;
+        let (sh, sw) = (win.strides[0].max(1), win.strides[1].max(1));
+        let ri = (win.kernel[0].saturating_sub(1) * win.dilations[0]) / sh;
+        let cj = (win.kernel[1].saturating_sub(1) * win.dilations[1]) / sw;
+        let (rows, cols) = (win.output[0] + ri, win.output[1] + cj);
+        Phases {
+            sh,
+            sw,
+            rows,
+            cols,
+            len: rows * cols + cj,
+        }
+    }
+
+    /// Offset of tap `(ky, kx)` (already dilated) in the phases buffer.
+    fn tap(&self, ty: usize, tx: usize) -> usize {
+        let phase = (ty % self.sh) * self.sw + tx % self.sw;
+        phase * self.len + (ty / self.sh) * self.cols + tx / self.sw
+    }
+
+    /// Splits the `h × wd` plane `xc`, padded by `pt` rows and `pl` columns
+    /// before, into the phases.
+    fn fill<T: GemmFloat>(
+        &self,
+        phases: &mut [T],
+        xc: &[T],
+        h: usize,
+        wd: usize,
+        pt: usize,
+        pl: usize,
+    ) {
+        for (ph, dst) in phases.chunks_exact_mut(self.len).enumerate() {
+            let (a, b) = (ph / self.sw, ph % self.sw);
+            // Phase columns j read input column b + sw·j − pl when in range.
+            let lo = pl.saturating_sub(b).div_ceil(self.sw).min(self.cols);
+            let hi = (pl + wd)
+                .saturating_sub(b)
+                .div_ceil(self.sw)
+                .clamp(lo, self.cols);
+            let (body, tail) = dst.split_at_mut(self.rows * self.cols);
+            tail.fill(T::zero());
+            for (i, row) in body.chunks_exact_mut(self.cols).enumerate() {
+                let r = a + self.sh * i;
+                if r < pt || r >= pt + h || lo == hi {
+                    row.fill(T::zero());
+                    continue;
+                }
+                let src = &xc[(r - pt) * wd..(r - pt + 1) * wd];
+                row[..lo].fill(T::zero());
+                row[hi..].fill(T::zero());
+                let first = b + self.sw * lo - pl;
+                if self.sw == 1 {
+                    row[lo..hi].copy_from_slice(&src[first..first + hi - lo]);
+                } else {
+                    for (j, d) in row[lo..hi].iter_mut().enumerate() {
+                        *d = src[first + j * self.sw];
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// 2-D: split the plane into its stride phases, then add the taps in
+/// kernel row-major order, each over the whole plane (padding taps add w·0,
+/// as the definition does).
 fn depthwise_2d<T: GemmFloat>(
     p: &ConvPlan,
     x: &[T],
@@ -42,36 +124,31 @@ fn depthwise_2d<T: GemmFloat>(
     let (h, wd) = (win.input[0], win.input[1]);
     let (oh, ow) = (win.output[0], win.output[1]);
     let (kh, kw) = (win.kernel[0], win.kernel[1]);
-    let (sh, sw) = (win.strides[0], win.strides[1]);
     let (dh, dw) = (win.dilations[0], win.dilations[1]);
     let (pt, pl) = (win.pad_begin[0], win.pad_begin[1]);
-    let ph = h + pt + win.pad_end[0];
-    let pw = wd + pl + win.pad_end[1];
     let (plane, in_plane) = (oh * ow, h * wd);
+    let ph = Phases::new(p);
+    let phases_len = ph.sh * ph.sw * ph.len;
+    let flat_len = oh * ph.cols;
     par_rows(y, plane, |first, chunk| {
-        T::with_scratch(ph * pw, |padded| {
+        T::with_scratch(phases_len + flat_len, |scratch| {
+            let (phases, flat) = scratch.split_at_mut(phases_len);
             for (r, out) in chunk.chunks_mut(plane).enumerate() {
                 let row = first + r;
                 let (ni, oc) = (row / m, row % m);
                 let ch = oc / mg;
                 let xc = &x[(ni * c + ch) * in_plane..(ni * c + ch + 1) * in_plane];
-                padded.fill(T::zero());
-                for (iy, src) in xc.chunks_exact(wd.max(1)).enumerate().take(h) {
-                    let at = (iy + pt) * pw + pl;
-                    padded[at..at + wd].copy_from_slice(src);
-                }
+                ph.fill(phases, xc, h, wd, pt, pl);
+                flat.fill(b.map_or(T::zero(), |b| b[oc]));
                 let wk = &w[oc * kh * kw..(oc + 1) * kh * kw];
-                let bias = b.map_or(T::zero(), |b| b[oc]);
-                for (oy, orow) in out.chunks_exact_mut(ow.max(1)).enumerate() {
-                    orow.fill(bias);
-                    for ky in 0..kh {
-                        let base = (oy * sh + ky * dh) * pw;
-                        for kx in 0..kw {
-                            let wv = wk[ky * kw + kx];
-                            let start = base + kx * dw;
-                            tap_row(orow, wv, &padded[start..], sw);
-                        }
+                for ky in 0..kh {
+                    for kx in 0..kw {
+                        let at = ph.tap(ky * dh, kx * dw);
+                        axpy(flat, wk[ky * kw + kx], &phases[at..at + flat_len]);
                     }
+                }
+                for (dst, src) in out.chunks_exact_mut(ow.max(1)).zip(flat.chunks(ph.cols)) {
+                    dst.copy_from_slice(&src[..ow]);
                 }
                 if let Some(a) = act {
                     a.apply(out);
@@ -81,20 +158,12 @@ fn depthwise_2d<T: GemmFloat>(
     });
 }
 
-/// `out[j] += wv · src[j·step]` for every output column.
-#[inline(always)]
-fn tap_row<T: GemmFloat>(out: &mut [T], wv: T, src: &[T], step: usize) {
-    let Some(last) = out.len().checked_sub(1) else {
-        return;
-    };
-    if step == 1 {
-        for (d, &s) in out.iter_mut().zip(&src[..=last]) {
+multiversion! {
+    /// `out[j] += wv · src[j]` (a multiply then an add: the same bits on
+    /// every build).
+    fn axpy<T: GemmFloat>(out: &mut [T], wv: T, src: &[T]) {
+        for (d, &s) in out.iter_mut().zip(src) {
             *d = *d + wv * s;
-        }
-    } else {
-        let src = &src[..=last * step];
-        for (j, d) in out.iter_mut().enumerate() {
-            *d = *d + wv * src[j * step];
         }
     }
 }

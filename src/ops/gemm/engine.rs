@@ -103,7 +103,14 @@ impl<T> Mat<T> {
 
 /// Floating-point types the GEMM engine handles.
 pub(crate) trait GemmFloat:
-    Float + super::fused::ActivationFloat + Default + Debug + Send + Sync + 'static
+    Float
+    + super::fused::ActivationFloat
+    + crate::tensor::recycle::Recycled
+    + Default
+    + Debug
+    + Send
+    + Sync
+    + 'static
 {
     /// `C ← alpha·A·B + beta·C` for strided m×k, k×n and m×n matrices.
     ///

@@ -12,18 +12,46 @@ use num_traits::Float;
 pub(super) trait MaxElem: Copy + PartialOrd + Send + Sync {
     /// The identity of max (−∞ or the type's minimum).
     const LOWEST: Self;
+    /// The larger of the two; a NaN loses to any number. Computed, not
+    /// selected in place, so that loops over slices vectorise into plain
+    /// max instructions (a select in place becomes a masked store).
+    fn max_of(self, other: Self) -> Self;
+    /// An output buffer of `len` elements with unspecified contents (every
+    /// max kernel writes every output element).
+    fn buffer(len: usize) -> Vec<Self> {
+        vec![Self::LOWEST; len]
+    }
 }
 impl MaxElem for f32 {
     const LOWEST: f32 = f32::NEG_INFINITY;
+    #[inline(always)]
+    fn max_of(self, other: f32) -> f32 {
+        self.max(other)
+    }
+    fn buffer(len: usize) -> Vec<f32> {
+        crate::tensor::recycle::Recycled::take_buffer(len)
+    }
 }
 impl MaxElem for f64 {
     const LOWEST: f64 = f64::NEG_INFINITY;
+    #[inline(always)]
+    fn max_of(self, other: f64) -> f64 {
+        self.max(other)
+    }
 }
 impl MaxElem for i8 {
     const LOWEST: i8 = i8::MIN;
+    #[inline(always)]
+    fn max_of(self, other: i8) -> i8 {
+        Ord::max(self, other)
+    }
 }
 impl MaxElem for u8 {
     const LOWEST: u8 = u8::MIN;
+    #[inline(always)]
+    fn max_of(self, other: u8) -> u8 {
+        Ord::max(self, other)
+    }
 }
 
 /// Calls `f(tap_inputs, dst)` combining `dst[j]` with `x[start + j·step]`.

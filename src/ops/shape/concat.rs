@@ -81,7 +81,8 @@ fn concat_typed<T: Element>(
     }
     let n = numel_of::<T>(CONCAT, out_shape)?;
     let row: usize = out_shape[axis..].iter().product();
-    let mut out = vec![T::default(); n];
+    // Every element is written below.
+    let mut out = crate::tensor::recycle::take_or_default::<T>(n);
     if n > 0 {
         par_rows(&mut out, row, |first, chunk| {
             for (r, dst) in chunk.chunks_mut(row).enumerate() {

@@ -39,13 +39,14 @@ pub(crate) fn par_map_slice<S: Sync, D: Send>(
 }
 
 /// A new array of `a`'s shape with `f` applied to every element, in parallel.
-pub(crate) fn par_map<S: Clone + Sync, D: Clone + Default + Send>(
+pub(crate) fn par_map<S: Clone + Sync, D: Clone + Default + Send + 'static>(
     op: &str,
     a: &ArrayD<S>,
     f: impl Fn(&S) -> D + Sync,
 ) -> Result<ArrayD<D>> {
     let src = contiguous(a);
-    let mut out = vec![D::default(); src.len()];
+    // Every element is written below.
+    let mut out = crate::tensor::recycle::take_or_default::<D>(src.len());
     par_map_slice(&src, &mut out, f);
     array_from(op, a.shape(), out)
 }
