@@ -9,7 +9,7 @@ use super::{Plan, ValueStore};
 use crate::analysis::Step;
 use crate::error::{Error, Result};
 use crate::graph::{wrap, ValueId};
-use crate::sched::{Decision, ForkReport, Pool, PoolPlan, Scheduler};
+use crate::sched::{Band, Decision, ForkReport, Pool, PoolPlan, Scheduler};
 use crate::tensor::Tensor;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -69,7 +69,8 @@ pub fn run(
     }
     let (_, band) = sched.observe();
     let threads = sched.serial_threads(band);
-    let pool = sched.pool(0, 0, threads, &sched.least_loaded_cpus(threads))?;
+    let cpus = sched.least_loaded_cpus(threads, band);
+    let pool = sched.pool(0, 0, threads, band, &cpus)?;
     pool.pool
         .install(|| run_steps(&run, &plan.structure.steps, &pool, false))?;
     let outputs = collect_outputs(plan, &run.store)?;
@@ -121,15 +122,15 @@ fn run_steps(run: &Run, steps: &[Step], pool: &Arc<Pool>, nested: bool) -> Resul
                         }
                     }
                     Decision::Serial { threads } => {
-                        let cpus = run.sched.least_loaded_cpus(*threads);
-                        let p = run.sched.pool(pool.id, 0, *threads, &cpus)?;
+                        let cpus = run.sched.least_loaded_cpus(*threads, band);
+                        let p = run.sched.pool(pool.id, 0, *threads, band, &cpus)?;
                         p.pool.install(|| {
                             siblings
                                 .iter()
                                 .try_for_each(|s| run_steps(run, s, &p, nested))
                         })?;
                     }
-                    Decision::Parallel(plans) => run_parallel(run, plans, siblings, pool)?,
+                    Decision::Parallel(plans) => run_parallel(run, plans, siblings, pool, band)?,
                 }
                 if let Some(t) = &run.trace {
                     t.record(&format!("fork {fork}"), "fork", start, Some(report));
@@ -145,16 +146,17 @@ fn run_parallel(
     plans: &[PoolPlan],
     siblings: &[Vec<Step>],
     parent: &Arc<Pool>,
+    band: Band,
 ) -> Result<()> {
     let total: usize = plans.iter().map(|p| p.cpus).sum();
-    let cpus = run.sched.least_loaded_cpus(total);
+    let cpus = run.sched.least_loaded_cpus(total, band);
     let mut assigned = Vec::with_capacity(plans.len());
     let mut offset = 0;
     for (position, p) in plans.iter().enumerate() {
         let chunk = cpus.get(offset..offset + p.cpus).unwrap_or(&[]);
         offset += p.cpus;
         assigned.push((
-            run.sched.pool(parent.id, position, p.cpus, chunk)?,
+            run.sched.pool(parent.id, position, p.cpus, band, chunk)?,
             p.siblings.as_slice(),
         ));
     }

@@ -3,6 +3,7 @@
 //! the thread pools siblings run on, and the scheduler that combines them with the device
 //! load at every fork.
 
+mod affinity;
 pub mod makespan;
 mod policy;
 mod pools;

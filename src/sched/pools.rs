@@ -1,8 +1,10 @@
 //! Thread pools for siblings: rayon pools created once per (parent pool,
 //! position, size) and reused by every later run and fork, each optionally
 //! pinned to the CPUs it was last given (core_affinity; no pinning where the
-//! OS does not allow it, e.g. iOS).
+//! OS does not allow it, e.g. iOS), or given back the process's whole CPU
+//! mask (unpinned).
 
+use super::affinity::{self, Mask};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -56,21 +58,68 @@ impl Pool {
         }
         all
     }
+
+    /// Gives every thread of a pinned pool the whole `mask` back (nothing
+    /// to do when it is not pinned). Best effort, like [`pin`](Self::pin).
+    pub fn unpin(&self, mask: &Mask) {
+        let mut current = match self.pinned.try_lock() {
+            Ok(guard) => guard,
+            Err(std::sync::TryLockError::Poisoned(e)) => e.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => return,
+        };
+        if current.is_empty() {
+            return;
+        }
+        let ok = AtomicU64::new(0);
+        self.pool.broadcast(|_| {
+            if affinity::set(mask) {
+                ok.fetch_add(1, Ordering::Relaxed);
+            }
+        });
+        if ok.load(Ordering::Relaxed) as usize == self.size {
+            current.clear();
+        }
+    }
+
+    /// True while the pool's threads are pinned.
+    pub fn is_pinned(&self) -> bool {
+        !self
+            .pinned
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_empty()
+    }
 }
 
 /// The set of pools of one scheduler.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Pools {
     pools: Mutex<HashMap<(u64, usize, usize), Arc<Pool>>>,
     next_id: AtomicU64,
+    whole: Option<Mask>,
+}
+
+impl Default for Pools {
+    fn default() -> Self {
+        Pools::new()
+    }
 }
 
 impl Pools {
-    /// An empty set.
+    /// An empty set; the calling thread's CPU mask is what unpinned pools
+    /// get back.
     pub fn new() -> Pools {
         Pools {
             pools: Mutex::new(HashMap::new()),
             next_id: AtomicU64::new(1),
+            whole: affinity::current(),
+        }
+    }
+
+    /// Unpins `pool` (see [`Pool::unpin`]), where the mask is known.
+    pub fn unpin(&self, pool: &Pool) {
+        if let Some(mask) = &self.whole {
+            pool.unpin(mask);
         }
     }
 
@@ -123,5 +172,31 @@ mod tests {
         assert!(!Arc::ptr_eq(&a, &c));
         assert_eq!(a.pool.current_num_threads(), 2);
         assert_eq!(pools.thread_count(), 4);
+    }
+
+    #[test]
+    fn pinned_pools_are_unpinned_to_the_whole_mask() {
+        let Some(whole) = affinity::current() else {
+            return;
+        };
+        let pools = Pools::new();
+        let p = pools.get(0, 0, 2).unwrap();
+        if !p.pin(&[0, 0]) {
+            return; // pinning refused here
+        }
+        assert!(p.is_pinned());
+        let masks = |p: &Pool| {
+            let seen = Mutex::new(Vec::new());
+            p.pool.broadcast(|_| {
+                let n = affinity::current().map_or(0, |m| affinity::count(&m));
+                seen.lock().unwrap().push(n);
+            });
+            seen.into_inner().unwrap()
+        };
+        assert_eq!(masks(&p), vec![1, 1]);
+        pools.unpin(&p);
+        assert!(!p.is_pinned());
+        let n = affinity::count(&whole);
+        assert_eq!(masks(&p), vec![n, n]);
     }
 }

@@ -196,25 +196,34 @@ impl Scheduler {
         )
     }
 
-    /// The pool for slot `position` under `parent`, pinned (when enabled) to
-    /// the given CPUs.
+    /// The pool for slot `position` under `parent`. In the low band it is
+    /// pinned (when enabled) to the given CPUs; in a loaded band it is
+    /// unpinned, so that the OS can move its threads off a CPU a busy
+    /// process shares (a thread pinned there gets half of it, unpinned it
+    /// gets its fair share of all).
     pub fn pool(
         &self,
         parent: u64,
         position: usize,
         size: usize,
+        band: Band,
         cpus: &[usize],
     ) -> Result<Arc<Pool>> {
         let p = self.pools.get(parent, position, size)?;
         if self.config.pin_threads {
-            p.pin(cpus);
+            if band == Band::Low {
+                p.pin(cpus);
+            } else {
+                self.pools.unpin(&p);
+            }
         }
         Ok(p)
     }
 
-    /// The `k` least-loaded CPUs (for pinning).
-    pub fn least_loaded_cpus(&self, k: usize) -> Vec<usize> {
-        if self.config.pin_threads {
+    /// The `k` least-loaded CPUs (for pinning in `band`; none in a loaded
+    /// band, where pools are not pinned).
+    pub fn least_loaded_cpus(&self, k: usize, band: Band) -> Vec<usize> {
+        if self.config.pin_threads && band == Band::Low {
             self.monitor.least_loaded_cpus(k)
         } else {
             Vec::new()
