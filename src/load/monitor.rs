@@ -153,7 +153,8 @@ fn run(shared: Arc<Shared>, mut sampler: Sampler, mut smoothed: Option<f64>) {
         let t = Instant::now();
         let sample = sampler.sample();
         smoothed = shared.absorb(sample, smoothed);
-        let cost = u64::try_from(t.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        let busy = t.elapsed().saturating_sub(sampler.spread_sleep());
+        let cost = u64::try_from(busy.as_nanos()).unwrap_or(u64::MAX);
         shared.cost_ns.store(cost, Ordering::Relaxed);
         stop = lock(&shared.stop);
     }
@@ -176,14 +177,21 @@ pub struct LoadMonitor {
 impl LoadMonitor {
     /// Starts a monitor sampling as `config` says.
     ///
-    /// A baseline is taken synchronously here, so memory pressure (and a
-    /// later host push) is reflected at once; the CPU and run-queue sources
-    /// need an interval, so they count from the first background sample,
-    /// one `period` later. Until any enabled source has a value,
+    /// A baseline is taken synchronously here, so memory pressure, other
+    /// processes' runnable threads (the median of 5 readings 1 ms apart:
+    /// this first value stands until the next sample) and a later host push
+    /// are reflected at once; the CPU and run-queue sources need an
+    /// interval, so they count from the first background sample, one
+    /// `period` later. Until any enabled source has a value,
     /// [`utilisation`](Self::utilisation) is 0.
     pub fn start(config: LoadConfig) -> Arc<LoadMonitor> {
         let mut sampler = Sampler::new();
-        let first = sampler.sample(); // memory only: no interval yet
+        if config.has(LoadSource::Runnable) {
+            sampler.spread_runnable(5, Duration::from_millis(1));
+        }
+        let first = sampler.sample(); // no interval yet: memory and runnable only
+                                      // Later samples: the median of 3 readings over 2 ms.
+        sampler.spread_runnable(3, Duration::from_millis(1));
         let shared = Arc::new(Shared::new(config, 0.0));
         let smoothed = shared.absorb(first, None);
         let worker = shared.clone();
@@ -265,7 +273,8 @@ impl LoadMonitor {
         self.shared.samples.load(Ordering::Relaxed)
     }
 
-    /// How long the last background sample took (zero before the first).
+    /// How long the last background sample took (zero before the first),
+    /// not counting the pauses between its runnable-thread readings.
     pub fn sample_cost(&self) -> Duration {
         Duration::from_nanos(self.shared.cost_ns.load(Ordering::Relaxed))
     }

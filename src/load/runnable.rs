@@ -53,6 +53,28 @@ pub fn others_runnable(cpus: usize) -> Option<f64> {
     Some(others_fraction(system, ours, cpus))
 }
 
+/// The median of `reads` readings of [`others_runnable`], `gap` apart: a
+/// process that is runnable only for a moment (a shell, a parent process
+/// spawning us) is seen by few of them, a busy one by all. `None` when no
+/// reading succeeds.
+pub fn others_runnable_median(cpus: usize, reads: usize, gap: std::time::Duration) -> Option<f64> {
+    let mut seen = Vec::with_capacity(reads.max(1));
+    for i in 0..reads.max(1) {
+        if i > 0 && !gap.is_zero() {
+            std::thread::sleep(gap);
+        }
+        seen.extend(others_runnable(cpus));
+    }
+    median(&mut seen)
+}
+
+/// The median of `values` (the lower middle for an even count); `None`
+/// when empty.
+pub fn median(values: &mut [f64]) -> Option<f64> {
+    values.sort_by(f64::total_cmp);
+    values.get(values.len().saturating_sub(1) / 2).copied()
+}
+
 /// `(system − ours) / cpus`, clamped to [0, 1] (our count can exceed the
 /// system's when threads change state between the two reads).
 pub fn others_fraction(system: u64, ours: u64, cpus: usize) -> f64 {
@@ -73,6 +95,14 @@ mod tests {
         assert_eq!(parse_task_state("12 (a b) (c)) S 1 2"), Some('S'));
         assert_eq!(parse_task_state("12 ramify R"), None);
         assert_eq!(parse_task_state("12 (x)"), None);
+    }
+
+    #[test]
+    fn median_filters_a_momentary_reading() {
+        assert_eq!(median(&mut [0.0, 0.5, 0.0, 0.0, 0.5]), Some(0.0));
+        assert_eq!(median(&mut [0.5, 1.0, 0.5]), Some(0.5));
+        assert_eq!(median(&mut [1.0, 0.0]), Some(0.0));
+        assert_eq!(median(&mut []), None);
     }
 
     #[test]

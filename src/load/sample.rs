@@ -8,11 +8,11 @@
 //! makes its source unavailable for that sample, never an error or a panic.
 
 use std::collections::HashMap;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use sysinfo::System;
 
-use super::runnable::others_runnable;
+use super::runnable::others_runnable_median;
 use super::smooth::{clamp01, counter_delta, others_cpu, run_queue_contention};
 
 /// Cumulative scheduler statistics of one thread, from its `schedstat`.
@@ -130,6 +130,8 @@ pub struct Sampler {
     last: Instant,
     exclude: Option<u32>,
     primed: bool,
+    runnable_reads: usize,
+    runnable_gap: Duration,
 }
 
 impl std::fmt::Debug for Sampler {
@@ -153,7 +155,23 @@ impl Sampler {
             last: Instant::now(),
             exclude: None,
             primed: false,
+            runnable_reads: 1,
+            runnable_gap: Duration::ZERO,
         }
+    }
+
+    /// The time one sample spends sleeping between its runnable-thread
+    /// readings (not a cost: the thread is idle).
+    pub fn spread_sleep(&self) -> Duration {
+        self.runnable_gap * self.runnable_reads.saturating_sub(1) as u32
+    }
+
+    /// Takes the runnable-threads value of each sample as the median of
+    /// `reads` readings `gap` apart (default: one reading), so that a
+    /// process runnable for a moment does not count as load.
+    pub fn spread_runnable(&mut self, reads: usize, gap: Duration) {
+        self.runnable_reads = reads.max(1);
+        self.runnable_gap = gap;
     }
 
     /// Leaves thread `tid` (the sampler's own) out of the contention measure.
@@ -213,7 +231,11 @@ impl Sampler {
             own_cpu,
             system_cpu,
             run_queue,
-            runnable: others_runnable(if ncpu > 0 { ncpu } else { num_cpus::get() }),
+            runnable: others_runnable_median(
+                if ncpu > 0 { ncpu } else { num_cpus::get() },
+                self.runnable_reads,
+                self.runnable_gap,
+            ),
             memory_used: self.memory_now(),
             per_cpu: if primed { per_cpu } else { Vec::new() },
         }
@@ -229,7 +251,6 @@ impl Default for Sampler {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::Duration;
 
     fn snap(v: &[(u32, u64, u64)]) -> TaskSnapshot {
         v.iter()

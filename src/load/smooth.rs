@@ -80,9 +80,15 @@ pub fn combine(values: impl IntoIterator<Item = Option<f64>>) -> Option<f64> {
     values.into_iter().flatten().map(clamp01).reduce(f64::max)
 }
 
+/// A smoothed value this close to the newest sample takes the sample's
+/// value: an EWMA only approaches a steady input, and a steady load exactly
+/// on a threshold (one busy process on two CPUs is n = 0.5 = θ2) must reach it.
+pub const EWMA_SNAP: f64 = 0.01;
+
 /// One EWMA step: `alpha·x + (1−alpha)·prev`, or `x` when there is no
-/// previous value; `alpha` is clamped to (0, 1] (0 would freeze the value, so
-/// it is raised to a tiny positive weight).
+/// previous value or the step lands within [`EWMA_SNAP`] of `x`; `alpha` is
+/// clamped to (0, 1] (0 would freeze the value, so it is raised to a tiny
+/// positive weight).
 pub fn ewma(prev: Option<f64>, x: f64, alpha: f64) -> f64 {
     let x = clamp01(x);
     match prev {
@@ -93,7 +99,12 @@ pub fn ewma(prev: Option<f64>, x: f64, alpha: f64) -> f64 {
             } else {
                 alpha.clamp(1e-6, 1.0)
             };
-            clamp01(a * x + (1.0 - a) * p)
+            let next = clamp01(a * x + (1.0 - a) * p);
+            if (next - x).abs() <= EWMA_SNAP {
+                x
+            } else {
+                next
+            }
         }
     }
 }
@@ -183,6 +194,15 @@ mod tests {
             v = Some(ewma(v.or(Some(0.0)), 0.6, 0.3));
         }
         assert!((v.unwrap() - 0.6).abs() < 1e-9);
+        // A steady input is reached exactly, in a bounded number of steps
+        // (0.5·0.7^k ≤ 0.01 after 11).
+        let mut v = Some(0.0);
+        let mut steps = 0;
+        while v != Some(0.5) && steps < 100 {
+            v = Some(ewma(v, 0.5, 0.3));
+            steps += 1;
+        }
+        assert_eq!((v, steps), (Some(0.5), 11));
     }
 
     #[test]

@@ -114,6 +114,9 @@ fn decision_key(f: &ramify::sched::ForkReport) -> String {
     format!("fork {:>3} band {:<4} {what}", f.fork, f.band.to_string())
 }
 
+/// Time for load monitors to settle on a new background load.
+const SETTLE: Duration = Duration::from_millis(1200);
+
 fn load_targets(a: &BenchArgs, models: &[PathBuf], modes: &[Mode]) -> Result<Vec<Target>> {
     let mut targets = Vec::new();
     for (i, model) in models.iter().enumerate() {
@@ -242,6 +245,11 @@ pub fn main(a: BenchArgs) -> Result<()> {
     for &level in &levels {
         bar.set_message(format!("background load {level}"));
         let _burners = Burners::start(level, Duration::from_secs(900))?;
+        if level > 0 {
+            // Let the sessions' load monitors see the new level (about 11
+            // samples of 100 ms reach a steady load) before measuring.
+            std::thread::sleep(SETTLE);
+        }
         for (mut m, t) in measure_level(&a, &targets, level, &monitor, &bar)?
             .into_iter()
             .zip(&targets)
