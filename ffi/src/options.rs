@@ -452,11 +452,11 @@ mod tests {
             ),
             (
                 Box::new(move || unsafe { ramify_session_options_set_load_sources(o, 0) }),
-                "load source mask 0x0 must be a non-zero OR of RAMIFY_LOAD_* bits (0xf)",
+                "load source mask 0x0 must be a non-zero OR of RAMIFY_LOAD_* bits (0x1f)",
             ),
             (
                 Box::new(move || unsafe { ramify_session_options_set_load_sources(o, 0x60) }),
-                "load source mask 0x30",
+                "load source mask 0x60",
             ),
             (
                 Box::new(move || unsafe { ramify_session_options_set_fixed_load(o, -0.1) }),
