@@ -11,9 +11,13 @@ use rayon::prelude::*;
 use std::cell::RefCell;
 use std::fmt::Debug;
 
-/// Target floating-point operations per parallel task (about 0.1–0.3 ms):
-/// each task repacks its panels of A and B, so tasks are not made smaller.
-pub(crate) const TASK_FLOPS: usize = 1 << 23;
+/// Target floating-point operations per parallel task (about 20–50 µs).
+/// Each task repacks its panels of A and B, but smaller tasks still win:
+/// at 2^23 every convolution under about 16 MFLOP was one task and ran on
+/// one thread. Interleaved A/B runs of `ramify bench --mode serial` (2^23 →
+/// 2^20, median ratio): example model 0.87 at 1 CPU and 0.84 at 2, densenet121
+/// 0.97 and 0.90, squeezenet 1.01 and 0.95, resnet50 1.01 and 1.01.
+pub(crate) const TASK_FLOPS: usize = 1 << 20;
 /// Upper bound on tasks per call, to bound scheduling overhead.
 pub(crate) const MAX_TASKS: usize = 64;
 /// Narrowest column block the planner creates by splitting.
