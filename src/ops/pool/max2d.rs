@@ -1,11 +1,11 @@
-//! MaxPool over 2-D planes, separably: every input row is first reduced
-//! along the columns (the running max of its `kw` taps at each column, over
-//! a copy of the row padded with the type's lowest value), once per plane;
-//! each output row is then the element-wise max of the reduced rows its
-//! window covers, sampled at the column stride. All inner loops run over
-//! contiguous slices and vectorise, where the generic walk gathers every tap
-//! at the stride. As in the generic kernel, a NaN never replaces the running
-//! max (which starts at the type's lowest value).
+//! MaxPool over 2-D planes, vertically first: each output row is the
+//! element-wise max of the input rows its window covers, taken in one pass
+//! into a row padded with the type's lowest value; the output row is then
+//! the max of the `kw` taps of that padded row at the column stride. Both
+//! passes read contiguous (or, for the taps, evenly strided) slices, fuse up
+//! to three operands per pass, and vectorise; no pass touches an input row
+//! that no window covers. As in the generic kernel, a NaN never replaces the
+//! running max (which starts at the type's lowest value).
 
 use super::kernels::MaxElem;
 use crate::ops::conv::geom::Window;
@@ -25,9 +25,7 @@ struct Geometry {
     dw: usize,
     pt: usize,
     pl: usize,
-    /// Columns of a reduced row: `(ow − 1)·sw + 1`.
-    red: usize,
-    /// Columns of the padded row the reduction reads.
+    /// Columns of the padded row the taps read: `(ow − 1)·sw + 1 + (kw − 1)·dw`.
     padded: usize,
 }
 
@@ -48,7 +46,6 @@ impl Geometry {
             dw,
             pt: win.pad_begin[0],
             pl: win.pad_begin[1],
-            red,
             padded: red + kw.saturating_sub(1) * dw,
         }
     }
@@ -61,48 +58,92 @@ pub(super) fn max_2d<T: MaxElem>(win: &Window, x: &[T], y: &mut [T]) {
     if out_len == 0 || g.ow == 0 {
         return;
     }
+    // Input column c lands at padded column pl + c; columns past the last
+    // window are never read.
+    let (lead, cols) = (g.pl.min(g.padded), g.wd.min(g.padded.saturating_sub(g.pl)));
     par_rows(y, out_len, |first, chunk| {
         let mut pad = vec![T::LOWEST; g.padded];
-        let mut reduced = vec![T::LOWEST; g.h * g.red];
-        let mut acc = vec![T::LOWEST; g.red];
+        let mut rows: Vec<&[T]> = Vec::with_capacity(g.kh);
         for (i, out) in chunk.chunks_mut(out_len).enumerate() {
             let p = first + i;
             let xp = &x[p * in_len..(p + 1) * in_len];
-            for (src, dst) in xp
-                .chunks_exact(g.wd.max(1))
-                .zip(reduced.chunks_exact_mut(g.red))
-            {
-                // Input column c lands at padded column pl + c.
-                let n = g.wd.min(g.padded.saturating_sub(g.pl));
-                pad[g.pl.min(g.padded)..g.pl.min(g.padded) + n].copy_from_slice(&src[..n]);
-                dst.fill(T::LOWEST);
-                for k in 0..g.kw {
-                    combine(dst, &pad[k * g.dw..k * g.dw + g.red]);
-                }
-            }
             for (oy, orow) in out.chunks_exact_mut(g.ow).enumerate() {
-                acc.fill(T::LOWEST);
+                rows.clear();
                 for ky in 0..g.kh {
                     let r = oy * g.sh + ky * g.dh;
-                    if r < g.pt || r - g.pt >= g.h {
-                        continue;
+                    if r >= g.pt && r - g.pt < g.h {
+                        let start = (r - g.pt) * g.wd;
+                        rows.push(&xp[start..start + cols]);
                     }
-                    let r = r - g.pt;
-                    combine(&mut acc, &reduced[r * g.red..(r + 1) * g.red]);
                 }
-                for (ox, o) in orow.iter_mut().enumerate() {
-                    *o = acc[ox * g.sw];
-                }
+                max_rows(&mut pad[lead..lead + cols], &rows);
+                max_taps(orow, &pad, g.kw, g.dw, g.sw);
             }
         }
     });
 }
 
 multiversion! {
-    /// `dst[j] = max(dst[j], src[j])`, a NaN never replacing the running max.
-    fn combine<T: MaxElem>(dst: &mut [T], src: &[T]) {
-        for (d, &v) in dst.iter_mut().zip(src) {
-            *d = d.max_of(v);
+    /// `dst[j]` = the max of `rows[..][j]` (the lowest value when there are
+    /// none), three rows per pass.
+    fn max_rows<T: MaxElem>(dst: &mut [T], rows: &[&[T]]) {
+        let n = dst.len();
+        match rows {
+            [] => dst.fill(T::LOWEST),
+            [a] => {
+                for (d, &va) in dst.iter_mut().zip(&a[..n]) {
+                    *d = T::LOWEST.max_of(va);
+                }
+            }
+            [a, b] => {
+                for ((d, &va), &vb) in dst.iter_mut().zip(&a[..n]).zip(&b[..n]) {
+                    *d = T::LOWEST.max_of(va).max_of(vb);
+                }
+            }
+            [a, b, c, rest @ ..] => {
+                let (a, b, c) = (&a[..n], &b[..n], &c[..n]);
+                for j in 0..n {
+                    dst[j] = T::LOWEST.max_of(a[j]).max_of(b[j]).max_of(c[j]);
+                }
+                for r in rest {
+                    for (d, &v) in dst.iter_mut().zip(&r[..n]) {
+                        *d = d.max_of(v);
+                    }
+                }
+            }
+        }
+    }
+}
+
+multiversion! {
+    /// `out[j]` = the max of `row[j·stride + k·dilation]` over the `taps`
+    /// taps k; three taps per pass, and contiguous loops at stride 1.
+    fn max_taps<T: MaxElem>(out: &mut [T], row: &[T], taps: usize, dilation: usize, stride: usize) {
+        let n = out.len();
+        if n == 0 {
+            return;
+        }
+        let span = (n - 1) * stride + 1;
+        let tap = |k: usize| &row[k * dilation..k * dilation + span];
+        if stride == 1 && taps == 3 {
+            let (a, b, c) = (tap(0), tap(1), tap(2));
+            for j in 0..n {
+                out[j] = T::LOWEST.max_of(a[j]).max_of(b[j]).max_of(c[j]);
+            }
+            return;
+        }
+        out.fill(T::LOWEST);
+        for k in 0..taps {
+            let src = tap(k);
+            if stride == 1 {
+                for (o, &v) in out.iter_mut().zip(src) {
+                    *o = o.max_of(v);
+                }
+            } else {
+                for (j, o) in out.iter_mut().enumerate() {
+                    *o = o.max_of(src[j * stride]);
+                }
+            }
         }
     }
 }

@@ -169,6 +169,28 @@ fn random_geometries_match_reference() {
             },
         ),
         (
+            // The fused three-tap, three-row path of the 2-D max kernel.
+            vec![1, 2, 8, 9],
+            Geo {
+                k: vec![3, 3],
+                s: vec![1, 1],
+                d: vec![1, 1],
+                pads: vec![1, 1, 1, 1],
+                ceil: false,
+            },
+        ),
+        (
+            // More than three rows per window, dilated taps.
+            vec![1, 1, 9, 10],
+            Geo {
+                k: vec![4, 3],
+                s: vec![1, 1],
+                d: vec![1, 2],
+                pads: vec![2, 1, 1, 2],
+                ceil: false,
+            },
+        ),
+        (
             vec![1, 1, 6, 6],
             Geo {
                 k: vec![3, 2],
