@@ -16,6 +16,7 @@ use crate::ops::util::par_rows;
 struct Geometry {
     h: usize,
     wd: usize,
+    oh: usize,
     ow: usize,
     kh: usize,
     kw: usize,
@@ -37,6 +38,7 @@ impl Geometry {
         Geometry {
             h: win.input[0],
             wd: win.input[1],
+            oh: win.output[0],
             ow,
             kh: win.kernel[0],
             kw,
@@ -63,86 +65,110 @@ pub(super) fn max_2d<T: MaxElem>(win: &Window, x: &[T], y: &mut [T]) {
     let (lead, cols) = (g.pl.min(g.padded), g.wd.min(g.padded.saturating_sub(g.pl)));
     par_rows(y, out_len, |first, chunk| {
         let mut pad = vec![T::LOWEST; g.padded];
-        let mut rows: Vec<&[T]> = Vec::with_capacity(g.kh);
-        for (i, out) in chunk.chunks_mut(out_len).enumerate() {
-            let p = first + i;
-            let xp = &x[p * in_len..(p + 1) * in_len];
-            for (oy, orow) in out.chunks_exact_mut(g.ow).enumerate() {
-                rows.clear();
-                for ky in 0..g.kh {
-                    let r = oy * g.sh + ky * g.dh;
-                    if r >= g.pt && r - g.pt < g.h {
-                        let start = (r - g.pt) * g.wd;
-                        rows.push(&xp[start..start + cols]);
-                    }
-                }
-                max_rows(&mut pad[lead..lead + cols], &rows);
-                max_taps(orow, &pad, g.kw, g.dw, g.sw);
-            }
-        }
+        let xs = &x[first * in_len..(first * in_len + chunk.len() / out_len * in_len)];
+        max_planes(&g, lead, cols, xs, chunk, &mut pad);
     });
 }
 
 multiversion! {
-    /// `dst[j]` = the max of `rows[..][j]` (the lowest value when there are
-    /// none), three rows per pass.
-    fn max_rows<T: MaxElem>(dst: &mut [T], rows: &[&[T]]) {
-        let n = dst.len();
-        match rows {
-            [] => dst.fill(T::LOWEST),
-            [a] => {
-                for (d, &va) in dst.iter_mut().zip(&a[..n]) {
-                    *d = T::LOWEST.max_of(va);
-                }
-            }
-            [a, b] => {
-                for ((d, &va), &vb) in dst.iter_mut().zip(&a[..n]).zip(&b[..n]) {
-                    *d = T::LOWEST.max_of(va).max_of(vb);
-                }
-            }
-            [a, b, c, rest @ ..] => {
-                let (a, b, c) = (&a[..n], &b[..n], &c[..n]);
-                for j in 0..n {
-                    dst[j] = T::LOWEST.max_of(a[j]).max_of(b[j]).max_of(c[j]);
-                }
-                for r in rest {
-                    for (d, &v) in dst.iter_mut().zip(&r[..n]) {
-                        *d = d.max_of(v);
+    /// Every plane of `x` into the matching plane of `y`, one output row at
+    /// a time (one dispatch per chunk of planes: the rows are short).
+    fn max_planes<T: MaxElem>(g: &Geometry, lead: usize, cols: usize, x: &[T], y: &mut [T], pad: &mut [T]) {
+        let (in_len, out_len) = (g.h * g.wd, g.ow * g.oh);
+        for (xp, out) in x.chunks_exact(in_len.max(1)).zip(y.chunks_exact_mut(out_len)) {
+            for (oy, orow) in out.chunks_exact_mut(g.ow).enumerate() {
+                let row = |ky: usize| {
+                    let r = (oy * g.sh + ky * g.dh).checked_sub(g.pt).filter(|&r| r < g.h)?;
+                    Some(&xp[r * g.wd..r * g.wd + cols])
+                };
+                let dst = &mut pad[lead..lead + cols];
+                dst.fill(T::LOWEST);
+                let mut ky = 0;
+                while ky < g.kh {
+                    match (row(ky), ky + 1 < g.kh, ky + 2 < g.kh) {
+                        (a, true, true) => {
+                            max3(dst, a, row(ky + 1), row(ky + 2));
+                            ky += 3;
+                        }
+                        (a, true, false) => {
+                            max3(dst, a, row(ky + 1), None);
+                            ky += 2;
+                        }
+                        (a, _, _) => {
+                            max3(dst, a, None, None);
+                            ky += 1;
+                        }
                     }
                 }
+                max_taps(orow, pad, g.kw, g.dw, g.sw);
             }
         }
     }
 }
 
-multiversion! {
-    /// `out[j]` = the max of `row[j·stride + k·dilation]` over the `taps`
-    /// taps k; three taps per pass, and contiguous loops at stride 1.
-    fn max_taps<T: MaxElem>(out: &mut [T], row: &[T], taps: usize, dilation: usize, stride: usize) {
-        let n = out.len();
-        if n == 0 {
-            return;
-        }
-        let span = (n - 1) * stride + 1;
-        let tap = |k: usize| &row[k * dilation..k * dilation + span];
-        if stride == 1 && taps == 3 {
-            let (a, b, c) = (tap(0), tap(1), tap(2));
+/// `dst[j] = max(dst[j], a[j], b[j], c[j])` over the rows present, in one
+/// pass.
+#[inline(always)]
+fn max3<T: MaxElem>(dst: &mut [T], a: Option<&[T]>, b: Option<&[T]>, c: Option<&[T]>) {
+    let n = dst.len();
+    match (a, b, c) {
+        (Some(a), Some(b), Some(c)) => {
+            let (a, b, c) = (&a[..n], &b[..n], &c[..n]);
             for j in 0..n {
-                out[j] = T::LOWEST.max_of(a[j]).max_of(b[j]).max_of(c[j]);
+                dst[j] = dst[j].max_of(a[j]).max_of(b[j]).max_of(c[j]);
             }
-            return;
         }
-        out.fill(T::LOWEST);
-        for k in 0..taps {
-            let src = tap(k);
-            if stride == 1 {
-                for (o, &v) in out.iter_mut().zip(src) {
-                    *o = o.max_of(v);
-                }
-            } else {
-                for (j, o) in out.iter_mut().enumerate() {
-                    *o = o.max_of(src[j * stride]);
-                }
+        (Some(a), Some(b), None) | (Some(a), None, Some(b)) | (None, Some(a), Some(b)) => {
+            let (a, b) = (&a[..n], &b[..n]);
+            for j in 0..n {
+                dst[j] = dst[j].max_of(a[j]).max_of(b[j]);
+            }
+        }
+        (Some(a), None, None) | (None, Some(a), None) | (None, None, Some(a)) => {
+            for (d, &v) in dst.iter_mut().zip(&a[..n]) {
+                *d = d.max_of(v);
+            }
+        }
+        (None, None, None) => {}
+    }
+}
+
+/// `out[j]` = the max of `row[j·stride + k·dilation]` over the `taps` taps
+/// k; three taps in one pass at stride 1 and 2.
+#[inline(always)]
+fn max_taps<T: MaxElem>(out: &mut [T], row: &[T], taps: usize, dilation: usize, stride: usize) {
+    let n = out.len();
+    if n == 0 {
+        return;
+    }
+    let span = (n - 1) * stride + 1;
+    let tap = |k: usize| &row[k * dilation..k * dilation + span];
+    // The padded row holds no NaN (it starts at the lowest value), so the
+    // taps need no lowest value of their own.
+    if stride == 1 && taps == 3 {
+        let (a, b, c) = (tap(0), tap(1), tap(2));
+        for j in 0..n {
+            out[j] = a[j].max_of(b[j]).max_of(c[j]);
+        }
+        return;
+    }
+    if stride == 2 && taps == 3 && dilation == 1 {
+        let r = &row[..2 * n + 1];
+        for j in 0..n {
+            out[j] = r[2 * j].max_of(r[2 * j + 1]).max_of(r[2 * j + 2]);
+        }
+        return;
+    }
+    out.fill(T::LOWEST);
+    for k in 0..taps {
+        let src = tap(k);
+        if stride == 1 {
+            for (o, &v) in out.iter_mut().zip(src) {
+                *o = o.max_of(v);
+            }
+        } else {
+            for (j, o) in out.iter_mut().enumerate() {
+                *o = o.max_of(src[j * stride]);
             }
         }
     }
