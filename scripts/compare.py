@@ -135,6 +135,10 @@ def parse_args() -> argparse.Namespace:
     return args
 
 
+# Seconds to wait before starting a ramify process (see measure_ramify).
+PEER_SETTLE_S = 0.15
+
+
 class BackgroundLoad:
     """Context manager running `count` busy processes, each ending by itself after max_s."""
 
@@ -223,6 +227,10 @@ def measure_ramify(binary: pathlib.Path, model: pathlib.Path, runs: int, warmup:
                    threads: int, extra: list[str], timeout: float) -> list[float]:
     cmd = [str(binary), "bench", str(model), "--runs", str(runs), "--warmup", str(warmup),
            "--threads", str(threads), "--json", *extra]
+    # onnxruntime's intra-op threads in this process spin for about 40 ms after
+    # its last run: a ramify started meanwhile rightly sees a busy competitor,
+    # and its first load reading stands for its whole short life. Let them idle.
+    time.sleep(PEER_SETTLE_S)
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
