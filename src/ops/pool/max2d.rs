@@ -75,7 +75,10 @@ multiversion! {
     /// a time (one dispatch per chunk of planes: the rows are short).
     fn max_planes<T: MaxElem>(g: &Geometry, lead: usize, cols: usize, x: &[T], y: &mut [T], pad: &mut [T]) {
         let (in_len, out_len) = (g.h * g.wd, g.ow * g.oh);
-        for (xp, out) in x.chunks_exact(in_len.max(1)).zip(y.chunks_exact_mut(out_len)) {
+        // Indexed by output plane, so that every output is written even
+        // when the input planes are empty (all padding).
+        for (p, out) in y.chunks_exact_mut(out_len).enumerate() {
+            let xp = &x[p * in_len..(p + 1) * in_len];
             for (oy, orow) in out.chunks_exact_mut(g.ow).enumerate() {
                 let row = |ky: usize| {
                     let r = (oy * g.sh + ky * g.dh).checked_sub(g.pt).filter(|&r| r < g.h)?;
