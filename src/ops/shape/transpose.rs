@@ -89,8 +89,11 @@ impl Operator for Transpose {
         let x = input("Transpose", inputs, 0)?;
         let s = x.shape();
         let p = self.perm(s.len())?;
-        let st = strides(s);
         let out_shape: Vec<usize> = p.iter().map(|&i| s[i]).collect();
+        // The same permutation on fewer, longer axes: whole runs of
+        // contiguous elements are then copied at once.
+        let (s, p) = merge_axes(s, &p);
+        let st = strides(&s);
         let maps: Vec<Vec<usize>> = p
             .iter()
             .map(|&i| linear_map(s[i], 0, st[i] as isize))
@@ -99,6 +102,43 @@ impl Operator for Transpose {
             crate::dispatch!(x, a => permute_typed("Transpose", a, &out_shape, &maps)?),
         ])
     }
+}
+
+/// The smallest equivalent of transposing `shape` by `perm`: axes of length
+/// 1 are dropped (they move no data), and input axes that stay adjacent and
+/// in order in the output are merged into one. Returns the merged input
+/// shape and permutation; the output keeps the same row-major order.
+fn merge_axes(shape: &[usize], perm: &[usize]) -> (Vec<usize>, Vec<usize>) {
+    // Rank of each kept input axis among the kept ones.
+    let mut rank = vec![usize::MAX; shape.len()];
+    let mut kept = 0;
+    for (a, &len) in shape.iter().enumerate() {
+        if len != 1 {
+            rank[a] = kept;
+            kept += 1;
+        }
+    }
+    // Runs of kept axes, in output order, as (first, last) kept ranks.
+    let mut runs: Vec<(usize, usize)> = Vec::new();
+    for r in perm.iter().map(|&a| rank[a]).filter(|&r| r != usize::MAX) {
+        match runs.last_mut() {
+            Some((_, last)) if r == *last + 1 => *last = r,
+            _ => runs.push((r, r)),
+        }
+    }
+    let lens: Vec<usize> = shape.iter().copied().filter(|&l| l != 1).collect();
+    // The merged input axes are the runs sorted by their first kept axis.
+    let mut order: Vec<usize> = (0..runs.len()).collect();
+    order.sort_unstable_by_key(|&i| runs[i].0);
+    let merged: Vec<usize> = order
+        .iter()
+        .map(|&i| lens[runs[i].0..=runs[i].1].iter().product())
+        .collect();
+    let mut new_perm = vec![0; runs.len()];
+    for (input_axis, &run) in order.iter().enumerate() {
+        new_perm[run] = input_axis;
+    }
+    (merged, new_perm)
 }
 
 /// DepthToSpace (`to_space`) or SpaceToDepth.
@@ -324,6 +364,47 @@ mod tests {
         );
         let e = t(&[0, 3], Vec::<i16>::new());
         assert_eq!(run1("Transpose", 13, &[], &[e]).shape(), &[3, 0]);
+    }
+
+    #[test]
+    fn axes_merge_into_runs_without_unit_axes() {
+        // ShuffleNet's channel shuffle: the last two axes move together.
+        assert_eq!(
+            super::merge_axes(&[1, 4, 28, 56, 56], &[0, 2, 1, 3, 4]),
+            (vec![4, 28, 3136], vec![1, 0, 2])
+        );
+        // A unit axis between two others no longer separates them.
+        assert_eq!(
+            super::merge_axes(&[4, 1, 5], &[1, 0, 2]),
+            (vec![20], vec![0])
+        );
+        assert_eq!(
+            super::merge_axes(&[2, 3, 4, 5], &[3, 0, 1, 2]),
+            (vec![24, 5], vec![1, 0])
+        );
+        assert_eq!(super::merge_axes(&[1, 1], &[1, 0]), (vec![], vec![]));
+    }
+
+    #[test]
+    fn transpose_with_unit_and_merged_axes_4d_5d() {
+        for (s, p) in [
+            (vec![1usize, 4, 6, 5, 7], vec![0usize, 2, 1, 3, 4]),
+            (vec![3, 1, 4, 5], vec![2, 3, 1, 0]),
+            (vec![2, 3, 1, 4, 5], vec![4, 2, 0, 1, 3]),
+            (vec![2, 3, 4, 5], vec![0, 3, 1, 2]),
+            (vec![1, 1, 1], vec![2, 0, 1]),
+        ] {
+            let x = iota(&s);
+            let pi: Vec<i64> = p.iter().map(|&v| v as i64).collect();
+            let y = run1("Transpose", 13, &[("perm", ints(&pi))], &[x.clone()]);
+            let want: Vec<usize> = p.iter().map(|&i| s[i]).collect();
+            assert_eq!(y.shape(), &want[..], "{s:?} {p:?}");
+            assert_eq!(
+                y.to_f64_vec().unwrap(),
+                naive_transpose(&x.to_f64_vec().unwrap(), &s, &p),
+                "{s:?} {p:?}"
+            );
+        }
     }
 
     #[test]
