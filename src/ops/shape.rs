@@ -234,7 +234,7 @@ pub(crate) fn movement_flops(inputs: &[Option<&Fact>], outputs: &[Fact]) -> u64 
 /// `src[maps[0][i0] + maps[1][i1] + ...]`, or `fill` where any map holds [`PAD`].
 /// The offsets are validated against `src` first, so a bad map is an error,
 /// never a panic. Work is split over output rows on the current rayon pool.
-pub(crate) fn offset_copy<T: Clone + Send + Sync + Default>(
+pub(crate) fn offset_copy<T: Clone + Send + Sync + Default + 'static>(
     op: &str,
     src: &[T],
     maps: &[Vec<usize>],
@@ -293,7 +293,8 @@ pub(crate) fn offset_copy<T: Clone + Send + Sync + Default>(
                 .enumerate()
                 .all(|(j, &v)| v != PAD && v == f + j)
     });
-    let mut out = vec![T::default(); n];
+    // Every element is written below: a recycled buffer needs no zero-fill.
+    let mut out = crate::tensor::recycle::take_or_default::<T>(n);
     par_rows(&mut out, row, |first_row, chunk| {
         let mut idx = unravel(first_row, outer);
         for r in chunk.chunks_mut(row) {
