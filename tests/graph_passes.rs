@@ -93,3 +93,40 @@ fn constant_of_shape_weights_fold_at_load_in_ir3_models() {
         .unwrap();
     assert_eq!(out[0].1.to_f64_vec().unwrap(), vec![1.5; 4]);
 }
+
+#[test]
+fn inference_dropout_passes_its_input_through_with_or_without_a_mask_reader() {
+    let x = Tensor::from_vec(&[2, 3], vec![-1.0f32, 2.0, -3.0, 4.0, 0.5, -0.5]).unwrap();
+    let relu: Vec<f32> = vec![0.0, 2.0, 0.0, 4.0, 0.5, 0.0];
+    // A named but unread mask (as in SqueezeNet), then one the graph returns.
+    for mask_is_output in [false, true] {
+        let mut outputs = vec![value_info("y", 1, &[2, 3])];
+        if mask_is_output {
+            outputs.push(value_info("mask", 9, &[2, 3]));
+        }
+        let m = model(
+            graph(
+                vec![
+                    node("Relu", &["x"], &["r"]),
+                    node("Dropout", &["r"], &["d", "mask"]),
+                    node("Neg", &["d"], &["y"]),
+                ],
+                vec![value_info("x", 1, &[2, 3])],
+                outputs,
+                vec![],
+            ),
+            13,
+        );
+        let s = Session::from_bytes(&bytes(&m)).unwrap();
+        for _ in 0..2 {
+            let out = s.run([("x", x.clone())]).unwrap();
+            let want: Vec<f64> = relu.iter().map(|&v| -f64::from(v)).collect();
+            assert_eq!(out[0].1.to_f64_vec().unwrap(), want);
+            if mask_is_output {
+                assert_eq!(out[1].1, Tensor::from_vec(&[2, 3], vec![true; 6]).unwrap());
+            } else {
+                assert_eq!(out.len(), 1);
+            }
+        }
+    }
+}

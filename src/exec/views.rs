@@ -1,5 +1,6 @@
 //! Reshapes without copying: a node that only changes a tensor's shape
-//! (Reshape, Flatten, Squeeze, Unsqueeze, Identity) and is the last reader
+//! (Reshape, Flatten, Squeeze, Unsqueeze, Identity, and Dropout in inference
+//! when nothing reads its mask) and is the last reader
 //! of its data takes the tensor out of the store and relabels its shape,
 //! instead of copying the data into a new tensor. The output shape is the
 //! plan's inferred fact, so the node's own shape rule already checked it;
@@ -17,6 +18,23 @@ use std::sync::Arc;
 /// Operators whose output is input 0's data under another shape.
 const VIEW_OPS: [&str; 5] = ["Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"];
 
+/// Whether `node`'s first output is its first input's data under another
+/// shape. Dropout qualifies when it has no ratio or training_mode input (so
+/// it is in inference mode) and nothing reads its mask.
+fn passes_data_through(plan: &Plan, node: &crate::graph::Node) -> bool {
+    let op = node.op_type.as_str();
+    if VIEW_OPS.contains(&op) {
+        return node.outputs.len() == 1;
+    }
+    op == "Dropout"
+        && node.inputs.iter().skip(1).all(Option::is_none)
+        && node
+            .outputs
+            .iter()
+            .skip(1)
+            .all(|o| o.is_none_or(|id| plan.uses[id] == 0))
+}
+
 /// The data input, output and output fact of node `index` when it can
 /// forward its input's storage: a view operator with a non-constant data
 /// input read by no one after it and an output of known shape and type.
@@ -26,7 +44,7 @@ fn candidate<'p>(
     index: usize,
 ) -> Option<(ValueId, ValueId, &'p Fact)> {
     let node = &plan.graph.nodes[index];
-    if !VIEW_OPS.contains(&node.op_type.as_str()) || node.outputs.len() != 1 {
+    if !passes_data_through(plan, node) {
         return None;
     }
     let data = (*node.inputs.first()?)?;
