@@ -148,10 +148,21 @@ impl Pool {
         x: &[T],
         out: &[usize],
     ) -> Result<Vec<Tensor>> {
+        let len = checked_product(self.kind.name(), out)?;
+        if rows.win.is_whole_input() && !self.indices {
+            // One window per plane: a plain reduction of each plane.
+            let y = match self.kind {
+                Kind::Avg => global::plane_averages(x, len),
+                Kind::Max => global::plane_maxima(x, len),
+                Kind::Lp => global::plane_norms(x, len, self.p),
+            };
+            return Ok(vec![wrap(self.kind.name(), out, y)?]);
+        }
         if self.kind == Kind::Max {
             return self.max(rows, x, out);
         }
-        let mut y = vec![T::zero(); checked_product(self.kind.name(), out)?];
+        // The kernels write every element: a recycled buffer needs no zero-fill.
+        let mut y = crate::tensor::recycle::take_or_default::<T>(len);
         if self.kind == Kind::Avg {
             kernels::average(rows, x, &mut y, self.count_include_pad);
         } else {

@@ -248,6 +248,15 @@ impl Window {
         self.kernel.iter().product()
     }
 
+    /// Whether the window is one window over the whole unpadded input (a
+    /// global pool in disguise, like ResNet's final 7×7 AveragePool).
+    pub(crate) fn is_whole_input(&self) -> bool {
+        self.output.iter().all(|&o| o == 1)
+            && self.kernel == self.input
+            && self.dilations.iter().all(|&d| d == 1)
+            && self.pad_begin.iter().chain(&self.pad_end).all(|&p| p == 0)
+    }
+
     /// For kernel offset `k` along dim `d`: the output range `[lo, hi)` whose
     /// input coordinate `o·stride + k·dilation − pad_begin` lies inside the
     /// input, and that coordinate's offset `k·dilation − pad_begin`.

@@ -56,6 +56,21 @@ fn lanes<T: Copy>(v: &[T], init: T, map: impl Fn(T) -> T, add: impl Fn(T, T) -> 
     tail.iter().fold(add(a, b), |s, &x| add(s, map(x)))
 }
 
+/// Average of each of the `planes` contiguous planes of `x`.
+pub(super) fn plane_averages<T: Float + Send + Sync>(x: &[T], planes: usize) -> Vec<T> {
+    Global { kind: GKind::Avg }.compute(x, planes)
+}
+
+/// Maximum of each of the `planes` contiguous planes of `x`.
+pub(super) fn plane_maxima<T: Float + Send + Sync>(x: &[T], planes: usize) -> Vec<T> {
+    Global { kind: GKind::Max }.compute(x, planes)
+}
+
+/// Lp norm of each of the `planes` contiguous planes of `x`.
+pub(super) fn plane_norms<T: Float + Send + Sync>(x: &[T], planes: usize, p: f64) -> Vec<T> {
+    Global { kind: GKind::Lp(p) }.compute(x, planes)
+}
+
 impl Global {
     fn name(&self) -> &'static str {
         match self.kind {

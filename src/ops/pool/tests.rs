@@ -201,6 +201,18 @@ fn random_geometries_match_reference() {
             },
         ),
         (
+            // One window over the whole input (ResNet's final AveragePool):
+            // reduced plane by plane.
+            vec![2, 3, 7, 7],
+            Geo {
+                k: vec![7, 7],
+                s: vec![1, 1],
+                d: vec![1, 1],
+                pads: vec![0, 0, 0, 0],
+                ceil: false,
+            },
+        ),
+        (
             vec![1, 2, 5, 6, 7],
             Geo {
                 k: vec![2, 3, 2],
