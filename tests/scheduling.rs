@@ -12,6 +12,11 @@ use ramify::{Mode, SessionBuilder, Tensor};
 const ROWS: usize = 64;
 const WIDTH: usize = 256;
 
+/// The decisions depend on measured node times: the tests of this file take
+/// turns, so that one's threads do not slow the other's nodes on a 2-CPU
+/// machine.
+static QUIET: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 /// x[64,256] → Relu → a fork of two MatMul chains of `left` and `right`
 /// products by a 256×256 weight, joined by Add.
 fn chains_model(left: usize, right: usize) -> Vec<u8> {
@@ -50,6 +55,7 @@ fn input() -> Tensor {
 
 /// The fork decisions and output of `runs` runs on 2 CPUs at load 0.
 fn decisions(model: &[u8], mode: Mode, check: bool, runs: usize) -> (Vec<Decision>, Tensor) {
+    let _turn = QUIET.lock().unwrap_or_else(|p| p.into_inner());
     let session = SessionBuilder::new()
         .cpus(2)
         .mode(mode)

@@ -5,6 +5,7 @@
 //! or the plan's constants; each value is released after its last reader.
 
 use super::trace::{Recorder, Trace};
+use super::warm::Warm;
 use super::{Plan, ValueStore};
 use crate::analysis::Step;
 use crate::error::{Error, Result};
@@ -71,8 +72,10 @@ pub fn run(
     let threads = sched.serial_threads(band);
     let cpus = sched.least_loaded_cpus(threads, band);
     let pool = sched.pool(0, 0, threads, band, &cpus)?;
-    pool.pool
-        .install(|| run_steps(&run, &plan.structure.steps, &pool, false))?;
+    pool.pool.install(|| {
+        let warm = Warm::start(&pool);
+        run_steps(&run, &plan.structure.steps, &pool, false, Some(&warm))
+    })?;
     let outputs = collect_outputs(plan, &run.store)?;
     let forks = run.reports.into_inner().unwrap_or_else(|p| p.into_inner());
     let trace = run.trace.map(Recorder::finish);
@@ -83,7 +86,15 @@ pub fn run(
     })
 }
 
-fn run_steps(run: &Run, steps: &[Step], pool: &Arc<Pool>, nested: bool) -> Result<()> {
+/// Runs `steps` on `pool`; `warm` keeps that pool's workers spinning and is
+/// paused while a fork hands its CPUs to other pools.
+fn run_steps(
+    run: &Run,
+    steps: &[Step],
+    pool: &Arc<Pool>,
+    nested: bool,
+    warm: Option<&Warm>,
+) -> Result<()> {
     for step in steps {
         match step {
             Step::Node(i) => {
@@ -115,10 +126,15 @@ fn run_steps(run: &Run, steps: &[Step], pool: &Arc<Pool>, nested: bool) -> Resul
                     .lock()
                     .unwrap_or_else(|p| p.into_inner())
                     .push(report.clone());
+                let same_pool =
+                    matches!(decision, Decision::Serial { threads } if threads == pool.size);
+                if let (false, Some(w)) = (same_pool, warm) {
+                    w.pause();
+                }
                 match &decision {
                     Decision::Serial { threads } if *threads == pool.size => {
                         for s in siblings {
-                            run_steps(run, s, pool, nested)?;
+                            run_steps(run, s, pool, nested, warm)?;
                         }
                     }
                     Decision::Serial { threads } => {
@@ -127,10 +143,13 @@ fn run_steps(run: &Run, steps: &[Step], pool: &Arc<Pool>, nested: bool) -> Resul
                         p.pool.install(|| {
                             siblings
                                 .iter()
-                                .try_for_each(|s| run_steps(run, s, &p, nested))
+                                .try_for_each(|s| run_steps(run, s, &p, nested, None))
                         })?;
                     }
                     Decision::Parallel(plans) => run_parallel(run, plans, siblings, pool, band)?,
+                }
+                if let (false, Some(w)) = (same_pool, warm) {
+                    w.resume();
                 }
                 if let Some(t) = &run.trace {
                     t.record(&format!("fork {fork}"), "fork", start, Some(report));
@@ -179,7 +198,7 @@ fn spawn_on_pools(run: &Run, assigned: &[(Arc<Pool>, &[usize])], siblings: &[Vec
                 if run.failed() {
                     break;
                 }
-                if let Err(e) = run_steps(run, &siblings[s], pool, true) {
+                if let Err(e) = run_steps(run, &siblings[s], pool, true, None) {
                     run.fail(e);
                     break;
                 }

@@ -7,6 +7,7 @@ mod plan;
 mod store;
 mod trace;
 mod views;
+mod warm;
 
 pub use executor::{run, RunResult};
 pub use plan::Plan;
