@@ -1,7 +1,8 @@
-//! Convolutions: `Conv` (im2col or direct 1×1 GEMM on the shared GEMM engine,
-//! a direct kernel for depthwise convolution, fused activation) and
-//! `ConvTranspose` (GEMM then col2im scatter), over any number of spatial
-//! dimensions, with the sliding-window geometry shared with the pools.
+//! Convolutions: `Conv` (im2col, direct 1×1 or Winograd 3×3 GEMMs on the
+//! shared GEMM engine, a direct kernel for depthwise convolution, fused
+//! activation) and `ConvTranspose` (GEMM then col2im scatter), over any
+//! number of spatial dimensions, with the sliding-window geometry shared
+//! with the pools.
 
 use super::gemm::engine::GemmFloat;
 use super::gemm::fused::Activation;
@@ -18,6 +19,7 @@ mod lines;
 #[cfg(test)]
 mod tests;
 mod transpose;
+mod winograd;
 
 pub(crate) fn register(r: &mut Registry) {
     r.add("Conv", 1, conv_op::build);

@@ -1,9 +1,12 @@
 //! `Conv`: N-D grouped, strided, dilated, padded convolution with optional
 //! bias and fused activation. 1×1 stride-1 unpadded kernels are one GEMM on X
 //! as it lies; depthwise convolutions (one input channel per group) use a
-//! direct kernel; everything else is im2col followed by a GEMM per group.
+//! direct kernel; 3×3 stride-1 kernels with enough channels and output
+//! tiles go through Winograd F(4×4, 3×3); everything else is im2col
+//! followed by a GEMM per group.
 
 use super::geom::{Window, WindowAttrs};
+use super::winograd::{self, WeightCache};
 use super::{check_bias, finish_row, parse_group, run_float, FloatKernel};
 use crate::error::{Error, Result};
 use crate::ops::gemm::checked_product;
@@ -21,6 +24,10 @@ struct Conv {
     window: WindowAttrs,
     group: usize,
     act: Option<Activation>,
+    /// Whether W is a constant of the graph (its transforms can be kept).
+    w_constant: bool,
+    /// W transformed for the Winograd path, on the first run that takes it.
+    winograd_weights: WeightCache,
 }
 
 pub(super) fn build(ctx: &BuildContext) -> Result<Box<dyn Operator>> {
@@ -28,6 +35,8 @@ pub(super) fn build(ctx: &BuildContext) -> Result<Box<dyn Operator>> {
         window: WindowAttrs::parse(ctx.attrs, true)?,
         group: parse_group(ctx.attrs)?,
         act: Activation::from_attrs(ctx.attrs)?,
+        w_constant: ctx.constant(1).is_some(),
+        winograd_weights: WeightCache::default(),
     }))
 }
 
@@ -172,10 +181,7 @@ impl Operator for Conv {
             w.shape(),
             b.map(|b| b.shape()),
         )?;
-        let k = ConvKernel {
-            p: &p,
-            act: self.act,
-        };
+        let k = ConvKernel { p: &p, op: self };
         let y = run_float(OP, &k, x, w, b, &p.out_shape)?;
         Ok(vec![y])
     }
@@ -184,7 +190,7 @@ impl Operator for Conv {
 /// The Conv kernel for one plan.
 struct ConvKernel<'a> {
     p: &'a ConvPlan,
-    act: Option<Activation>,
+    op: &'a Conv,
 }
 
 impl FloatKernel for ConvKernel<'_> {
@@ -198,6 +204,7 @@ impl FloatKernel for ConvKernel<'_> {
             return Ok(y);
         }
         let win = &p.win;
+        let act = self.op.act;
         let pointwise = win.kernel_len() == 1
             && win.strides.iter().all(|&s| s == 1)
             && win.pad_begin.iter().chain(&win.pad_end).all(|&v| v == 0);
@@ -206,14 +213,19 @@ impl FloatKernel for ConvKernel<'_> {
             y.fill(T::zero());
             let out_len = win.out_len();
             for (i, row) in y.chunks_mut(out_len).enumerate() {
-                finish_row(row, b.map(|b| b[i % p.m]), self.act);
+                finish_row(row, b.map(|b| b[i % p.m]), act);
             }
         } else if p.cg() == 1 && p.group > 1 {
-            super::depthwise::depthwise(p, x, w, b, self.act, &mut y);
+            super::depthwise::depthwise(p, x, w, b, act, &mut y);
         } else if pointwise {
-            pointwise_gemm(p, x, w, b, self.act, &mut y);
+            pointwise_gemm(p, x, w, b, act, &mut y);
+        } else if winograd::applies(p) {
+            let mut fresh = None;
+            let cache = &self.op.winograd_weights;
+            let u = cache.get(self.op.w_constant, p, w, &mut fresh);
+            winograd::winograd(p, u, x, b, act, &mut y);
         } else {
-            super::im2col::im2col_gemm(p, x, w, b, self.act, &mut y)?;
+            super::im2col::im2col_gemm(p, x, w, b, act, &mut y)?;
         }
         Ok(y)
     }

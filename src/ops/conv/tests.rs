@@ -10,6 +10,7 @@ use crate::tensor::Tensor;
 use half::f16;
 
 mod transpose;
+mod winograd;
 
 /// Multi-index of linear `i` in `dims`.
 pub(super) fn unravel(mut i: usize, dims: &[usize]) -> Vec<usize> {
