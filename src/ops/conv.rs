@@ -111,12 +111,14 @@ fn run_float<K: FloatKernel>(
 /// Adds the bias `b` (if any) to an output row, then applies the fused
 /// activation (if any).
 fn finish_row<T: GemmFloat>(row: &mut [T], b: Option<T>, act: Option<Activation>) {
-    if let Some(b) = b {
-        for v in row.iter_mut() {
-            *v = *v + b;
+    match (b, act) {
+        (Some(b), Some(a)) => a.apply_biased(row, b),
+        (None, Some(a)) => a.apply(row),
+        (Some(b), None) => {
+            for v in row.iter_mut() {
+                *v = *v + b;
+            }
         }
-    }
-    if let Some(a) = act {
-        a.apply(row);
+        (None, None) => {}
     }
 }

@@ -5,6 +5,7 @@
 
 use crate::attributes::Attributes;
 use crate::error::Result;
+use crate::ops::gemm::simd::multiversion;
 use crate::ops::unary::kernel::{sigmoid_f32, tanh_f32};
 use num_traits::Float;
 
@@ -101,16 +102,38 @@ impl Activation {
 
     /// Applies the activation to every element of `xs`.
     pub(crate) fn apply<T: ActivationFloat>(self, xs: &mut [T]) {
-        // One loop per kind, so each is specialised and can vectorise.
+        activate(self, xs, None)
+    }
+
+    /// Adds `bias` to every element of `xs`, then applies the activation, in
+    /// one pass (the same bits as the two steps apart).
+    pub(crate) fn apply_biased<T: ActivationFloat>(self, xs: &mut [T], bias: T) {
+        activate(self, xs, Some(bias))
+    }
+}
+
+multiversion! {
+    /// `xs[i] = act(xs[i] + bias)`, or `act(xs[i])` without a bias.
+    fn activate<T: ActivationFloat>(act: Activation, xs: &mut [T], bias: Option<T>) {
+        // One loop per kind and bias, so each is specialised and can vectorise.
         macro_rules! each {
             ($act:expr) => {{
                 let act = $act;
-                for x in xs.iter_mut() {
-                    *x = act.eval(*x);
+                match bias {
+                    Some(b) => {
+                        for x in xs.iter_mut() {
+                            *x = act.eval(*x + b);
+                        }
+                    }
+                    None => {
+                        for x in xs.iter_mut() {
+                            *x = act.eval(*x);
+                        }
+                    }
                 }
             }};
         }
-        match self {
+        match act {
             Activation::Relu => each!(Activation::Relu),
             Activation::LeakyRelu(a) => each!(Activation::LeakyRelu(a)),
             Activation::Clip(lo, hi) => each!(Activation::Clip(lo, hi)),
