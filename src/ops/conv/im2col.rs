@@ -12,6 +12,7 @@ use crate::error::Result;
 use crate::ops::gemm::checked_product;
 use crate::ops::gemm::engine::{Batched, GemmFloat, Mat, SendPtr};
 use crate::ops::gemm::fused::Activation;
+use crate::ops::gemm::simd::multiversion;
 use crate::ops::util::par_rows;
 
 const OP: &str = "Conv";
@@ -119,6 +120,7 @@ fn chunk_width(rows: usize, plane: usize) -> usize {
     }
 }
 
+multiversion! {
 /// Row of the column chunk starting at output position `c0`: the input each
 /// position reads at one kernel offset (the `segments` of that offset), 0 in
 /// the padding.
@@ -142,6 +144,12 @@ fn fill_row<T: GemmFloat>(
         let src = ii + (s - oo) * step;
         if step == 1 {
             dst.copy_from_slice(&xc[src..src + dst.len()]);
+        } else if step == 2 && src + 2 * dst.len() <= xc.len() {
+            // Even elements of a contiguous span: vectorises as shuffles.
+            let pairs = xc[src..src + 2 * dst.len()].chunks_exact(2);
+            for (d, pair) in dst.iter_mut().zip(pairs) {
+                *d = pair[0];
+            }
         } else {
             for (j, d) in dst.iter_mut().enumerate() {
                 *d = xc[src + j * step];
@@ -150,4 +158,5 @@ fn fill_row<T: GemmFloat>(
         pos = e - c0;
     }
     row[pos..].fill(T::zero());
+}
 }
