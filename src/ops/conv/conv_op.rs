@@ -2,7 +2,7 @@
 //! bias and fused activation. 1×1 stride-1 unpadded kernels are one GEMM on X
 //! as it lies; depthwise convolutions (one input channel per group) use a
 //! direct kernel; 3×3 stride-1 kernels with enough channels and output
-//! tiles go through Winograd F(4×4, 3×3); everything else is im2col
+//! tiles go through Winograd F(4×4, 3×3) or F(2×2, 3×3); everything else is im2col
 //! followed by a GEMM per group.
 
 use super::geom::{Window, WindowAttrs};
@@ -219,11 +219,11 @@ impl FloatKernel for ConvKernel<'_> {
             super::depthwise::depthwise(p, x, w, b, act, &mut y);
         } else if pointwise {
             pointwise_gemm(p, x, w, b, act, &mut y);
-        } else if winograd::applies(p) {
+        } else if let Some(algo) = winograd::choose(p) {
             let mut fresh = None;
             let cache = &self.op.winograd_weights;
-            let u = cache.get(self.op.w_constant, p, w, &mut fresh);
-            winograd::winograd(p, u, x, b, act, &mut y);
+            let u = cache.get(algo, self.op.w_constant, p, w, &mut fresh);
+            winograd::winograd(algo, p, u, x, b, act, &mut y);
         } else {
             super::im2col::im2col_gemm(p, x, w, b, act, &mut y)?;
         }

@@ -1,9 +1,10 @@
-//! 3×3 stride-1 convolutions by Winograd F(4×4, 3×3): each 6×6 input tile
-//! and each kernel go to a 36-position transform domain where the
-//! convolution becomes 36 independent GEMMs (output channels × input
-//! channels × tiles) with 4 times fewer multiplications per output than
-//! the direct product, and each product tile comes back as a 4×4 output
-//! tile. Tiles are processed a band of tile rows at a time, so the
+//! 3×3 stride-1 convolutions by Winograd F(m×m, 3×3), m = 4 or 2: each
+//! (m+2)×(m+2) input tile and each kernel go to a transform domain of
+//! (m+2)² positions where the convolution becomes that many independent
+//! GEMMs (output channels × input channels × tiles) with fewer
+//! multiplications per output than the direct product (4 times fewer for
+//! m = 4, 2.25 for m = 2), and each product tile comes back as an m×m
+//! output tile. Tiles are processed a band of tile rows at a time, so the
 //! transformed input and products stay within the cache; the band height,
 //! like every other split, depends on the sizes alone, so results do not
 //! depend on the thread count.
@@ -15,70 +16,110 @@ use crate::ops::gemm::fused::Activation;
 use std::any::Any;
 use std::sync::OnceLock;
 
+mod f2;
+mod f4;
 pub(crate) mod transform;
 
-use transform::{InputBlock, OutBlock, LANES, OUT_TILE, POSITIONS};
+pub(crate) use f2::F2;
+pub(crate) use f4::F4;
+use transform::{InputBlock, OutBlock, Variant, LANES, MAX_OUT};
 
 /// Fewest channels per group, on each side, for which the transforms pay.
 const MIN_CHANNELS: usize = 8;
-/// Fewest tiles per image: below this the 36 GEMMs are too thin to beat
-/// im2col and the transformed weights too big to stream for so little work.
-const MIN_TILES: usize = 25;
+/// Fewest 4×4 tiles per image for F(4×4, 3×3): at 16 (13×13 and 14×14
+/// planes) its 36 GEMMs were too thin to beat im2col.
+const MIN_TILES_F4: usize = 25;
+/// Fewest 2×2 tiles per image for F(2×2, 3×3), which takes the planes too
+/// small for F(4×4, 3×3) (at 7×7, 16 tiles, im2col wins).
+const MIN_TILES_F2: usize = 36;
+/// Fewest channels per group, on each side, for F(2×2, 3×3): its 16 GEMMs
+/// are thin, and with SqueezeNet's 48 or 64 input channels on 13×13 planes
+/// they ran 7–20 % slower than im2col inside the model (ResNet's 256 on
+/// 14×14: about 20 % faster).
+const MIN_CHANNELS_F2: usize = 128;
 /// Elements of transformed input and products held per band (8 MiB of f32).
 const BAND_ELEMS: usize = 1 << 21;
 /// Smallest amount of transform work (elements written) per parallel task.
 const TASK_ELEMS: usize = 1 << 14;
 
-/// Whether `p` is a convolution this module computes: 2-D, 3×3, stride 1,
+/// A Winograd algorithm.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Algo {
+    /// F(4×4, 3×3).
+    F4x4,
+    /// F(2×2, 3×3).
+    F2x2,
+}
+
+/// The algorithm for `p`, if this module computes it: 2-D, 3×3, stride 1,
 /// no dilation, enough channels per group and enough tiles.
-pub(super) fn applies(p: &ConvPlan) -> bool {
+pub(super) fn choose(p: &ConvPlan) -> Option<Algo> {
     let w = &p.win;
-    w.rank() == 2
+    let fits = w.rank() == 2
         && w.kernel == [3, 3]
         && w.strides == [1, 1]
         && w.dilations == [1, 1]
         && p.cg() >= MIN_CHANNELS
-        && p.mg() >= MIN_CHANNELS
-        && tiles(w.output[0]) * tiles(w.output[1]) >= MIN_TILES
+        && p.mg() >= MIN_CHANNELS;
+    let tiles = |side: usize| w.output[0].div_ceil(side) * w.output[1].div_ceil(side);
+    if !fits {
+        None
+    } else if tiles(F4::OUT) >= MIN_TILES_F4 {
+        Some(Algo::F4x4)
+    } else if tiles(F2::OUT) >= MIN_TILES_F2
+        && p.cg() >= MIN_CHANNELS_F2
+        && p.mg() >= MIN_CHANNELS_F2
+    {
+        Some(Algo::F2x2)
+    } else {
+        None
+    }
 }
 
-/// Output tiles along an output side.
-fn tiles(side: usize) -> usize {
-    side.div_ceil(OUT_TILE)
-}
-
-/// Transformed weights, computed once per constant weight tensor.
+/// Transformed weights, computed once per constant weight tensor and
+/// algorithm.
 #[derive(Debug, Default)]
-pub(super) struct WeightCache(OnceLock<Box<dyn Any + Send + Sync>>);
+pub(super) struct WeightCache {
+    f4: OnceLock<Box<dyn Any + Send + Sync>>,
+    f2: OnceLock<Box<dyn Any + Send + Sync>>,
+}
 
 impl WeightCache {
-    /// The transformed weights of `w` for `p`, from the cache when it holds
-    /// them for this element type (`w` must then be the tensor it was filled
-    /// from), else computed into `fresh`.
+    /// The weights of `w` transformed for `algo`, from the cache when it
+    /// holds them for this element type (`w` must then be the tensor it was
+    /// filled from), else computed into `fresh`.
     pub(super) fn get<'a, T: GemmFloat>(
         &'a self,
+        algo: Algo,
         cacheable: bool,
         p: &ConvPlan,
         w: &[T],
         fresh: &'a mut Option<Vec<T>>,
     ) -> &'a [T] {
+        let (cell, make): (_, Transform<T>) = match algo {
+            Algo::F4x4 => (&self.f4, transform_weights::<F4, T>),
+            Algo::F2x2 => (&self.f2, transform_weights::<F2, T>),
+        };
         if cacheable {
-            let any = self.0.get_or_init(|| Box::new(transform_weights(p, w)));
+            let any = cell.get_or_init(|| Box::new(make(p, w)));
             if let Some(u) = any.downcast_ref::<Vec<T>>() {
                 return u;
             }
         }
-        fresh.insert(transform_weights(p, w))
+        fresh.insert(make(p, w))
     }
 }
 
+/// Computes the transformed weights of W for a plan.
+type Transform<T> = fn(&ConvPlan, &[T]) -> Vec<T>;
+
 /// `U[p][m][cg]`: position `p` of every kernel, one m×cg matrix per position.
-fn transform_weights<T: GemmFloat>(p: &ConvPlan, w: &[T]) -> Vec<T> {
+fn transform_weights<V: Variant, T: GemmFloat>(p: &ConvPlan, w: &[T]) -> Vec<T> {
     let (m, cg) = (p.m, p.cg());
     let stride = m * cg;
-    let mut u = vec![T::zero(); POSITIONS * stride];
+    let mut u = vec![T::zero(); V::POSITIONS * stride];
     for (kc, g) in w.chunks_exact(9).take(stride).enumerate() {
-        transform::weight(g, &mut u[kc..], stride);
+        V::weight(g, &mut u[kc..], stride);
     }
     u
 }
@@ -94,17 +135,22 @@ struct Grid {
 }
 
 impl Grid {
-    fn new(p: &ConvPlan, band_elems: usize) -> Grid {
-        let (across, down) = (tiles(p.win.output[1]), tiles(p.win.output[0]));
-        let per_row = POSITIONS * (p.c + p.m) * across;
+    fn new<V: Variant>(p: &ConvPlan, band_elems: usize) -> Grid {
+        let (across, down) = (
+            p.win.output[1].div_ceil(V::OUT),
+            p.win.output[0].div_ceil(V::OUT),
+        );
+        let per_row = V::POSITIONS * (p.c + p.m) * across;
         let band = (band_elems / per_row).clamp(1, down);
         Grid { across, down, band }
     }
 }
 
 /// Winograd convolution of every image: Y = conv(X, W) + bias, activated,
-/// with `u` the transformed weights of W (see [`WeightCache::get`]).
+/// with `u` the weights of W transformed for `algo` (see
+/// [`WeightCache::get`]).
 pub(super) fn winograd<T: GemmFloat>(
+    algo: Algo,
     p: &ConvPlan,
     u: &[T],
     x: &[T],
@@ -112,12 +158,15 @@ pub(super) fn winograd<T: GemmFloat>(
     act: Option<Activation>,
     y: &mut [T],
 ) {
-    banded(p, u, x, b, act, y, BAND_ELEMS)
+    match algo {
+        Algo::F4x4 => banded::<F4, T>(p, u, x, b, act, y, BAND_ELEMS),
+        Algo::F2x2 => banded::<F2, T>(p, u, x, b, act, y, BAND_ELEMS),
+    }
 }
 
 /// [`winograd`] with bands of at most `band_elems` scratch elements (at
 /// least one tile row).
-pub(super) fn banded<T: GemmFloat>(
+pub(super) fn banded<V: Variant, T: GemmFloat>(
     p: &ConvPlan,
     u: &[T],
     x: &[T],
@@ -126,13 +175,14 @@ pub(super) fn banded<T: GemmFloat>(
     y: &mut [T],
     band_elems: usize,
 ) {
-    let grid = Grid::new(p, band_elems);
+    let grid = Grid::new::<V>(p, band_elems);
     let width = grid.band * grid.across;
     // The transforms read and write whole blocks of LANES tiles, up to
     // LANES − 1 elements past a band's last tile: V's rows have that much
     // room at their end, and the products that much after the last row.
     let pitch = width + LANES;
-    let (vlen, mlen) = (p.c * POSITIONS * pitch, p.m * POSITIONS * width + LANES);
+    let positions = V::POSITIONS;
+    let (vlen, mlen) = (p.c * positions * pitch, p.m * positions * width + LANES);
     T::with_scratch(vlen + mlen, |scratch| {
         let (v, prod) = scratch.split_at_mut(vlen);
         let (in_plane, out_plane) = (p.win.in_len(), p.win.out_len());
@@ -148,9 +198,9 @@ pub(super) fn banded<T: GemmFloat>(
                     rows,
                     pitch,
                 };
-                band.inputs(xi, v);
-                band.products(u, v, prod);
-                band.outputs(prod, b, act, yi);
+                band.inputs::<V, T>(xi, v);
+                band.products::<V, T>(u, v, prod);
+                band.outputs::<V, T>(prod, b, act, yi);
             }
         }
     });
@@ -179,11 +229,11 @@ impl Band<'_> {
     }
 
     /// `V[c][p][t]`: the transformed input tiles of every channel.
-    fn inputs<T: GemmFloat>(&self, x: &[T], v: &mut [T]) {
+    fn inputs<V: Variant, T: GemmFloat>(&self, x: &[T], v: &mut [T]) {
         let win = &self.p.win;
         let (h, wd) = (win.input[0], win.input[1]);
         let (pt, pl) = (win.pad_begin[0] as isize, win.pad_begin[1] as isize);
-        let chan = POSITIONS * self.pitch;
+        let chan = V::POSITIONS * self.pitch;
         let vp = SendPtr(v.as_mut_ptr());
         let across = self.grid.across;
         Self::par_items(self.p.c, chan, |range| {
@@ -198,14 +248,14 @@ impl Band<'_> {
                             plane,
                             width: wd,
                             height: h,
-                            y0: (ty * OUT_TILE) as isize - pt,
-                            x0: (tx * OUT_TILE) as isize - pl,
+                            y0: (ty * V::OUT) as isize - pt,
+                            x0: (tx * V::OUT) as isize - pl,
                             tiles: LANES.min(across - tx),
                         };
                         // A block past the row's end spills into the next
                         // tile row (written after it) or the row's room.
                         let t = r * across + tx;
-                        transform::input(&blk, &mut vc[t..], self.pitch);
+                        V::input(&blk, &mut vc[t..], self.pitch);
                     }
                 }
             }
@@ -214,7 +264,7 @@ impl Band<'_> {
 
     /// `M[p][m][t] = U[p][m][·] · V[·][p][t]`, group by group, packed
     /// `tiles` wide.
-    fn products<T: GemmFloat>(&self, u: &[T], v: &[T], prod: &mut [T]) {
+    fn products<V: Variant, T: GemmFloat>(&self, u: &[T], v: &[T], prod: &mut [T]) {
         let p = self.p;
         let (m, cg, mg, group) = (p.m, p.cg(), p.mg(), p.group);
         let tiles = self.rows * self.grid.across;
@@ -228,17 +278,17 @@ impl Band<'_> {
             let (pos, g) = (bi / group, bi % group);
             Mat {
                 ptr: v.as_ptr(),
-                rs: (POSITIONS * pitch) as isize,
+                rs: (V::POSITIONS * pitch) as isize,
                 cs: 1,
             }
-            .offset(g * cg * POSITIONS * pitch + pos * pitch)
+            .offset(g * cg * V::POSITIONS * pitch + pos * pitch)
         };
         let cm = |bi: usize| {
             let (pos, g) = (bi / group, bi % group);
             pp.offset(pos * m * tiles + g * mg * tiles)
         };
         let job = Batched {
-            batches: POSITIONS * group,
+            batches: V::POSITIONS * group,
             m: mg,
             n: tiles,
             k: cg,
@@ -248,8 +298,8 @@ impl Band<'_> {
             c: &cm,
             epilogue: None,
         };
-        // SAFETY: U is POSITIONS×m×cg, V is c×POSITIONS×pitch and M (packed
-        // POSITIONS×m×tiles) fits its buffer; each (position,
+        // SAFETY: U is positions×m×cg, V is c×positions×pitch and M (packed
+        // positions×m×tiles) fits its buffer; each (position,
         // group) product lies inside them and distinct products' C are
         // disjoint.
         unsafe { job.run() };
@@ -257,7 +307,7 @@ impl Band<'_> {
 
     /// Y from the products: the inverse transform of every output channel's
     /// tiles, then bias and activation on the band's output rows.
-    fn outputs<T: GemmFloat>(
+    fn outputs<V: Variant, T: GemmFloat>(
         &self,
         prod: &[T],
         b: Option<&[T]>,
@@ -269,10 +319,7 @@ impl Band<'_> {
         // The products are packed `tiles` wide (see `products`).
         let tiles = self.rows * self.grid.across;
         let plane = oh * ow;
-        let (row0, row1) = (
-            self.ty0 * OUT_TILE,
-            ((self.ty0 + self.rows) * OUT_TILE).min(oh),
-        );
+        let (row0, row1) = (self.ty0 * V::OUT, ((self.ty0 + self.rows) * V::OUT).min(oh));
         let yp = SendPtr(y.as_mut_ptr());
         let across = self.grid.across;
         let m = p.m;
@@ -281,16 +328,16 @@ impl Band<'_> {
                 // SAFETY: channel `k` owns rows row0..row1 of its output
                 // plane, inside `y`.
                 let rows = unsafe { yp.slice(k * plane + row0 * ow, (row1 - row0) * ow) };
-                let mut blk: OutBlock<T> = [[T::zero(); OUT_TILE * LANES]; OUT_TILE];
+                let mut blk: OutBlock<T> = [[T::zero(); MAX_OUT * LANES]; MAX_OUT];
                 for r in 0..self.rows {
-                    let oy = (self.ty0 + r) * OUT_TILE;
-                    let avail = OUT_TILE.min(oh - oy);
+                    let oy = (self.ty0 + r) * V::OUT;
+                    let avail = V::OUT.min(oh - oy);
                     for tx in (0..across).step_by(LANES) {
                         // Lanes past the row's last tile are not written out.
                         let t = r * across + tx;
-                        transform::output(&prod[k * tiles + t..], m * tiles, &mut blk);
-                        let x0 = tx * OUT_TILE;
-                        let n = (OUT_TILE * LANES).min(ow - x0);
+                        V::output(&prod[k * tiles + t..], m * tiles, &mut blk);
+                        let x0 = tx * V::OUT;
+                        let n = (V::OUT * LANES).min(ow - x0);
                         for (i, line) in blk.iter().enumerate().take(avail) {
                             let at = (oy - row0 + i) * ow + x0;
                             rows[at..at + n].copy_from_slice(&line[..n]);

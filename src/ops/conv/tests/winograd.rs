@@ -1,54 +1,57 @@
-//! The Winograd F(4×4, 3×3) path against the direct references: its
-//! transforms on single tiles, whole convolutions of awkward sizes, groups,
-//! bands and fused activations, and the cache of transformed weights.
+//! The Winograd F(4×4, 3×3) and F(2×2, 3×3) paths against the direct
+//! references: their transforms on single tiles, which shapes take which
+//! algorithm, whole convolutions of awkward sizes, groups, bands and fused
+//! activations, and the cache of transformed weights.
 
-use super::super::conv_op::plan;
-use super::super::geom::AutoPad;
-use super::super::geom::WindowAttrs;
-use super::super::winograd::{self, transform, WeightCache};
+use super::super::conv_op::{plan, ConvPlan};
+use super::super::geom::{AutoPad, WindowAttrs};
+use super::super::winograd::transform::{self, Variant};
+use super::super::winograd::{self, Algo, WeightCache, F2, F4};
 use super::{check_conv, geo, rand64, ref_conv, t32, Geo};
-use crate::ops::gemm::testutil::{assert_close, bits, build_op, int, ints, string};
+use crate::ops::gemm::fused::Activation;
+use crate::ops::gemm::testutil::{assert_close, bits, build_op, ints, string};
 
-/// The three transforms of one tile equal the 4×4 direct correlation.
-#[test]
-fn transforms_of_one_tile_equal_direct_correlation() {
-    let d = rand64(36, 41);
+/// The three transforms of one tile equal the m×m direct correlation.
+fn one_tile<V: Variant>() {
+    let (m, n) = (V::OUT, V::OUT + 2);
+    let lanes = transform::LANES;
+    let d = rand64(n * n, 41);
     let g = rand64(9, 42);
-    let mut u = vec![0.0; 36];
-    transform::weight(&g, &mut u, 1);
+    let mut u = vec![0.0; V::POSITIONS];
+    V::weight(&g, &mut u, 1);
     let blk = transform::InputBlock {
         plane: &d,
-        width: 6,
-        height: 6,
+        width: n,
+        height: n,
         y0: 0,
         x0: 0,
         tiles: 1,
     };
     // One tile in lane 0 of a block; the other lanes read zero padding.
-    let lanes = transform::LANES;
-    let mut v = vec![f64::NAN; 36 * lanes];
-    transform::input(&blk, &mut v, lanes);
-    let m: Vec<f64> = (0..36 * lanes).map(|i| u[i / lanes] * v[i]).collect();
-    let mut out = [[f64::NAN; 4 * transform::LANES]; 4];
-    transform::output(&m, lanes, &mut out);
-    let y: Vec<f64> = (0..16).map(|o| out[o / 4][o % 4]).collect();
-    let mut want = vec![0.0; 16];
+    let mut v = vec![f64::NAN; V::POSITIONS * lanes];
+    V::input(&blk, &mut v, lanes);
+    let prod: Vec<f64> = (0..v.len()).map(|i| u[i / lanes] * v[i]).collect();
+    let mut out = [[f64::NAN; transform::MAX_OUT * transform::LANES]; transform::MAX_OUT];
+    V::output(&prod, lanes, &mut out);
+    let y: Vec<f64> = (0..m * m).map(|o| out[o / m][o % m]).collect();
+    let mut want = vec![0.0; m * m];
     for (o, w) in want.iter_mut().enumerate() {
-        let (oy, ox) = (o / 4, o % 4);
+        let (oy, ox) = (o / m, o % m);
         for k in 0..9 {
-            *w += d[(oy + k / 3) * 6 + ox + k % 3] * g[k];
+            *w += d[(oy + k / 3) * n + ox + k % 3] * g[k];
         }
     }
     assert_close(&y, &want, 1e-12, 1e-12);
 }
 
+#[test]
+fn transforms_of_one_tile_equal_direct_correlation() {
+    one_tile::<F4>();
+    one_tile::<F2>();
+}
+
 /// Plans a 3×3 convolution of `xs` with `ws` and the given pads.
-fn plan_of(
-    xs: &[usize],
-    ws: &[usize],
-    pads: [usize; 4],
-    group: usize,
-) -> super::super::conv_op::ConvPlan {
+fn plan_of(xs: &[usize], ws: &[usize], pads: [usize; 4], group: usize) -> ConvPlan {
     let attrs = WindowAttrs {
         kernel: None,
         strides: None,
@@ -60,53 +63,108 @@ fn plan_of(
 }
 
 #[test]
-fn winograd_takes_only_the_shapes_it_pays_for() {
+fn each_algorithm_takes_the_shapes_it_pays_for() {
     let p = |xs: &[usize], ws: &[usize], group| plan_of(xs, ws, [1, 1, 1, 1], group);
-    assert!(winograd::applies(&p(&[1, 8, 20, 20], &[8, 8, 3, 3], 1)));
-    // Too few output or input channels per group, or too few tiles.
-    assert!(!winograd::applies(&p(&[1, 8, 20, 20], &[4, 8, 3, 3], 1)));
-    assert!(!winograd::applies(&p(&[1, 3, 20, 20], &[8, 3, 3, 3], 1)));
-    assert!(!winograd::applies(&p(&[1, 16, 20, 20], &[16, 4, 3, 3], 4)));
-    assert!(!winograd::applies(&p(&[1, 8, 16, 20], &[8, 8, 3, 3], 1)));
+    let f4 = Some(Algo::F4x4);
+    let f2 = Some(Algo::F2x2);
+    // 25 tiles of 4×4 at 20×20; 16 at 14×14 and 13×13, where the 49 tiles
+    // of 2×2 go to F(2×2) with 128 channels or more on each side; 36 of
+    // them at 11×11, 25 at 10×10.
+    let wide = [128, 128, 3, 3];
+    assert_eq!(winograd::choose(&p(&[1, 8, 20, 20], &[8, 8, 3, 3], 1)), f4);
+    assert_eq!(winograd::choose(&p(&[1, 128, 14, 14], &wide, 1)), f2);
+    assert_eq!(winograd::choose(&p(&[1, 128, 13, 13], &wide, 1)), f2);
+    assert_eq!(winograd::choose(&p(&[1, 128, 11, 11], &wide, 1)), f2);
+    assert_eq!(winograd::choose(&p(&[1, 128, 10, 10], &wide, 1)), None);
+    let narrow_in = [128, 64, 3, 3];
+    let narrow_out = [64, 128, 3, 3];
+    assert_eq!(winograd::choose(&p(&[1, 64, 14, 14], &narrow_in, 1)), None);
+    assert_eq!(
+        winograd::choose(&p(&[1, 128, 14, 14], &narrow_out, 1)),
+        None
+    );
+    // Too few output or input channels per group.
+    assert_eq!(
+        winograd::choose(&p(&[1, 8, 20, 20], &[4, 8, 3, 3], 1)),
+        None
+    );
+    assert_eq!(
+        winograd::choose(&p(&[1, 3, 20, 20], &[8, 3, 3, 3], 1)),
+        None
+    );
+    assert_eq!(
+        winograd::choose(&p(&[1, 16, 20, 20], &[16, 4, 3, 3], 4)),
+        None
+    );
     // Not 3×3.
-    assert!(!winograd::applies(&p(&[1, 8, 20, 20], &[8, 8, 5, 5], 1)));
+    assert_eq!(
+        winograd::choose(&p(&[1, 8, 20, 20], &[8, 8, 5, 5], 1)),
+        None
+    );
 }
 
-#[test]
-fn winograd_matches_reference_on_awkward_shapes() {
-    // Sizes that are not multiples of the tile, no padding, asymmetric
-    // padding, two images and two groups.
+/// Both algorithms on sizes that are not multiples of their tiles, no
+/// padding, asymmetric padding, two images and two groups.
+fn awkward_shapes<V: Variant>(algo: Algo) {
     type Case<'a> = (&'a [usize], &'a [usize], [usize; 4], usize, &'a [usize]);
-    let cases: [Case; 5] = [
+    let cases: [Case; 8] = [
         (&[2, 8, 17, 19], &[8, 8, 3, 3], [1, 1, 1, 1], 1, &[17, 19]),
-        (
-            &[1, 16, 22, 22],
-            &[12, 16, 3, 3],
-            [0, 0, 0, 0],
-            1,
-            &[20, 20],
-        ),
+        (&[1, 16, 22, 22], &[12, 16, 3, 3], [0; 4], 1, &[20, 20]),
         (&[1, 9, 18, 18], &[10, 9, 3, 3], [0, 2, 1, 0], 1, &[17, 18]),
         (&[1, 16, 20, 21], &[16, 8, 3, 3], [1, 1, 1, 1], 2, &[20, 21]),
         (&[1, 8, 15, 30], &[8, 8, 3, 3], [2, 2, 2, 2], 1, &[17, 32]),
+        (&[2, 8, 13, 13], &[8, 8, 3, 3], [1, 1, 1, 1], 1, &[13, 13]),
+        (&[1, 12, 15, 13], &[9, 12, 3, 3], [0, 1, 2, 0], 1, &[15, 12]),
+        (&[1, 16, 14, 14], &[16, 8, 3, 3], [1, 1, 1, 1], 2, &[14, 14]),
     ];
     for (xs, ws, pads, group, out) in cases {
-        assert!(winograd::applies(&plan_of(xs, ws, pads, group)), "{xs:?}");
+        let p = plan_of(xs, ws, pads, group);
+        let x = rand64(xs.iter().product(), 71);
+        let w = rand64(ws.iter().product(), 72);
+        let b = rand64(ws[0], 73);
         let g = Geo {
             pad_begin: pads[..2].to_vec(),
             group,
             ..geo(2)
         };
-        let attrs = [
-            ("pads", ints(&pads.map(|v| v as i64))),
-            ("group", int(group as i64)),
-        ];
-        check_conv(xs, ws, true, &attrs, &g, out);
+        let want = ref_conv(&x, xs, &w, ws, Some(&b), &g, out);
+        let (cache, mut fresh) = (WeightCache::default(), None);
+        let u = cache.get(algo, false, &p, &w, &mut fresh);
+        let mut y = vec![f64::NAN; want.len()];
+        winograd::banded::<V, f64>(&p, u, &x, Some(&b), None, &mut y, 1 << 21);
+        assert_close(&y, &want, 1e-10, 1e-10);
     }
 }
 
 #[test]
-fn winograd_bands_and_activation_match_reference() {
+fn winograd_matches_reference_on_awkward_shapes() {
+    awkward_shapes::<F4>(Algo::F4x4);
+    awkward_shapes::<F2>(Algo::F2x2);
+}
+
+#[test]
+fn conv_takes_each_algorithm_and_matches_reference() {
+    // Through the operator, in f32: F(4×4) at 17×19, F(2×2) at 11×11 with
+    // 128 channels.
+    type Case<'a> = (&'a [usize], &'a [usize], &'a [usize], Algo);
+    let cases: [Case; 2] = [
+        (&[2, 8, 17, 19], &[8, 8, 3, 3], &[17, 19], Algo::F4x4),
+        (&[1, 128, 11, 11], &[128, 128, 3, 3], &[11, 11], Algo::F2x2),
+    ];
+    for (xs, ws, out, algo) in cases {
+        let p = plan_of(xs, ws, [1; 4], 1);
+        assert_eq!(winograd::choose(&p), Some(algo), "{xs:?}");
+        let g = Geo {
+            pad_begin: vec![1, 1],
+            ..geo(2)
+        };
+        check_conv(xs, ws, true, &[("pads", ints(&[1; 4]))], &g, out);
+    }
+}
+
+/// One band, bands of 3 tile rows (the last one short) and of 1 give the
+/// reference output, with bias and Relu.
+fn bands<V: Variant>(algo: Algo) {
     let (xs, ws) = ([2usize, 8, 30, 26], [8usize, 8, 3, 3]);
     let p = plan_of(&xs, &ws, [1, 1, 1, 1], 1);
     let x = rand64(xs.iter().product(), 51);
@@ -120,42 +178,45 @@ fn winograd_bands_and_activation_match_reference() {
         .into_iter()
         .map(|v| v.max(0.0))
         .collect();
-    let u = {
-        let mut fresh = None;
-        WeightCache::default()
-            .get(false, &p, &w, &mut fresh)
-            .to_vec()
-    };
-    // 8 tile rows: one band, bands of 3 (the last one short) and of 1.
-    let per_row = 36 * (8 + 8) * 7;
-    for rows in [8, 3, 1] {
+    let (cache, mut fresh) = (WeightCache::default(), None);
+    let u = cache.get(algo, false, &p, &w, &mut fresh);
+    let (across, down) = (26usize.div_ceil(V::OUT), 30usize.div_ceil(V::OUT));
+    let per_row = V::POSITIONS * (8 + 8) * across;
+    for rows in [down, 3, 1] {
         let mut y = vec![f64::NAN; want.len()];
-        let relu = Some(crate::ops::gemm::fused::Activation::Relu);
-        winograd::banded(&p, &u, &x, Some(&b), relu, &mut y, rows * per_row);
+        let relu = Some(Activation::Relu);
+        winograd::banded::<V, f64>(&p, u, &x, Some(&b), relu, &mut y, rows * per_row);
         assert_close(&y, &want, 1e-10, 1e-10);
     }
 }
 
 #[test]
+fn winograd_bands_and_activation_match_reference() {
+    bands::<F4>(Algo::F4x4);
+    bands::<F2>(Algo::F2x2);
+}
+
+#[test]
 fn transformed_weights_are_kept_for_a_constant_w() {
-    let (xs, ws) = ([1usize, 16, 20, 20], [16usize, 16, 3, 3]);
-    let x = t32(&xs, &rand64(xs.iter().product(), 61));
-    let w = t32(&ws, &rand64(ws.iter().product(), 62));
-    let w2 = t32(&ws, &rand64(ws.iter().product(), 63));
-    let attrs = [
-        ("pads", ints(&[1, 1, 1, 1])),
-        ("activation", string("Relu")),
-    ];
-    let fixed = build_op("Conv", 13, &attrs, &[None, Some(&w)], 2, 1).unwrap();
-    let free = build_op("Conv", 13, &attrs, &[], 2, 1).unwrap();
-    let first = fixed.run(&[Some(&x), Some(&w)]).unwrap();
-    let again = fixed.run(&[Some(&x), Some(&w)]).unwrap();
-    assert_eq!(bits(&first[0]), bits(&again[0]));
-    assert_eq!(
-        bits(&first[0]),
-        bits(&free.run(&[Some(&x), Some(&w)]).unwrap()[0])
-    );
-    // Without a constant W, each run transforms the W it is given.
-    let other = free.run(&[Some(&x), Some(&w2)]).unwrap();
-    assert_ne!(bits(&first[0]), bits(&other[0]));
+    // 20×20 takes F(4×4), 14×14 with 128 channels F(2×2).
+    for (side, ch) in [(20, 16), (14, 128)] {
+        let (xs, ws) = ([1usize, ch, side, side], [ch, ch, 3, 3]);
+        let x = t32(&xs, &rand64(xs.iter().product(), 61));
+        let w = t32(&ws, &rand64(ws.iter().product(), 62));
+        let w2 = t32(&ws, &rand64(ws.iter().product(), 63));
+        let attrs = [
+            ("pads", ints(&[1, 1, 1, 1])),
+            ("activation", string("Relu")),
+        ];
+        let fixed = build_op("Conv", 13, &attrs, &[None, Some(&w)], 2, 1).unwrap();
+        let free = build_op("Conv", 13, &attrs, &[], 2, 1).unwrap();
+        let first = fixed.run(&[Some(&x), Some(&w)]).unwrap();
+        let again = fixed.run(&[Some(&x), Some(&w)]).unwrap();
+        assert_eq!(bits(&first[0]), bits(&again[0]));
+        let unfixed = free.run(&[Some(&x), Some(&w)]).unwrap();
+        assert_eq!(bits(&first[0]), bits(&unfixed[0]));
+        // Without a constant W, each run transforms the W it is given.
+        let other = free.run(&[Some(&x), Some(&w2)]).unwrap();
+        assert_ne!(bits(&first[0]), bits(&other[0]));
+    }
 }
