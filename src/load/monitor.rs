@@ -20,6 +20,11 @@ pub const EVENT_QUEUE: usize = 64;
 
 /// The shortest sampling period honoured (shorter ones are raised to it).
 pub const MIN_PERIOD: Duration = Duration::from_millis(1);
+/// The first background sample comes this soon after start (or one period,
+/// if shorter): the baseline taken at start stands until then, and a process
+/// that lives less than one period (a short bench, a one-shot inference)
+/// would otherwise keep a start-up transient as its load for its whole life.
+pub const FIRST_SAMPLE_AFTER: Duration = Duration::from_millis(20);
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
@@ -125,16 +130,18 @@ impl Shared {
     }
 }
 
-/// The sampler thread's loop: wait `period` (or until told to stop), sample,
-/// publish.
+/// The sampler thread's loop: wait `period` ([`FIRST_SAMPLE_AFTER`] the
+/// first time), or until told to stop; sample; publish.
 fn run(shared: Arc<Shared>, mut sampler: Sampler, mut smoothed: Option<f64>) {
     let tid = current_tid();
     sampler.exclude_thread(tid);
     shared.tid.store(tid.unwrap_or(0), Ordering::Relaxed);
     let period = shared.config.period.max(MIN_PERIOD);
     let mut stop = lock(&shared.stop);
+    let mut wait = period.min(FIRST_SAMPLE_AFTER);
     loop {
-        let deadline = Instant::now() + period;
+        let deadline = Instant::now() + wait;
+        wait = period;
         while !*stop {
             let now = Instant::now();
             if now >= deadline {
@@ -181,8 +188,9 @@ impl LoadMonitor {
     /// processes' runnable threads (the median of 5 readings 1 ms apart:
     /// this first value stands until the next sample) and a later host push
     /// are reflected at once; the CPU and run-queue sources need an
-    /// interval, so they count from the first background sample, one
-    /// `period` later. Until any enabled source has a value,
+    /// interval, so they count from the first background sample,
+    /// [`FIRST_SAMPLE_AFTER`] (or one `period`, if shorter) later. Until any
+    /// enabled source has a value,
     /// [`utilisation`](Self::utilisation) is 0.
     pub fn start(config: LoadConfig) -> Arc<LoadMonitor> {
         let mut sampler = Sampler::new();

@@ -201,3 +201,16 @@ fn a_busy_process_is_load_from_the_first_sample() {
     let hits = seen.iter().filter(|&&n| n >= 1.0 / cpus - 1e-9).count();
     assert!(hits >= 3, "loads seen {seen:?} on {cpus} CPUs");
 }
+
+#[test]
+fn the_first_background_sample_comes_soon_after_start() {
+    // However long the period (here an hour), the start-up baseline is
+    // replaced within FIRST_SAMPLE_AFTER, so a short-lived process does not
+    // keep a transient reading for its whole life.
+    let m = LoadMonitor::start(config(vec![LoadSource::SystemCpu], 3_600_000));
+    let start = Instant::now();
+    assert!(wait_for(|| m.samples() >= 2), "no sample after start");
+    assert!(start.elapsed() < Duration::from_secs(2));
+    std::thread::sleep(super::monitor::FIRST_SAMPLE_AFTER * 5);
+    assert_eq!(m.samples(), 2, "later samples wait one period");
+}
