@@ -107,8 +107,10 @@ impl SessionBuilder {
         self
     }
 
-    /// Turns the load-time fusions (BatchNormalization folded into Conv,
-    /// activations fused into Conv/Gemm) on or off (default on).
+    /// Turns the load-time fusions (BatchNormalization and per-channel
+    /// Mul/Add folded into Conv, Mul/Add into BatchNormalization,
+    /// activations fused into Conv/Gemm/BatchNormalization) on or off
+    /// (default on).
     pub fn fusion(mut self, on: bool) -> Self {
         self.no_fusion = !on;
         self
@@ -244,10 +246,10 @@ impl Session {
                 ))
             })
             .collect();
-        specialize(&mut graph, &declared, false)?;
+        let facts = specialize(&mut graph, &declared, false)?;
         prune(&mut graph);
         if fusion {
-            fuse(&mut graph)?;
+            fuse(&mut graph, &facts)?;
             prune(&mut graph);
         }
         graph.rebuild_ops()?;

@@ -1,6 +1,7 @@
 //! Load-time fusions give the same results as the unfused graph: Conv →
-//! BatchNormalization → Relu and Gemm → Clip, on the example model and on a
-//! model built here.
+//! BatchNormalization → Relu and Gemm → Clip, per-channel Mul/Add folded
+//! into Conv and BatchNormalization (DenseNet's batch norms), on the example
+//! model and on models built here.
 
 mod common;
 
@@ -56,6 +57,94 @@ fn conv_bn_relu_gemm_clip() -> Vec<u8> {
         13,
     );
     bytes(&m)
+}
+
+/// DenseNet-121's layer: Conv → BN → Mul → Add → Relu, then a
+/// pre-activation BN → Mul → Add (constant first) → Relu → Conv, then a
+/// scalar Mul (folded) and a Mul varying along the width (not folded).
+fn densenet_style_chain() -> Vec<u8> {
+    let m = model(
+        graph(
+            vec![
+                node("Conv", &["x", "w"], &["c"]),
+                node("BatchNormalization", &["c", "s", "b", "m", "v"], &["bn"]),
+                node("Mul", &["bn", "k3"], &["k"]),
+                node("Add", &["k", "k4"], &["a"]),
+                node("Relu", &["a"], &["r"]),
+                node("BatchNormalization", &["r", "s", "b", "m", "v"], &["bn2"]),
+                node("Mul", &["k3", "bn2"], &["k_2"]),
+                node("Add", &["k1", "k_2"], &["a2"]),
+                node("Relu", &["a2"], &["r2"]),
+                node("Conv", &["r2", "w2"], &["c2"]),
+                node("Mul", &["c2", "half"], &["h"]),
+                node("Mul", &["h", "across"], &["y"]),
+            ],
+            vec![value_info("x", 1, &[1, 3, 6, 6])],
+            vec![value_info("y", 1, &[1, 2, 4, 4])],
+            vec![
+                initializer("w", &[4, 3, 3, 3], &seq(108, 1.0)),
+                initializer("s", &[4], &[1.5, 0.5, 1.0, 2.0]),
+                initializer("b", &[4], &seq(4, 0.3)),
+                initializer("m", &[4], &seq(4, 0.1)),
+                initializer("v", &[4], &[0.5, 1.0, 2.0, 0.25]),
+                initializer("k3", &[4, 1, 1], &[0.5, -1.5, 2.0, 0.75]),
+                initializer("k4", &[1, 4, 1, 1], &[0.1, -0.2, 0.3, -0.4]),
+                initializer("k1", &[4, 1, 1], &[-0.3, 0.2, 0.4, -0.1]),
+                initializer("w2", &[2, 4, 1, 1], &seq(8, 1.0)),
+                initializer("half", &[], &[0.5]),
+                initializer("across", &[1, 1, 4], &[1.0, -1.0, 2.0, 0.5]),
+            ],
+        ),
+        13,
+    );
+    bytes(&m)
+}
+
+#[test]
+fn per_channel_mul_and_add_fold_into_conv_and_batch_norm() {
+    let m = densenet_style_chain();
+    let (fused, n_fused) = run(&m, true);
+    let (plain, n_plain) = run(&m, false);
+    assert_eq!(n_plain, 12);
+    assert_eq!(
+        n_fused, 4,
+        "Conv+BN+Mul+Add+Relu, BN+Mul+Add+Relu, Conv+Mul, and the Mul along the width"
+    );
+    for (a, b) in fused.iter().zip(&plain) {
+        assert!((a - b).abs() <= 1e-5 * (1.0 + b.abs()), "{a} vs {b}");
+    }
+    assert!(plain.iter().any(|&v| v != 0.0), "output not degenerate");
+}
+
+/// ResNet's residual joins: Relu(Add(conv, shortcut)) and Relu(Sum(...)).
+fn residual_joins() -> Vec<u8> {
+    let m = model(
+        graph(
+            vec![
+                node("Conv", &["x", "w3"], &["c"]),
+                node("Add", &["c", "x"], &["a"]),
+                node("Relu", &["a"], &["r"]),
+                node("Sum", &["x", "r"], &["s"]),
+                node("Relu", &["s"], &["y"]),
+            ],
+            vec![value_info("x", 1, &[1, 3, 6, 6])],
+            vec![value_info("y", 1, &[1, 3, 6, 6])],
+            vec![initializer("w3", &[3, 3, 1, 1], &seq(9, 2.0))],
+        ),
+        13,
+    );
+    bytes(&m)
+}
+
+#[test]
+fn residual_add_and_sum_take_the_relu_bit_for_bit() {
+    let m = residual_joins();
+    let (fused, n_fused) = run(&m, true);
+    let (plain, n_plain) = run(&m, false);
+    assert_eq!((n_plain, n_fused), (5, 3), "Add+Relu and Sum+Relu fuse");
+    assert_eq!(fused, plain);
+    assert!(plain.contains(&0.0), "the Relu clamps some sums");
+    assert!(plain.iter().any(|&v| v > 0.0));
 }
 
 fn run(model: &[u8], fusion: bool) -> (Vec<f64>, usize) {

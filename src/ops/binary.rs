@@ -2,6 +2,7 @@
 //! (`arith`), comparisons, logic, bit operations and Where (`logic`), all on
 //! the shared broadcasting engine (`broadcast`).
 
+mod activated;
 pub(crate) mod arith;
 pub(crate) mod broadcast;
 pub(crate) mod logic;
@@ -110,13 +111,19 @@ fn build_bitshift(ctx: &BuildContext) -> Result<Box<dyn Operator>> {
 }
 
 pub(crate) fn register(r: &mut Registry) {
-    r.add("Add", 7, |_| arithmetic("Add", ArithKind::Add));
+    r.add("Add", 7, |ctx| match activated::build("Add", ctx)? {
+        Some(op) => Ok(op),
+        None => arithmetic("Add", ArithKind::Add),
+    });
     r.add("Sub", 7, |_| arithmetic("Sub", ArithKind::Sub));
     r.add("Mul", 7, |_| arithmetic("Mul", ArithKind::Mul));
     r.add("Div", 7, |_| arithmetic("Div", ArithKind::Div));
     r.add("Mod", 10, build_mod);
     r.add("Pow", 7, |_| Ok(Box::new(Pow)));
-    r.add("Sum", 1, |_| variadic("Sum", VarKind::Sum));
+    r.add("Sum", 1, |ctx| match activated::build("Sum", ctx)? {
+        Some(op) => Ok(op),
+        None => variadic("Sum", VarKind::Sum),
+    });
     r.add("Mean", 1, |_| variadic("Mean", VarKind::Mean));
     r.add("Max", 1, |_| variadic("Max", VarKind::Max));
     r.add("Min", 1, |_| variadic("Min", VarKind::Min));

@@ -33,7 +33,14 @@ pub(crate) fn register(r: &mut Registry) {
 
 /// The type a kernel computes in: f32 (for f32, f16, bf16) or f64.
 pub(crate) trait Real:
-    num_traits::Float + Element + Send + Sync + Default + std::fmt::Debug + 'static
+    num_traits::Float
+    + crate::ops::gemm::fused::ActivationFloat
+    + Element
+    + Send
+    + Sync
+    + Default
+    + std::fmt::Debug
+    + 'static
 {
     /// Widens a data element.
     fn from_elem<T: Float>(t: T) -> Self;

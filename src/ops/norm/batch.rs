@@ -2,13 +2,16 @@
 //! scale + B` folded into one multiply-add per element with per-channel
 //! `a = scale / sqrt(var + ε)` and `b = B - mean · a`, precomputed at build
 //! when the four parameters are constants. Opsets before 9 with `spatial=0`
-//! take parameters per (channel, spatial position).
+//! take parameters per (channel, spatial position). A load-time fusion may
+//! attach an activation (`activation` attribute), applied in the same pass.
 
 use super::{check_float, check_rank, dispatch, epsilon, param, Kernel, Out, Real};
 use crate::error::{Error, Result};
+use crate::ops::gemm::fused::Activation;
 use crate::ops::unary::kernel::Float;
 use crate::ops::util::{fact, input, out_len, par_rows};
 use crate::ops::{BuildContext, Fact, InferInput, Operator};
+use crate::tensor::recycle::take_or_default;
 use crate::tensor::Tensor;
 
 const OP: &str = "BatchNormalization";
@@ -19,6 +22,8 @@ struct BatchNorm {
     eps: f64,
     /// Per-channel `(a, b)` when scale, B, mean and var are constants.
     folded: Option<(Vec<f64>, Vec<f64>)>,
+    /// Activation fused at load.
+    act: Option<Activation>,
 }
 
 pub(super) fn build(ctx: &BuildContext) -> Result<Box<dyn Operator>> {
@@ -44,7 +49,8 @@ pub(super) fn build(ctx: &BuildContext) -> Result<Box<dyn Operator>> {
         Some(c) => Some(fold(&c, eps)?),
         None => None,
     };
-    Ok(Box::new(BatchNorm { eps, folded }))
+    let act = Activation::from_attrs(a)?;
+    Ok(Box::new(BatchNorm { eps, folded, act }))
 }
 
 /// Per-parameter-index `(a, b)` from scale, B, mean and var.
@@ -92,22 +98,39 @@ struct BnKernel<'a> {
     a: &'a [f64],
     b: &'a [f64],
     plane: usize,
+    act: Option<Activation>,
+}
+
+/// `y = f(x·a + b)` over one row, computed in `C`.
+#[inline(always)]
+fn affine_row<T: Float, C: Real>(y: &mut [T], x: &[T], a: C, b: C, f: impl Fn(C) -> C) {
+    for (o, &v) in y.iter_mut().zip(x) {
+        *o = f(C::from_elem(v) * a + b).to_elem();
+    }
+}
+
+/// One row with the activation chosen outside the loop, so each loop is
+/// specialised (and the Relu one vectorises).
+fn activated_row<T: Float, C: Real>(y: &mut [T], x: &[T], a: C, b: C, act: Option<Activation>) {
+    match act {
+        None => affine_row(y, x, a, b, |v| v),
+        Some(Activation::Relu) => affine_row(y, x, a, b, |v| Activation::Relu.eval(v)),
+        Some(act) => affine_row(y, x, a, b, |v| act.eval(v)),
+    }
 }
 
 impl Kernel for BnKernel<'_> {
     fn compute<T: Float, C: Real>(&self, x: &[T]) -> Result<Out<T, C>> {
         let a: Vec<C> = self.a.iter().map(|&v| C::of(v)).collect();
         let b: Vec<C> = self.b.iter().map(|&v| C::of(v)).collect();
-        let mut y = vec![T::default(); x.len()];
+        // Every element is written below: a recycled buffer needs no fill.
+        let mut y = take_or_default::<T>(x.len());
         let (plane, p) = (self.plane.max(1), a.len().max(1));
         par_rows(&mut y, plane, |first, chunk| {
             let xs = &x[first * plane..first * plane + chunk.len()];
             for (i, (yo, xi)) in chunk.chunks_mut(plane).zip(xs.chunks(plane)).enumerate() {
                 let c = (first + i) % p;
-                let (ac, bc) = (a[c], b[c]);
-                for (o, &v) in yo.iter_mut().zip(xi) {
-                    *o = (C::from_elem(v) * ac + bc).to_elem();
-                }
+                activated_row(yo, xi, a[c], b[c], self.act);
             }
         });
         Ok(Out::y(y))
@@ -128,7 +151,8 @@ impl Operator for BatchNorm {
     }
 
     fn flops(&self, _inputs: &[Option<&Fact>], outputs: &[Fact]) -> u64 {
-        out_len(outputs, 0).saturating_mul(2).max(1)
+        let per = if self.act.is_some() { 3 } else { 2 };
+        out_len(outputs, 0).saturating_mul(per).max(1)
     }
 
     fn run(&self, inputs: &[Option<&Tensor>]) -> Result<Vec<Tensor>> {
@@ -145,6 +169,7 @@ impl Operator for BatchNorm {
             }
         };
         let (plane, _) = layout(x.shape(), a.len())?;
-        dispatch(OP, x, &BnKernel { a, b, plane })
+        let act = self.act;
+        dispatch(OP, x, &BnKernel { a, b, plane, act })
     }
 }

@@ -1,12 +1,16 @@
-//! Load-time fusions: BatchNormalization folded into the Conv before it, and
-//! simple activations (Relu, LeakyRelu, Clip, Sigmoid, HardSwish, Tanh) fused
-//! into the Conv or Gemm that produces their input, so the activation is
-//! applied while the output is still in cache. Only float32 weights are fused.
+//! Load-time fusions: BatchNormalization folded into the Conv before it,
+//! per-channel Mul/Add folded into the Conv or BatchNormalization before
+//! them ([`affine`]), and simple activations (Relu, LeakyRelu, Clip, Sigmoid,
+//! HardSwish, Tanh) fused into the Conv, Gemm, BatchNormalization, Add or
+//! Sum that produces their input, so the activation is applied while the
+//! output is still in cache. Only float32 data is fused.
 
-use super::{Graph, Value, ValueId};
+mod affine;
+
+use super::{Facts, Graph, Value, ValueId};
 use crate::attributes::Attribute;
 use crate::error::Result;
-use crate::tensor::Tensor;
+use crate::tensor::{DType, Tensor};
 use ndarray::{ArrayD, Axis};
 use std::sync::Arc;
 
@@ -51,10 +55,12 @@ fn const_f32(graph: &Graph, v: Option<ValueId>) -> Option<ArrayD<f32>> {
     graph.constant(v?)?.array::<f32>().cloned()
 }
 
-/// Runs every fusion and rebuilds the operators of changed nodes.
-pub fn fuse(graph: &mut Graph) -> Result<()> {
+/// Runs every fusion and rebuilds the operators of changed nodes. `facts`
+/// (from [`super::specialize`]) tell the ranks the per-channel folds need.
+pub fn fuse(graph: &mut Graph, facts: &Facts) -> Result<()> {
     let mut changed = fold_batch_norms(graph);
-    changed.extend(fuse_activations(graph));
+    changed.extend(fold_channel_affines(graph, facts));
+    changed.extend(fuse_activations(graph, facts));
     changed.sort_unstable();
     changed.dedup();
     for name in changed {
@@ -65,6 +71,22 @@ pub fn fuse(graph: &mut Graph) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// Per-channel Mul/Add chains folded into the Conv or BatchNormalization
+/// producing them, each node absorbing as many as follow it.
+fn fold_channel_affines(graph: &mut Graph, facts: &Facts) -> Vec<String> {
+    let mut changed = Vec::new();
+    let mut i = 0;
+    while i < graph.nodes.len() {
+        let folded = affine::try_fold_into_conv(graph, i)
+            .or_else(|| affine::try_fold_into_batch_norm(graph, facts, i));
+        match folded {
+            Some(name) => changed.push(name),
+            None => i += 1,
+        }
+    }
+    changed
 }
 
 /// Conv → BatchNormalization (inference, constant parameters, the Conv's
@@ -197,13 +219,14 @@ fn activation_attrs(graph: &Graph, a: usize) -> Option<Vec<(String, Attribute)>>
     })
 }
 
-/// Conv/Gemm → activation (the producer's output read only by it) becomes
+/// Conv/Gemm/BatchNormalization/Add/Sum → activation (the producer's output
+/// read only by it; see [`takes_activation`]) becomes
 /// one node with the activation as an attribute.
-fn fuse_activations(graph: &mut Graph) -> Vec<String> {
+fn fuse_activations(graph: &mut Graph, facts: &Facts) -> Vec<String> {
     let mut changed = Vec::new();
     let mut i = 0;
     while i < graph.nodes.len() {
-        if let Some(name) = try_fuse_activation(graph, i) {
+        if let Some(name) = try_fuse_activation(graph, facts, i) {
             changed.push(name);
         } else {
             i += 1;
@@ -212,19 +235,39 @@ fn fuse_activations(graph: &mut Graph) -> Vec<String> {
     changed
 }
 
-fn try_fuse_activation(graph: &mut Graph, p: usize) -> Option<String> {
+/// Whether node `p` can take a fused activation: Conv, Gemm and
+/// BatchNormalization with float32 weights (the fused kernels apply
+/// activations to f32 data), and two-input Add/Sum of float32 values.
+fn takes_activation(graph: &Graph, facts: &Facts, p: usize) -> Option<()> {
     let producer = &graph.nodes[p];
-    if !matches!(producer.op_type.as_str(), "Conv" | "Gemm")
-        || !producer.domain.is_empty()
+    if !producer.domain.is_empty()
         || producer.outputs.len() != 1
         || producer.attrs.has("activation")
     {
         return None;
     }
-    // Only float32 weights: the fused kernels apply activations to f32 data.
-    graph
-        .constant((*producer.inputs.get(1)?)?)?
-        .array::<f32>()?;
+    match producer.op_type.as_str() {
+        "Conv" | "Gemm" | "BatchNormalization" => {
+            graph
+                .constant((*producer.inputs.get(1)?)?)?
+                .array::<f32>()?;
+        }
+        "Add" | "Sum" => {
+            if producer.inputs.len() != 2 || producer.inputs.iter().any(Option::is_none) {
+                return None;
+            }
+            let y = producer.outputs[0]?;
+            let fact = facts.get(y)?.as_ref()?;
+            (fact.dtype == DType::F32).then_some(())?;
+        }
+        _ => return None,
+    }
+    Some(())
+}
+
+fn try_fuse_activation(graph: &mut Graph, facts: &Facts, p: usize) -> Option<String> {
+    takes_activation(graph, facts, p)?;
+    let producer = &graph.nodes[p];
     let y = producer.outputs[0]?;
     if readers(graph)[y] != 1 {
         return None;
