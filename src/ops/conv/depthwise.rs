@@ -76,18 +76,34 @@ impl Phases {
         pt: usize,
         pl: usize,
     ) {
-        for (ph, dst) in phases.chunks_exact_mut(self.len).enumerate() {
-            let (a, b) = (ph / self.sw, ph % self.sw);
+        fill_phases(self, phases, xc, h, wd, pt, pl)
+    }
+}
+
+multiversion! {
+    /// [`Phases::fill`], compiled for AVX2 where the CPU has it: the copies,
+    /// zero fills and stride-2 gathers are most of a depthwise layer's time.
+    fn fill_phases<T: GemmFloat>(
+        ph: &Phases,
+        phases: &mut [T],
+        xc: &[T],
+        h: usize,
+        wd: usize,
+        pt: usize,
+        pl: usize,
+    ) {
+        for (k, dst) in phases.chunks_exact_mut(ph.len).enumerate() {
+            let (a, b) = (k / ph.sw, k % ph.sw);
             // Phase columns j read input column b + sw·j − pl when in range.
-            let lo = pl.saturating_sub(b).div_ceil(self.sw).min(self.cols);
+            let lo = pl.saturating_sub(b).div_ceil(ph.sw).min(ph.cols);
             let hi = (pl + wd)
                 .saturating_sub(b)
-                .div_ceil(self.sw)
-                .clamp(lo, self.cols);
-            let (body, tail) = dst.split_at_mut(self.rows * self.cols);
+                .div_ceil(ph.sw)
+                .clamp(lo, ph.cols);
+            let (body, tail) = dst.split_at_mut(ph.rows * ph.cols);
             tail.fill(T::zero());
-            for (i, row) in body.chunks_exact_mut(self.cols).enumerate() {
-                let r = a + self.sh * i;
+            for (i, row) in body.chunks_exact_mut(ph.cols).enumerate() {
+                let r = a + ph.sh * i;
                 if r < pt || r >= pt + h || lo == hi {
                     row.fill(T::zero());
                     continue;
@@ -95,12 +111,26 @@ impl Phases {
                 let src = &xc[(r - pt) * wd..(r - pt + 1) * wd];
                 row[..lo].fill(T::zero());
                 row[hi..].fill(T::zero());
-                let first = b + self.sw * lo - pl;
-                if self.sw == 1 {
-                    row[lo..hi].copy_from_slice(&src[first..first + hi - lo]);
+                let first = b + ph.sw * lo - pl;
+                let dst = &mut row[lo..hi];
+                let n = dst.len();
+                if ph.sw == 1 {
+                    dst.copy_from_slice(&src[first..first + n]);
+                } else if ph.sw == 2 {
+                    // Even elements of a contiguous span vectorise as
+                    // shuffles; the last one may lack its odd partner.
+                    let pairs = ((src.len() - first) / 2).min(n);
+                    let (head, rest) = dst.split_at_mut(pairs);
+                    let span = src[first..first + 2 * pairs].chunks_exact(2);
+                    for (d, pair) in head.iter_mut().zip(span) {
+                        *d = pair[0];
+                    }
+                    for (j, d) in rest.iter_mut().enumerate() {
+                        *d = src[first + 2 * (pairs + j)];
+                    }
                 } else {
-                    for (j, d) in row[lo..hi].iter_mut().enumerate() {
-                        *d = src[first + j * self.sw];
+                    for (j, d) in dst.iter_mut().enumerate() {
+                        *d = src[first + j * ph.sw];
                     }
                 }
             }

@@ -199,6 +199,19 @@ fn conv_groups_and_depthwise() {
     ];
     check_conv(&[2, 4, 7, 8], &[4, 1, 3, 3], true, &attrs, &g, &[4, 4]);
     check_conv(&[1, 4, 7, 8], &[8, 1, 3, 3], false, &attrs, &g, &[4, 4]);
+    // Depthwise stride 2 on odd widths, padded on one side: the phase rows'
+    // stride-2 gathers end without an odd partner.
+    let mut g = geo(2);
+    g.group = 2;
+    g.strides = vec![2, 2];
+    g.pad_begin = vec![0, 1];
+    let attrs = [
+        ("group", int(2)),
+        ("strides", ints(&[2, 2])),
+        ("pads", ints(&[0, 1, 1, 0])),
+    ];
+    check_conv(&[1, 2, 9, 11], &[2, 1, 3, 3], true, &attrs, &g, &[4, 5]);
+    check_conv(&[1, 2, 9, 11], &[4, 1, 3, 3], false, &attrs, &g, &[4, 5]);
     // Depthwise 2-D: dilated, asymmetric padding, different strides per dim.
     let mut g = geo(2);
     g.group = 3;
