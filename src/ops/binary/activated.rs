@@ -65,14 +65,16 @@ impl Operator for ActivatedAdd {
         Ok(vec![match all.as_slice() {
             [Tensor::F32(a), Tensor::F32(b)] => Tensor::F32(add_then(op, self.act, a, b)?),
             [Tensor::F64(a), Tensor::F64(b)] => Tensor::F64(add_then(op, self.act, a, b)?),
-            [a, b] => return Err(Error::op(
-                op,
-                format!(
+            [a, b] => {
+                return Err(Error::op(
+                    op,
+                    format!(
                     "a fused activation takes two float32 or two float64 inputs, found {} and {}",
                     a.dtype(),
                     b.dtype()
                 ),
-            )),
+                ))
+            }
             _ => {
                 return Err(Error::op(
                     op,
