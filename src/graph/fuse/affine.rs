@@ -5,7 +5,7 @@
 //! BatchNormalization → Mul → Add; folded, the chain is one pass (or none,
 //! after a Conv), which the activation fusion can then extend.
 
-use super::{add_constant, const_f32, readers, sole_reader};
+use super::{absorb, add_constant, const_f32, readers, set_weights_and_bias, sole_reader};
 use crate::graph::{Facts, Graph, ValueId};
 use crate::tensor::Tensor;
 use ndarray::Axis;
@@ -68,15 +68,6 @@ fn affine_reader(graph: &Graph, y: ValueId) -> Option<(usize, Kind, ValueId)> {
     Some((r, kind, other))
 }
 
-/// Removes node `r` and hands its output to `producer`.
-fn absorb(graph: &mut Graph, producer: usize, r: usize) -> Option<String> {
-    let out = graph.nodes[r].outputs[0];
-    graph.nodes[producer].outputs[0] = out;
-    let name = graph.nodes[producer].name.clone();
-    graph.nodes.remove(r);
-    Some(name)
-}
-
 /// Conv → Mul/Add by a per-output-channel constant: the Mul scales W's
 /// rows and the bias, the Add shifts the bias.
 pub(super) fn try_fold_into_conv(graph: &mut Graph, conv: usize) -> Option<String> {
@@ -113,15 +104,7 @@ pub(super) fn try_fold_into_conv(graph: &mut Graph, conv: usize) -> Option<Strin
         }
         Kind::Add => b.iter_mut().zip(&k).for_each(|(b, k)| *b += k),
     }
-    let b_id = add_constant(
-        graph,
-        format!("{name}.shifted_bias"),
-        Tensor::from_vec(&[cout], b).ok()?,
-    );
-    let node = &mut graph.nodes[conv];
-    node.inputs.truncate(1);
-    node.inputs.push(Some(w_id));
-    node.inputs.push(Some(b_id));
+    set_weights_and_bias(graph, conv, w_id, "shifted_bias", b)?;
     absorb(graph, conv, r)
 }
 

@@ -156,21 +156,38 @@ fn try_fold_bn(graph: &mut Graph, conv: usize) -> Option<String> {
     let b2: Vec<f32> = (0..cout)
         .map(|k| (b[k] - mean[k]) * s[k] + bias[k])
         .collect();
-    let bn_out = bn.outputs[0];
     let conv_name = c.name.clone();
     let w_id = add_constant(graph, format!("{conv_name}.folded_weight"), Tensor::F32(w2));
-    let b_id = add_constant(
-        graph,
-        format!("{conv_name}.folded_bias"),
-        Tensor::from_vec(&[cout], b2).ok()?,
-    );
+    set_weights_and_bias(graph, conv, w_id, "folded_bias", b2)?;
+    absorb(graph, conv, bn_index)
+}
+
+/// Gives Conv node `conv` the weights `w_id` and a new constant bias `b`
+/// (named after the node and `tag`).
+fn set_weights_and_bias(
+    graph: &mut Graph,
+    conv: usize,
+    w_id: ValueId,
+    tag: &str,
+    b: Vec<f32>,
+) -> Option<()> {
+    let name = format!("{}.{tag}", graph.nodes[conv].name);
+    let b_id = add_constant(graph, name, Tensor::from_vec(&[b.len()], b).ok()?);
     let node = &mut graph.nodes[conv];
     node.inputs.truncate(1);
     node.inputs.push(Some(w_id));
     node.inputs.push(Some(b_id));
-    node.outputs[0] = bn_out;
-    graph.nodes.remove(bn_index);
-    Some(conv_name)
+    Some(())
+}
+
+/// Removes node `r` (the sole reader of `producer`'s output) and hands its
+/// output to `producer`; returns the producer's name.
+fn absorb(graph: &mut Graph, producer: usize, r: usize) -> Option<String> {
+    let out = graph.nodes[r].outputs[0];
+    graph.nodes[producer].outputs[0] = out;
+    let name = graph.nodes[producer].name.clone();
+    graph.nodes.remove(r);
+    Some(name)
 }
 
 /// The fused-activation attributes for an activation node, if fusable.

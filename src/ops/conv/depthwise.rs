@@ -64,25 +64,13 @@ impl Phases {
         let phase = (ty % self.sh) * self.sw + tx % self.sw;
         phase * self.len + (ty / self.sh) * self.cols + tx / self.sw
     }
-
-    /// Splits the `h × wd` plane `xc`, padded by `pt` rows and `pl` columns
-    /// before, into the phases.
-    fn fill<T: GemmFloat>(
-        &self,
-        phases: &mut [T],
-        xc: &[T],
-        h: usize,
-        wd: usize,
-        pt: usize,
-        pl: usize,
-    ) {
-        fill_phases(self, phases, xc, h, wd, pt, pl)
-    }
 }
 
 multiversion! {
-    /// [`Phases::fill`], compiled for AVX2 where the CPU has it: the copies,
-    /// zero fills and stride-2 gathers are most of a depthwise layer's time.
+    /// Splits the `h × wd` plane `xc`, padded by `pt` rows and `pl` columns
+    /// before, into the phases of `ph`. Compiled for AVX2 where the CPU has
+    /// it: the copies, zero fills and stride-2 gathers are most of a
+    /// depthwise layer's time.
     fn fill_phases<T: GemmFloat>(
         ph: &Phases,
         phases: &mut [T],
@@ -168,7 +156,7 @@ fn depthwise_2d<T: GemmFloat>(
                 let (ni, oc) = (row / m, row % m);
                 let ch = oc / mg;
                 let xc = &x[(ni * c + ch) * in_plane..(ni * c + ch + 1) * in_plane];
-                ph.fill(phases, xc, h, wd, pt, pl);
+                fill_phases(&ph, phases, xc, h, wd, pt, pl);
                 flat.fill(b.map_or(T::zero(), |b| b[oc]));
                 let wk = &w[oc * kh * kw..(oc + 1) * kh * kw];
                 for ky in 0..kh {
