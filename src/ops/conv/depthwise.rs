@@ -55,7 +55,8 @@ impl Phases {
             sw,
             rows,
             cols,
-            len: rows * cols + cj,
+            // The zero tail lets every tap read whole LANES-wide chunks.
+            len: rows * cols + cj + LANES,
         }
     }
 
@@ -88,22 +89,25 @@ multiversion! {
                 .saturating_sub(b)
                 .div_ceil(ph.sw)
                 .clamp(lo, ph.cols);
-            let (body, tail) = dst.split_at_mut(ph.rows * ph.cols);
-            tail.fill(T::zero());
-            for (i, row) in body.chunks_exact_mut(ph.cols).enumerate() {
+            // One fill for the padding, then only the in-range spans: most
+            // rows are short, and a fill call per piece cost more than it.
+            dst.fill(T::zero());
+            if lo == hi {
+                continue;
+            }
+            for (i, row) in dst.chunks_exact_mut(ph.cols).take(ph.rows).enumerate() {
                 let r = a + ph.sh * i;
-                if r < pt || r >= pt + h || lo == hi {
-                    row.fill(T::zero());
+                if r < pt || r >= pt + h {
                     continue;
                 }
                 let src = &xc[(r - pt) * wd..(r - pt + 1) * wd];
-                row[..lo].fill(T::zero());
-                row[hi..].fill(T::zero());
                 let first = b + ph.sw * lo - pl;
                 let dst = &mut row[lo..hi];
                 let n = dst.len();
                 if ph.sw == 1 {
-                    dst.copy_from_slice(&src[first..first + n]);
+                    for (d, &v) in dst.iter_mut().zip(&src[first..first + n]) {
+                        *d = v;
+                    }
                 } else if ph.sw == 2 {
                     // Even elements of a contiguous span vectorise as
                     // shuffles; the last one may lack its odd partner.
@@ -126,9 +130,14 @@ multiversion! {
     }
 }
 
+/// Outputs summed together in registers by [`sum_taps`].
+const LANES: usize = 32;
+/// Most taps [`sum_taps`] takes (a 8×8 kernel); larger kernels add one tap
+/// at a time over the whole plane.
+const MAX_TAPS: usize = 64;
+
 /// 2-D: split the plane into its stride phases, then add the taps in
-/// kernel row-major order, each over the whole plane (padding taps add w·0,
-/// as the definition does).
+/// kernel row-major order (padding taps add w·0, as the definition does).
 fn depthwise_2d<T: GemmFloat>(
     p: &ConvPlan,
     x: &[T],
@@ -147,7 +156,12 @@ fn depthwise_2d<T: GemmFloat>(
     let (plane, in_plane) = (oh * ow, h * wd);
     let ph = Phases::new(p);
     let phases_len = ph.sh * ph.sw * ph.len;
-    let flat_len = oh * ph.cols;
+    let flat_len = (oh * ph.cols).div_ceil(LANES) * LANES;
+    let taps = kh * kw;
+    let mut offsets = [0usize; MAX_TAPS];
+    for (t, o) in offsets.iter_mut().enumerate().take(taps) {
+        *o = ph.tap((t / kw) * dh, (t % kw) * dw);
+    }
     par_rows(y, plane, |first, chunk| {
         T::with_scratch(phases_len + flat_len, |scratch| {
             let (phases, flat) = scratch.split_at_mut(phases_len);
@@ -157,12 +171,17 @@ fn depthwise_2d<T: GemmFloat>(
                 let ch = oc / mg;
                 let xc = &x[(ni * c + ch) * in_plane..(ni * c + ch + 1) * in_plane];
                 fill_phases(&ph, phases, xc, h, wd, pt, pl);
-                flat.fill(b.map_or(T::zero(), |b| b[oc]));
-                let wk = &w[oc * kh * kw..(oc + 1) * kh * kw];
-                for ky in 0..kh {
-                    for kx in 0..kw {
-                        let at = ph.tap(ky * dh, kx * dw);
-                        axpy(flat, wk[ky * kw + kx], &phases[at..at + flat_len]);
+                let init = b.map_or(T::zero(), |b| b[oc]);
+                let wk = &w[oc * taps..(oc + 1) * taps];
+                if taps <= MAX_TAPS {
+                    sum_taps(flat, init, &offsets[..taps], wk, phases);
+                } else {
+                    flat.fill(init);
+                    for ky in 0..kh {
+                        for kx in 0..kw {
+                            let at = ph.tap(ky * dh, kx * dw);
+                            axpy(flat, wk[ky * kw + kx], &phases[at..at + flat_len]);
+                        }
                     }
                 }
                 for (dst, src) in out.chunks_exact_mut(ow.max(1)).zip(flat.chunks(ph.cols)) {
@@ -174,6 +193,66 @@ fn depthwise_2d<T: GemmFloat>(
             }
         });
     });
+}
+
+/// `flat[j] = init + Σ_t w[t]·phases[offsets[t] + j]`, adding the taps in
+/// order, with the running sums of LANES outputs held in registers: one
+/// pass over the plane instead of one per tap. `flat.len()` is a multiple
+/// of LANES. Fused multiply-adds on AVX-512 machines, a multiply then an
+/// add elsewhere; one machine always takes the same path.
+fn sum_taps<T: GemmFloat>(flat: &mut [T], init: T, offsets: &[usize], w: &[T], phases: &[T]) {
+    #[cfg(target_arch = "x86_64")]
+    if crate::ops::gemm::simd::has_avx512() {
+        // SAFETY: the CPU has AVX-512F and FMA (checked just above).
+        return unsafe { sum_taps_fused(flat, init, offsets, w, phases) };
+    }
+    sum_taps_plain(flat, init, offsets, w, phases)
+}
+
+/// [`sum_taps`] with a multiply-add per tap given by `madd(acc, w, x)`.
+#[inline(always)]
+fn sum_taps_with<T: GemmFloat>(
+    flat: &mut [T],
+    init: T,
+    offsets: &[usize],
+    w: &[T],
+    phases: &[T],
+    madd: impl Fn(T, T, T) -> T,
+) {
+    for (c, dst) in flat.chunks_exact_mut(LANES).enumerate() {
+        let j = c * LANES;
+        let mut acc = [init; LANES];
+        for (&at, &wv) in offsets.iter().zip(w) {
+            let src = &phases[at + j..at + j + LANES];
+            for l in 0..LANES {
+                acc[l] = madd(acc[l], wv, src[l]);
+            }
+        }
+        dst.copy_from_slice(&acc);
+    }
+}
+
+/// [`sum_taps`] compiled for AVX-512 with fused multiply-adds.
+///
+/// # Safety
+/// The CPU must support AVX-512F and FMA.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx2,fma")]
+unsafe fn sum_taps_fused<T: GemmFloat>(
+    flat: &mut [T],
+    init: T,
+    offsets: &[usize],
+    w: &[T],
+    phases: &[T],
+) {
+    sum_taps_with(flat, init, offsets, w, phases, |a, wv, x| wv.mul_add(x, a))
+}
+
+multiversion! {
+    /// [`sum_taps`] with a multiply then an add per tap.
+    fn sum_taps_plain<T: GemmFloat>(flat: &mut [T], init: T, offsets: &[usize], w: &[T], phases: &[T]) {
+        sum_taps_with(flat, init, offsets, w, phases, |a, wv, x| a + wv * x)
+    }
 }
 
 multiversion! {
