@@ -149,9 +149,11 @@ fn max_taps<T: MaxElem>(out: &mut [T], row: &[T], taps: usize, dilation: usize, 
     // The padded row holds no NaN (it starts at the lowest value), so the
     // taps need no lowest value of their own.
     if stride == 1 && taps == 3 {
-        let (a, b, c) = (tap(0), tap(1), tap(2));
-        for j in 0..n {
-            out[j] = a[j].max_of(b[j]).max_of(c[j]);
+        // Slices of exactly n elements, zipped: the loop vectorises (with
+        // indexing, the bounds checks kept it scalar).
+        let (a, b, c) = (&tap(0)[..n], &tap(1)[..n], &tap(2)[..n]);
+        for (((o, &a), &b), &c) in out.iter_mut().zip(a).zip(b).zip(c) {
+            *o = a.max_of(b).max_of(c);
         }
         return;
     }
