@@ -11,6 +11,7 @@ use super::{BuildContext, Fact, InferInput, Operator, Registry};
 use crate::error::{Error, Result};
 use crate::tensor::{DType, Element, Tensor};
 
+mod avg_rows;
 mod global;
 mod kernels;
 mod max2d;
@@ -164,7 +165,11 @@ impl Pool {
         // The kernels write every element: a recycled buffer needs no zero-fill.
         let mut y = crate::tensor::recycle::take_or_default::<T>(len);
         if self.kind == Kind::Avg {
-            kernels::average(rows, x, &mut y, self.count_include_pad);
+            if rows.win.rank() > 0 {
+                avg_rows::average(rows, x, &mut y, self.count_include_pad);
+            } else {
+                kernels::average(rows, x, &mut y, self.count_include_pad);
+            }
         } else {
             kernels::lp(rows, x, &mut y, self.p);
         }
