@@ -4,40 +4,20 @@
 //! fused multiply-add), so both builds give the same bits. Kernels that fuse
 //! multiply-adds check [`has_avx512`] themselves.
 
-/// True when the CPU supports AVX2 (checked once, then cached).
+/// True when the CPU supports AVX2 (std detects the features once and
+/// caches them, so this is a load and a bit test).
 #[cfg(target_arch = "x86_64")]
 pub(crate) fn has_avx2() -> bool {
-    use std::sync::atomic::{AtomicU8, Ordering};
-    static STATE: AtomicU8 = AtomicU8::new(0);
-    match STATE.load(Ordering::Relaxed) {
-        1 => false,
-        2 => true,
-        _ => {
-            let yes = std::arch::is_x86_feature_detected!("avx2");
-            STATE.store(if yes { 2 } else { 1 }, Ordering::Relaxed);
-            yes
-        }
-    }
+    std::arch::is_x86_feature_detected!("avx2")
 }
 
-/// True when the CPU supports AVX-512F with FMA (checked once, then
-/// cached): kernels that may fuse multiply-adds use it. Their bits differ
-/// from the plain builds', but one machine always takes the same path, so
-/// runs stay bit-identical whatever the thread count.
+/// True when the CPU supports AVX-512F with FMA: kernels that may fuse
+/// multiply-adds use it. Their bits differ from the plain builds', but one
+/// machine always takes the same path, so runs stay bit-identical whatever
+/// the thread count.
 #[cfg(target_arch = "x86_64")]
 pub(crate) fn has_avx512() -> bool {
-    use std::sync::atomic::{AtomicU8, Ordering};
-    static STATE: AtomicU8 = AtomicU8::new(0);
-    match STATE.load(Ordering::Relaxed) {
-        1 => false,
-        2 => true,
-        _ => {
-            let yes = std::arch::is_x86_feature_detected!("avx512f")
-                && std::arch::is_x86_feature_detected!("fma");
-            STATE.store(if yes { 2 } else { 1 }, Ordering::Relaxed);
-            yes
-        }
-    }
+    std::arch::is_x86_feature_detected!("avx512f") && std::arch::is_x86_feature_detected!("fma")
 }
 
 /// Defines a function whose body is compiled both for the baseline target and
