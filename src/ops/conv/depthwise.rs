@@ -1,8 +1,9 @@
 //! Depthwise convolution (one input channel per group): each output plane
 //! is a direct sum over the kernel taps, never a GEMM. The 2-D case (almost
 //! every mobile network) splits the plane once into zero-padded stride
-//! phases so that every tap is one contiguous, vectorised multiply-add over
-//! the whole output plane; other ranks walk the window lines. Planes are split over the
+//! phases so that every tap reads one contiguous span per output chunk; the
+//! running sums of 32 outputs stay in registers across all the taps. Other
+//! ranks walk the window lines. Planes are split over the
 //! current rayon pool; each output is summed in a fixed order.
 
 use super::conv_op::ConvPlan;

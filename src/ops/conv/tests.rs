@@ -225,6 +225,13 @@ fn conv_groups_and_depthwise() {
         ("pads", ints(&[2, 0, 1, 1])),
     ];
     check_conv(&[1, 3, 9, 8], &[3, 1, 3, 2], true, &attrs, &g, &[4, 8]);
+    // Depthwise 2-D with more taps (9×9) than the register sums take: the
+    // tap-by-tap path.
+    let mut g = geo(2);
+    g.group = 2;
+    g.pad_begin = vec![4, 4];
+    let attrs = [("group", int(2)), ("pads", ints(&[4, 4, 4, 4]))];
+    check_conv(&[1, 2, 12, 13], &[2, 1, 9, 9], true, &attrs, &g, &[12, 13]);
     // Depthwise 3-D (the any-rank path).
     let mut g = geo(3);
     g.group = 2;
