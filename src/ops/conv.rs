@@ -13,9 +13,11 @@ use crate::tensor::{DType, Tensor};
 
 mod conv_op;
 mod depthwise;
+mod direct;
 pub(crate) mod geom;
 mod im2col;
 mod lines;
+mod phases;
 #[cfg(test)]
 mod tests;
 mod transpose;

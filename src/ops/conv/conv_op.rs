@@ -1,7 +1,8 @@
 //! `Conv`: N-D grouped, strided, dilated, padded convolution with optional
 //! bias and fused activation. 1×1 stride-1 unpadded kernels are one GEMM on X
 //! as it lies; depthwise convolutions (one input channel per group) use a
-//! direct kernel; 3×3 stride-1 kernels with enough channels and output
+//! direct kernel, and so do 2-D layers with at most four input channels
+//! (RGB stems) on AVX-512 machines; 3×3 stride-1 kernels with enough channels and output
 //! tiles go through Winograd F(4×4, 3×3) or F(2×2, 3×3); everything else is im2col
 //! followed by a GEMM per group.
 
@@ -219,6 +220,8 @@ impl FloatKernel for ConvKernel<'_> {
             super::depthwise::depthwise(p, x, w, b, act, &mut y);
         } else if pointwise {
             pointwise_gemm(p, x, w, b, act, &mut y);
+        } else if super::direct::try_direct(p, x, w, b, act, &mut y) {
+            // Done: a few-channel layer on the AVX-512 direct kernel.
         } else if let Some(algo) = winograd::choose(p) {
             let mut fresh = None;
             let cache = &self.op.winograd_weights;

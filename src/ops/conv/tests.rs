@@ -174,6 +174,62 @@ fn conv_strides_dilations_asymmetric_pads() {
     );
 }
 
+/// Few input channels (the direct kernel on AVX-512 machines, im2col
+/// elsewhere): RGB-stem geometry with rows of several register blocks and
+/// both tail widths, output channels not a multiple of four, one and four
+/// input channels, dilation.
+#[test]
+fn conv_few_channels_direct() {
+    let stem = Geo {
+        strides: vec![2, 2],
+        dil: vec![1, 1],
+        pad_begin: vec![3, 3],
+        group: 1,
+    };
+    // H: (21 + 6 − 7) / 2 + 1 = 11; W: (89 + 6 − 7) / 2 + 1 = 45 (32 + 13).
+    let attrs = [("strides", ints(&[2, 2])), ("pads", ints(&[3, 3, 3, 3]))];
+    check_conv(
+        &[2, 3, 21, 89],
+        &[7, 3, 7, 7],
+        true,
+        &attrs,
+        &stem,
+        &[11, 45],
+    );
+    // H: (9 + 6 − 7) / 2 + 1 = 5; W: (117 + 6 − 7) / 2 + 1 = 59 = 32 + 27 (a wide tail).
+    check_conv(
+        &[1, 3, 9, 117],
+        &[5, 3, 7, 7],
+        false,
+        &attrs,
+        &stem,
+        &[5, 59],
+    );
+    let dilated = Geo {
+        strides: vec![1, 1],
+        dil: vec![2, 3],
+        pad_begin: vec![2, 3],
+        group: 1,
+    };
+    let attrs = [("dilations", ints(&[2, 3])), ("pads", ints(&[2, 3, 2, 3]))];
+    check_conv(
+        &[1, 1, 17, 40],
+        &[9, 1, 3, 3],
+        true,
+        &attrs,
+        &dilated,
+        &[17, 40],
+    );
+    check_conv(
+        &[1, 4, 17, 40],
+        &[4, 4, 3, 3],
+        true,
+        &attrs,
+        &dilated,
+        &[17, 40],
+    );
+}
+
 #[test]
 fn conv_groups_and_depthwise() {
     let mut g = geo(2);
@@ -586,6 +642,12 @@ fn conv_bits_identical_across_thread_counts() {
             vec![1, 128, 28, 28],
             vec![96, 128, 3, 3],
             vec![("pads", ints(&[1, 1, 1, 1]))],
+        ),
+        // RGB stem: few input channels, 7×7, stride 2.
+        (
+            vec![1, 3, 64, 64],
+            vec![14, 3, 7, 7],
+            vec![("strides", ints(&[2, 2])), ("pads", ints(&[3, 3, 3, 3]))],
         ),
         // Strided, dilated depthwise.
         (
