@@ -197,6 +197,26 @@ pub fn par_rows<T: Send>(out: &mut [T], row: usize, f: impl Fn(usize, &mut [T]) 
         .for_each(|(i, chunk)| f(i * rows_per, chunk));
 }
 
+/// Runs `f(start, span)` over equal spans of `out` (multiples of 1024
+/// elements, at least [`MIN_PARALLEL_GRAIN`]) in parallel on the current
+/// rayon pool, for element-wise work whose row structure does not matter.
+pub fn par_spans<T: Send>(out: &mut [T], f: impl Fn(usize, &mut [T]) + Sync) {
+    use rayon::prelude::*;
+    let threads = rayon::current_num_threads();
+    if threads <= 1 || out.len() < 2 * MIN_PARALLEL_GRAIN {
+        f(0, out);
+        return;
+    }
+    let span = out
+        .len()
+        .div_ceil(threads * 4)
+        .next_multiple_of(1024)
+        .max(MIN_PARALLEL_GRAIN);
+    out.par_chunks_mut(span)
+        .enumerate()
+        .for_each(|(i, chunk)| f(i * span, chunk));
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -3,7 +3,7 @@
 use super::{data, int_list, make, movement_flops, norm_axis, numel_of, to_dims};
 use crate::attributes::Attributes;
 use crate::error::{Error, Result};
-use crate::ops::util::{fact, opt_input, par_rows};
+use crate::ops::util::{fact, opt_input, par_spans};
 use crate::ops::{BuildContext, Fact, InferInput, Operator, Registry};
 use crate::tensor::{DType, Element, Tensor};
 use ndarray::ArrayD;
@@ -84,18 +84,33 @@ fn concat_typed<T: Element>(
     // Every element is written below.
     let mut out = crate::tensor::recycle::take_or_default::<T>(n);
     if n > 0 {
-        par_rows(&mut out, row, |first, chunk| {
-            for (r, dst) in chunk.chunks_mut(row).enumerate() {
-                let o = first + r;
-                let mut at = 0;
-                for (src, block) in &parts {
-                    dst[at..at + block].clone_from_slice(&src[o * block..(o + 1) * block]);
-                    at += block;
-                }
-            }
-        });
+        // Equal spans of the output, whatever the rows: a batch-1 concat
+        // along the channels is a single row, and most of DenseNet's time
+        // outside its convolutions.
+        let parts: Vec<(&[T], usize)> = parts.iter().map(|(d, b)| (&d[..], *b)).collect();
+        par_spans(&mut out, |start, span| copy_span(span, start, &parts, row));
     }
     make(CONCAT, out_shape, out)
+}
+
+/// Fills `dst`, the output elements from `start` on, from the parts (each
+/// `(data, block)`: `block` elements per output row of `row` elements).
+fn copy_span<T: Clone>(dst: &mut [T], start: usize, parts: &[(&[T], usize)], row: usize) {
+    let end = start + dst.len();
+    let mut o = start / row;
+    while o * row < end {
+        let mut at = o * row;
+        for (src, block) in parts {
+            // Part columns [at, at + block) of row o, clipped to the span.
+            let (lo, hi) = (at.max(start), (at + block).min(end));
+            if lo < hi {
+                let from = o * block + (lo - at);
+                dst[lo - start..hi - start].clone_from_slice(&src[from..from + hi - lo]);
+            }
+            at += block;
+        }
+        o += 1;
+    }
 }
 
 impl Operator for Concat {
@@ -394,6 +409,49 @@ mod tests {
                 assert_eq!(yv[r * 400 + c], want);
             }
         }
+    }
+
+    #[test]
+    fn concat_spans_cross_rows_and_parts() {
+        // Two rows of parts of 5, 3 and 4 elements: 24 output elements.
+        let (a, b, c): (Vec<u32>, Vec<u32>, Vec<u32>) = (
+            (0..10).collect(),
+            (100..106).collect(),
+            (200..208).collect(),
+        );
+        let parts = [(&a[..], 5), (&b[..], 3), (&c[..], 4)];
+        let mut want = Vec::new();
+        for o in 0..2 {
+            for (src, block) in &parts {
+                want.extend_from_slice(&src[o * block..(o + 1) * block]);
+            }
+        }
+        for start in 0..24 {
+            for end in start..=24 {
+                let mut dst = vec![0u32; end - start];
+                super::copy_span(&mut dst, start, &parts, 12);
+                assert_eq!(dst, want[start..end], "span {start}..{end}");
+            }
+        }
+        // A batch-1 channel concat split over three threads.
+        let x = iota(&[1, 3, 100, 100]);
+        let y = iota(&[1, 5, 100, 100]);
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(3)
+            .build()
+            .unwrap();
+        let out = pool.install(|| {
+            run1(
+                "Concat",
+                13,
+                &[("axis", Attribute::Int(1))],
+                &[x.clone(), y.clone()],
+            )
+        });
+        let mut flat = x.to_f64_vec().unwrap();
+        flat.extend(y.to_f64_vec().unwrap());
+        assert_eq!(out.shape(), &[1, 8, 100, 100]);
+        assert_eq!(out.to_f64_vec().unwrap(), flat);
     }
 
     #[test]
