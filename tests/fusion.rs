@@ -116,7 +116,8 @@ fn per_channel_mul_and_add_fold_into_conv_and_batch_norm() {
     assert!(plain.iter().any(|&v| v != 0.0), "output not degenerate");
 }
 
-/// ResNet's residual joins: Relu(Add(conv, shortcut)) and Relu(Sum(...)).
+/// ResNet's residual joins: Relu(Add(conv, shortcut)) (the Add and the Relu
+/// fuse into the Conv) and Relu(Sum(...)) of two non-Conv values.
 fn residual_joins() -> Vec<u8> {
     let m = model(
         graph(
@@ -138,13 +139,53 @@ fn residual_joins() -> Vec<u8> {
 
 #[test]
 fn residual_add_and_sum_take_the_relu_bit_for_bit() {
+    // (The Sum's inputs are the graph input and the fused Conv's output,
+    // which already carries an activation, so the Sum stays.)
     let m = residual_joins();
     let (fused, n_fused) = run(&m, true);
     let (plain, n_plain) = run(&m, false);
-    assert_eq!((n_plain, n_fused), (5, 3), "Add+Relu and Sum+Relu fuse");
+    assert_eq!(
+        (n_plain, n_fused),
+        (5, 2),
+        "Add+Relu fuse into the Conv, Relu into the Sum"
+    );
     assert_eq!(fused, plain);
     assert!(plain.contains(&0.0), "the Relu clamps some sums");
     assert!(plain.iter().any(|&v| v > 0.0));
+}
+
+/// A downsampling block's join: Relu(Add(conv(x), conv(x))), both 3×3
+/// Convs with a bias; the later Conv takes the Add and the Relu.
+#[test]
+fn residual_add_of_two_convs_fuses_into_the_later() {
+    let m = model(
+        graph(
+            vec![
+                node("Conv", &["x", "wa", "ba"], &["a"]),
+                node("Conv", &["x", "wb", "bb"], &["b"]),
+                node("Add", &["a", "b"], &["s"]),
+                node("Relu", &["s"], &["y"]),
+            ],
+            vec![value_info("x", 1, &[1, 3, 6, 6])],
+            vec![value_info("y", 1, &[1, 3, 4, 4])],
+            vec![
+                initializer("wa", &[3, 3, 3, 3], &seq(81, 2.0)),
+                initializer("ba", &[3], &seq(3, 0.5)),
+                initializer("wb", &[3, 3, 3, 3], &seq(81, 0.7)),
+                initializer("bb", &[3], &seq(3, -0.5)),
+            ],
+        ),
+        13,
+    );
+    let m = bytes(&m);
+    let (fused, n_fused) = run(&m, true);
+    let (plain, n_plain) = run(&m, false);
+    assert_eq!((n_plain, n_fused), (4, 2));
+    assert_eq!(fused, plain);
+    assert!(plain.contains(&0.0) && plain.iter().any(|&v| v > 0.0));
+    let s = SessionBuilder::new().build_from_bytes(&m).unwrap();
+    let last = &s.graph().nodes[1];
+    assert_eq!((last.op_type.as_str(), last.inputs.len()), ("Conv", 4));
 }
 
 fn run(model: &[u8], fusion: bool) -> (Vec<f64>, usize) {

@@ -6,6 +6,7 @@
 
 use super::gemm::engine::GemmFloat;
 use super::gemm::fused::Activation;
+use super::gemm::simd::multiversion;
 use super::gemm::{contiguous, from_f32_vec, to_f32_vec};
 use super::Registry;
 use crate::error::{Error, Result};
@@ -74,45 +75,107 @@ fn wrap<T: crate::tensor::Element>(op: &str, shape: &[usize], v: Vec<T>) -> Resu
 
 /// A convolution kernel generic over the GEMM float types.
 trait FloatKernel {
-    /// Computes the row-major output from row-major X, W and optional B.
-    fn compute<T: GemmFloat>(&self, x: &[T], w: &[T], b: Option<&[T]>) -> Result<Vec<T>>;
+    /// Computes the row-major output from row-major X, W, optional B and
+    /// optional Z (an addend of Y's shape: a fused residual Add).
+    fn compute<T: GemmFloat>(
+        &self,
+        x: &[T],
+        w: &[T],
+        b: Option<&[T]>,
+        z: Option<&[T]>,
+    ) -> Result<Vec<T>>;
 }
 
 /// Runs `k` on f32/f64 data directly and on f16/bf16 data through f32,
-/// returning a tensor of X's type and shape `shape`.
+/// returning a tensor of X's type and shape `shape`; `z`, when given, must
+/// have that shape.
 fn run_float<K: FloatKernel>(
     op: &str,
     k: &K,
     x: &Tensor,
     w: &Tensor,
     b: Option<&Tensor>,
+    z: Option<&Tensor>,
     shape: &[usize],
 ) -> Result<Tensor> {
     check_types(op, x.dtype(), w.dtype(), b.map(|b| b.dtype()))?;
+    if let Some(z) = z {
+        if z.dtype() != x.dtype() || z.shape() != shape {
+            return Err(Error::op(
+                op,
+                format!(
+                    "the fused residual is {} {:?}, expected {} {shape:?} like the output",
+                    z.dtype(),
+                    z.shape(),
+                    x.dtype()
+                ),
+            ));
+        }
+    }
     match (x, w, b) {
         (Tensor::F32(xa), Tensor::F32(wa), b) => {
             let bb = b.and_then(|b| b.array::<f32>()).map(contiguous);
-            let y = k.compute(&contiguous(xa), &contiguous(wa), bb.as_deref())?;
+            let zz = z.and_then(|z| z.array::<f32>()).map(contiguous);
+            let y = k.compute(
+                &contiguous(xa),
+                &contiguous(wa),
+                bb.as_deref(),
+                zz.as_deref(),
+            )?;
             wrap(op, shape, y)
         }
         (Tensor::F64(xa), Tensor::F64(wa), b) => {
             let bb = b.and_then(|b| b.array::<f64>()).map(contiguous);
-            let y = k.compute(&contiguous(xa), &contiguous(wa), bb.as_deref())?;
+            let zz = z.and_then(|z| z.array::<f64>()).map(contiguous);
+            let y = k.compute(
+                &contiguous(xa),
+                &contiguous(wa),
+                bb.as_deref(),
+                zz.as_deref(),
+            )?;
             wrap(op, shape, y)
         }
         _ => {
             let xs = to_f32_vec(op, x)?;
             let ws = to_f32_vec(op, w)?;
             let bs = b.map(|b| to_f32_vec(op, b)).transpose()?;
-            let y = k.compute(&xs, &ws, bs.as_deref())?;
+            let zs = z.map(|z| to_f32_vec(op, z)).transpose()?;
+            let y = k.compute(&xs, &ws, bs.as_deref(), zs.as_deref())?;
             from_f32_vec(op, x, shape, y)
         }
     }
 }
 
-/// Adds the bias `b` (if any) to an output row, then applies the fused
-/// activation (if any).
-fn finish_row<T: GemmFloat>(row: &mut [T], b: Option<T>, act: Option<Activation>) {
+multiversion! {
+    /// `row[i] = (row[i] + b) + z[i]`: the bias (if any), then the
+    /// residual, in one pass.
+    fn add_bias_and_residual<T: GemmFloat>(row: &mut [T], b: Option<T>, z: &[T]) {
+        match b {
+            Some(b) => {
+                for (v, &r) in row.iter_mut().zip(z) {
+                    *v = (*v + b) + r;
+                }
+            }
+            None => {
+                for (v, &r) in row.iter_mut().zip(z) {
+                    *v = *v + r;
+                }
+            }
+        }
+    }
+}
+
+/// Adds the bias `b` (if any) to an output row, then the matching row `z`
+/// of a fused residual (if any), then applies the fused activation (if
+/// any): the order of the unfused Conv → Add → activation.
+fn finish_row<T: GemmFloat>(row: &mut [T], b: Option<T>, z: Option<&[T]>, act: Option<Activation>) {
+    if let Some(z) = z {
+        add_bias_and_residual(row, b, z);
+        if let Some(a) = act {
+            a.apply(row);
+        }
+        return;
+    }
     match (b, act) {
         (Some(b), Some(a)) => a.apply_biased(row, b),
         (None, Some(a)) => a.apply(row),

@@ -3,9 +3,11 @@
 //! them ([`affine`]), and simple activations (Relu, LeakyRelu, Clip, Sigmoid,
 //! HardSwish, Tanh) fused into the Conv, Gemm, BatchNormalization, Add or
 //! Sum that produces their input, so the activation is applied while the
-//! output is still in cache. Only float32 data is fused.
+//! output is still in cache; before that, residual Adds fused into the
+//! Conv producing one addend ([`residual`]). Only float32 data is fused.
 
 mod affine;
+mod residual;
 
 use super::{Facts, Graph, Value, ValueId};
 use crate::attributes::Attribute;
@@ -60,6 +62,7 @@ fn const_f32(graph: &Graph, v: Option<ValueId>) -> Option<ArrayD<f32>> {
 pub fn fuse(graph: &mut Graph, facts: &Facts) -> Result<()> {
     let mut changed = fold_batch_norms(graph);
     changed.extend(fold_channel_affines(graph, facts));
+    changed.extend(residual::fuse_residual_adds(graph, facts));
     changed.extend(fuse_activations(graph, facts));
     changed.sort_unstable();
     changed.dedup();

@@ -4,7 +4,9 @@
 //! direct kernel, and so do 2-D layers with at most four input channels
 //! (RGB stems) on AVX-512 machines; 3×3 stride-1 kernels with enough channels and output
 //! tiles go through Winograd F(4×4, 3×3) or F(2×2, 3×3); everything else is im2col
-//! followed by a GEMM per group.
+//! followed by a GEMM per group. A residual Add fused in at load (input 3,
+//! attribute `residual`) is added to each output block after the bias and
+//! before the activation.
 
 use super::geom::{Window, WindowAttrs};
 use super::winograd::{self, WeightCache};
@@ -13,7 +15,7 @@ use crate::error::{Error, Result};
 use crate::ops::gemm::checked_product;
 use crate::ops::gemm::engine::{Batched, Block, GemmFloat, Mat, SendPtr};
 use crate::ops::gemm::fused::Activation;
-use crate::ops::util::{fact, input, opt_fact, opt_input};
+use crate::ops::util::{fact, input, opt_fact, opt_input, par_spans};
 use crate::ops::{BuildContext, Fact, InferInput, Operator};
 use crate::tensor::Tensor;
 
@@ -25,6 +27,8 @@ struct Conv {
     window: WindowAttrs,
     group: usize,
     act: Option<Activation>,
+    /// Whether input 3 is an addend of Y's shape (a fused residual Add).
+    residual: bool,
     /// Whether W is a constant of the graph (its transforms can be kept).
     w_constant: bool,
     /// W transformed for the Winograd path, on the first run that takes it.
@@ -36,6 +40,7 @@ pub(super) fn build(ctx: &BuildContext) -> Result<Box<dyn Operator>> {
         window: WindowAttrs::parse(ctx.attrs, true)?,
         group: parse_group(ctx.attrs)?,
         act: Activation::from_attrs(ctx.attrs)?,
+        residual: ctx.attrs.int("residual", 0)? != 0,
         w_constant: ctx.constant(1).is_some(),
         winograd_weights: WeightCache::default(),
     }))
@@ -144,6 +149,19 @@ impl Operator for Conv {
         };
         let bs = b.and_then(|f| f.shape.as_deref());
         let p = plan(&self.window, self.group, xs, ws, bs)?;
+        if self.residual {
+            let z = fact(OP, inputs, 3)?;
+            let fits = z.dtype == x.dtype && z.shape.as_ref().is_none_or(|s| *s == p.out_shape);
+            if !fits {
+                return Err(Error::op(
+                    OP,
+                    format!(
+                        "the fused residual (input 3) is {} {:?}, expected {} {:?} like the output",
+                        z.dtype, z.shape, x.dtype, p.out_shape
+                    ),
+                ));
+            }
+        }
         Ok(vec![Fact::new(x.dtype, p.out_shape)])
     }
 
@@ -164,10 +182,12 @@ impl Operator for Conv {
         };
         let bias = inputs.get(2).copied().flatten().map_or(0, |_| out);
         let act = self.act.map_or(0, |_| out);
+        let residual = if self.residual { out } else { 0 };
         out.saturating_mul(per_out)
             .saturating_mul(2)
             .saturating_add(bias)
             .saturating_add(act)
+            .saturating_add(residual)
             .max(1)
     }
 
@@ -175,6 +195,11 @@ impl Operator for Conv {
         let x = input(OP, inputs, 0)?;
         let w = input(OP, inputs, 1)?;
         let b = opt_input(inputs, 2);
+        let z = if self.residual {
+            Some(input(OP, inputs, 3)?)
+        } else {
+            None
+        };
         let p = plan(
             &self.window,
             self.group,
@@ -183,7 +208,7 @@ impl Operator for Conv {
             b.map(|b| b.shape()),
         )?;
         let k = ConvKernel { p: &p, op: self };
-        let y = run_float(OP, &k, x, w, b, &p.out_shape)?;
+        let y = run_float(OP, &k, x, w, b, z, &p.out_shape)?;
         Ok(vec![y])
     }
 }
@@ -195,7 +220,13 @@ struct ConvKernel<'a> {
 }
 
 impl FloatKernel for ConvKernel<'_> {
-    fn compute<T: GemmFloat>(&self, x: &[T], w: &[T], b: Option<&[T]>) -> Result<Vec<T>> {
+    fn compute<T: GemmFloat>(
+        &self,
+        x: &[T],
+        w: &[T],
+        b: Option<&[T]>,
+        z: Option<&[T]>,
+    ) -> Result<Vec<T>> {
         let p = self.p;
         let len = checked_product(OP, &p.out_shape)?;
         // Every path below writes every element: a recycled buffer needs no
@@ -206,6 +237,9 @@ impl FloatKernel for ConvKernel<'_> {
         }
         let win = &p.win;
         let act = self.op.act;
+        // Kernels without a residual stage leave it and the activation to
+        // a pass over Y after them.
+        let inner_act = if z.is_some() { None } else { act };
         let pointwise = win.kernel_len() == 1
             && win.strides.iter().all(|&s| s == 1)
             && win.pad_begin.iter().chain(&win.pad_end).all(|&v| v == 0);
@@ -214,33 +248,49 @@ impl FloatKernel for ConvKernel<'_> {
             y.fill(T::zero());
             let out_len = win.out_len();
             for (i, row) in y.chunks_mut(out_len).enumerate() {
-                finish_row(row, b.map(|b| b[i % p.m]), act);
+                let zr = z.map(|z| &z[i * out_len..(i + 1) * out_len]);
+                finish_row(row, b.map(|b| b[i % p.m]), zr, act);
             }
         } else if p.cg() == 1 && p.group > 1 {
-            super::depthwise::depthwise(p, x, w, b, act, &mut y);
+            super::depthwise::depthwise(p, x, w, b, inner_act, &mut y);
+            add_residual(&mut y, z, act);
         } else if pointwise {
-            pointwise_gemm(p, x, w, b, act, &mut y);
-        } else if super::direct::try_direct(p, x, w, b, act, &mut y) {
-            // Done: a few-channel layer on the AVX-512 direct kernel.
+            pointwise_gemm(p, x, w, b, z, act, &mut y);
+        } else if super::direct::try_direct(p, x, w, b, inner_act, &mut y) {
+            // A few-channel layer on the AVX-512 direct kernel.
+            add_residual(&mut y, z, act);
         } else if let Some(algo) = winograd::choose(p) {
             let mut fresh = None;
             let cache = &self.op.winograd_weights;
             let u = cache.get(algo, self.op.w_constant, p, w, &mut fresh);
-            winograd::winograd(algo, p, u, x, b, act, &mut y);
+            winograd::winograd(algo, p, u, x, b, z, act, &mut y);
         } else {
-            super::im2col::im2col_gemm(p, x, w, b, act, &mut y)?;
+            super::im2col::im2col_gemm(p, x, w, b, z, act, &mut y)?;
         }
         Ok(y)
     }
 }
 
-/// Bias and activation on each block the GEMM engine finishes; C of batch
-/// `bi` starts at output channel `first_channel(bi)` of plane length `plane`.
+/// `y += z`, then the activation, over the whole output (for the kernels
+/// that do not take the residual themselves).
+fn add_residual<T: GemmFloat>(y: &mut [T], z: Option<&[T]>, act: Option<Activation>) {
+    if let Some(z) = z {
+        par_spans(y, |start, span| {
+            finish_row(span, None, Some(&z[start..start + span.len()]), act)
+        });
+    }
+}
+
+/// Bias, residual and activation on each block the GEMM engine finishes; C
+/// of batch `bi` starts at output channel `first_row(bi)` of plane length
+/// `plane`, and `z` (the residual, if any) is laid out like `y`.
+#[allow(clippy::too_many_arguments)]
 pub(super) fn epilogue<'a, T: GemmFloat>(
     y: SendPtr<T>,
     plane: usize,
     m: usize,
     b: Option<&'a [T]>,
+    z: Option<&'a [T]>,
     act: Option<Activation>,
     first_row: impl Fn(usize) -> usize + Sync + 'a,
 ) -> impl Fn(Block) + Sync + 'a {
@@ -250,8 +300,9 @@ pub(super) fn epilogue<'a, T: GemmFloat>(
             let row = row0 + r;
             // SAFETY: the block's rows and columns lie inside this batch's C,
             // which the engine hands to exactly one task.
-            let out = unsafe { y.slice(row * plane + blk.c0, blk.c1 - blk.c0) };
-            finish_row(out, b.map(|b| b[row % m]), act);
+            let (at, len) = (row * plane + blk.c0, blk.c1 - blk.c0);
+            let out = unsafe { y.slice(at, len) };
+            finish_row(out, b.map(|b| b[row % m]), z.map(|z| &z[at..at + len]), act);
         }
     }
 }
@@ -262,6 +313,7 @@ fn pointwise_gemm<T: GemmFloat>(
     x: &[T],
     w: &[T],
     b: Option<&[T]>,
+    z: Option<&[T]>,
     act: Option<Activation>,
     y: &mut [T],
 ) {
@@ -273,10 +325,10 @@ fn pointwise_gemm<T: GemmFloat>(
         Mat::row_major(x.as_ptr(), plane).offset(((bi / group) * c + (bi % group) * cg) * plane)
     };
     let cm = |bi: usize| yp.offset(((bi / group) * m + (bi % group) * mg) * plane);
-    let ep = epilogue(yp, plane, m, b, act, |bi| {
+    let ep = epilogue(yp, plane, m, b, z, act, |bi| {
         (bi / group) * m + (bi % group) * mg
     });
-    let needs_ep = b.is_some() || act.is_some();
+    let needs_ep = b.is_some() || z.is_some() || act.is_some();
     let job = Batched {
         batches: p.n * group,
         m: mg,

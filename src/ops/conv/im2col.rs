@@ -7,6 +7,7 @@
 //! not depend on the thread count.
 
 use super::conv_op::{epilogue, ConvPlan};
+use super::finish_row;
 use super::lines::Lines;
 use crate::error::Result;
 use crate::ops::gemm::checked_product;
@@ -29,6 +30,7 @@ pub(super) fn im2col_gemm<T: GemmFloat>(
     x: &[T],
     w: &[T],
     b: Option<&[T]>,
+    z: Option<&[T]>,
     act: Option<Activation>,
     y: &mut [T],
 ) -> Result<()> {
@@ -80,8 +82,15 @@ pub(super) fn im2col_gemm<T: GemmFloat>(
                 let a = |g: usize| Mat::row_major(w.as_ptr(), kk).offset(g * mg * kk);
                 let bm = |g: usize| Mat::row_major(col.as_ptr(), cw).offset(g * kk * cw);
                 let cm = |g: usize| c.offset(g * mg * cw);
-                let ep = epilogue(c, cw, m, b, act, |g| g * mg);
-                let needs_ep = b.is_some() || act.is_some();
+                // Chunks take only the bias on the buffer; the residual and
+                // activation follow on the copy into Y.
+                let (zi, ep_act) = if chunked {
+                    (None, None)
+                } else {
+                    (z.map(|z| &z[ni * m * plane..(ni + 1) * m * plane]), act)
+                };
+                let ep = epilogue(c, cw, m, b, zi, ep_act, |g| g * mg);
+                let needs_ep = b.is_some() || zi.is_some() || ep_act.is_some();
                 let job = Batched {
                     batches: group,
                     m: mg,
@@ -99,8 +108,15 @@ pub(super) fn im2col_gemm<T: GemmFloat>(
                 unsafe { job.run() };
                 if chunked {
                     let image = &mut y[ni * m * plane..(ni + 1) * m * plane];
-                    for (dst, src) in image.chunks_mut(plane).zip(buf.chunks(cw)) {
-                        dst[c0..c0 + cw].copy_from_slice(&src[..cw]);
+                    for (oc, (dst, src)) in image.chunks_mut(plane).zip(buf.chunks(cw)).enumerate()
+                    {
+                        let dst = &mut dst[c0..c0 + cw];
+                        dst.copy_from_slice(&src[..cw]);
+                        let at = (ni * m + oc) * plane + c0;
+                        let zr = z.map(|z| &z[at..at + cw]);
+                        if zr.is_some() || act.is_some() {
+                            finish_row(dst, None, zr, act);
+                        }
                     }
                 }
             }

@@ -315,6 +315,86 @@ fn conv_groups_and_depthwise() {
     );
 }
 
+/// A fused residual (input 3, attribute `residual`) gives the bits of the
+/// unfused Conv → Add → Relu on every kernel path; a wrong residual is a
+/// typed error.
+#[test]
+fn conv_fused_residual_matches_conv_then_add() {
+    type Case<'a> = (&'a str, Vec<usize>, Vec<usize>, Vec<(&'a str, Attribute)>);
+    let pad1 = || ("pads", ints(&[1, 1, 1, 1]));
+    let cases: Vec<Case> = vec![
+        ("pointwise", vec![2, 8, 9, 11], vec![12, 8, 1, 1], vec![]),
+        (
+            "winograd",
+            vec![1, 16, 20, 20],
+            vec![16, 16, 3, 3],
+            vec![pad1()],
+        ),
+        (
+            "im2col",
+            vec![1, 8, 15, 15],
+            vec![8, 8, 3, 3],
+            vec![pad1(), ("strides", ints(&[2, 2]))],
+        ),
+        (
+            "im2col in chunks",
+            vec![1, 16, 130, 130],
+            vec![4, 16, 3, 3],
+            vec![pad1()],
+        ),
+        (
+            "depthwise",
+            vec![1, 8, 12, 12],
+            vec![8, 1, 3, 3],
+            vec![pad1(), ("group", int(8))],
+        ),
+        (
+            "few channels",
+            vec![1, 3, 20, 20],
+            vec![8, 3, 3, 3],
+            vec![pad1()],
+        ),
+    ];
+    for (what, xs, ws, attrs) in cases {
+        let x = t32(&xs, &rand64(xs.iter().product(), 31));
+        let w = t32(&ws, &rand64(ws.iter().product(), 32));
+        let b = t32(&[ws[0]], &rand64(ws[0], 33));
+        let plain = run("Conv", 13, &attrs, &[Some(&x), Some(&w), Some(&b)]).unwrap();
+        let shape = plain[0].shape().to_vec();
+        let zv: Vec<f32> = rand_vec(shape.iter().product(), 34);
+        let z = Tensor::from_vec(&shape, zv.clone()).unwrap();
+        let plain = plain[0].array::<f32>().unwrap();
+        let want: Vec<u64> = plain
+            .iter()
+            .zip(&zv)
+            .map(|(&y, &r)| u64::from((y + r).max(0.0).to_bits()))
+            .collect();
+        assert!(
+            want.contains(&0) && want.iter().any(|&v| v != 0),
+            "{what}: Relu exercised"
+        );
+        let mut fused_attrs = attrs.clone();
+        fused_attrs.push(("residual", int(1)));
+        fused_attrs.push(("activation", string("Relu")));
+        for threads in [1, 2] {
+            let inputs = [Some(&x), Some(&w), Some(&b), Some(&z)];
+            let y = with_threads(threads, || run("Conv", 13, &fused_attrs, &inputs).unwrap());
+            assert_eq!(bits(&y[0]), want, "{what}, {threads} threads");
+        }
+        // The residual must have the output's shape and type.
+        let short =
+            Tensor::from_vec(&[shape[0], shape[1], 1], vec![0f32; shape[0] * shape[1]]).unwrap();
+        let err = run(
+            "Conv",
+            13,
+            &fused_attrs,
+            &[Some(&x), Some(&w), Some(&b), Some(&short)],
+        );
+        assert!(err.unwrap_err().to_string().contains("residual"), "{what}");
+        assert!(run("Conv", 13, &fused_attrs, &[Some(&x), Some(&w), Some(&b)]).is_err());
+    }
+}
+
 #[test]
 fn conv_large_plane_in_chunks() {
     // 144 column rows × 16900 positions exceed one im2col chunk, so the

@@ -265,7 +265,7 @@ impl Operator for ConvTranspose {
             p: &p,
             act: self.act,
         };
-        Ok(vec![run_float(OP, &k, x, w, b, &p.out_shape)?])
+        Ok(vec![run_float(OP, &k, x, w, b, None, &p.out_shape)?])
     }
 }
 
@@ -275,7 +275,13 @@ struct Kernel<'a> {
 }
 
 impl FloatKernel for Kernel<'_> {
-    fn compute<T: GemmFloat>(&self, x: &[T], w: &[T], b: Option<&[T]>) -> Result<Vec<T>> {
+    fn compute<T: GemmFloat>(
+        &self,
+        x: &[T],
+        w: &[T],
+        b: Option<&[T]>,
+        _z: Option<&[T]>,
+    ) -> Result<Vec<T>> {
         let p = self.p;
         let win = &p.win;
         let len = checked_product(OP, &p.out_shape)?;
@@ -334,7 +340,7 @@ impl FloatKernel for Kernel<'_> {
                             });
                         }
                     }
-                    finish_row(out, b.map(|b| b[oc]), self.act);
+                    finish_row(out, b.map(|b| b[oc]), None, self.act);
                 }
             });
         }

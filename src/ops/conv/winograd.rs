@@ -149,28 +149,32 @@ impl Grid {
 /// Winograd convolution of every image: Y = conv(X, W) + bias, activated,
 /// with `u` the weights of W transformed for `algo` (see
 /// [`WeightCache::get`]).
+#[allow(clippy::too_many_arguments)]
 pub(super) fn winograd<T: GemmFloat>(
     algo: Algo,
     p: &ConvPlan,
     u: &[T],
     x: &[T],
     b: Option<&[T]>,
+    z: Option<&[T]>,
     act: Option<Activation>,
     y: &mut [T],
 ) {
     match algo {
-        Algo::F4x4 => banded::<F4, T>(p, u, x, b, act, y, BAND_ELEMS),
-        Algo::F2x2 => banded::<F2, T>(p, u, x, b, act, y, BAND_ELEMS),
+        Algo::F4x4 => banded::<F4, T>(p, u, x, b, z, act, y, BAND_ELEMS),
+        Algo::F2x2 => banded::<F2, T>(p, u, x, b, z, act, y, BAND_ELEMS),
     }
 }
 
 /// [`winograd`] with bands of at most `band_elems` scratch elements (at
 /// least one tile row).
+#[allow(clippy::too_many_arguments)]
 pub(super) fn banded<V: Variant, T: GemmFloat>(
     p: &ConvPlan,
     u: &[T],
     x: &[T],
     b: Option<&[T]>,
+    z: Option<&[T]>,
     act: Option<Activation>,
     y: &mut [T],
     band_elems: usize,
@@ -188,7 +192,9 @@ pub(super) fn banded<V: Variant, T: GemmFloat>(
         let (in_plane, out_plane) = (p.win.in_len(), p.win.out_len());
         for ni in 0..p.n {
             let xi = &x[ni * p.c * in_plane..(ni + 1) * p.c * in_plane];
-            let yi = &mut y[ni * p.m * out_plane..(ni + 1) * p.m * out_plane];
+            let image = ni * p.m * out_plane..(ni + 1) * p.m * out_plane;
+            let zi = z.map(|z| &z[image.clone()]);
+            let yi = &mut y[image];
             for ty0 in (0..grid.down).step_by(grid.band) {
                 let rows = grid.band.min(grid.down - ty0);
                 let band = Band {
@@ -200,7 +206,7 @@ pub(super) fn banded<V: Variant, T: GemmFloat>(
                 };
                 band.inputs::<V, T>(xi, v);
                 band.products::<V, T>(u, v, prod);
-                band.outputs::<V, T>(prod, b, act, yi);
+                band.outputs::<V, T>(prod, b, zi, act, yi);
             }
         }
     });
@@ -306,11 +312,12 @@ impl Band<'_> {
     }
 
     /// Y from the products: the inverse transform of every output channel's
-    /// tiles, then bias and activation on the band's output rows.
+    /// tiles, then bias, residual and activation on the band's output rows.
     fn outputs<V: Variant, T: GemmFloat>(
         &self,
         prod: &[T],
         b: Option<&[T]>,
+        z: Option<&[T]>,
         act: Option<Activation>,
         y: &mut [T],
     ) {
@@ -344,7 +351,8 @@ impl Band<'_> {
                         }
                     }
                 }
-                finish_row(rows, b.map(|b| b[k]), act);
+                let span = k * plane + row0 * ow..k * plane + row1 * ow;
+                finish_row(rows, b.map(|b| b[k]), z.map(|z| &z[span]), act);
             }
         });
     }

@@ -131,7 +131,7 @@ fn awkward_shapes<V: Variant>(algo: Algo) {
         let (cache, mut fresh) = (WeightCache::default(), None);
         let u = cache.get(algo, false, &p, &w, &mut fresh);
         let mut y = vec![f64::NAN; want.len()];
-        winograd::banded::<V, f64>(&p, u, &x, Some(&b), None, &mut y, 1 << 21);
+        winograd::banded::<V, f64>(&p, u, &x, Some(&b), None, None, &mut y, 1 << 21);
         assert_close(&y, &want, 1e-10, 1e-10);
     }
 }
@@ -185,7 +185,7 @@ fn bands<V: Variant>(algo: Algo) {
     for rows in [down, 3, 1] {
         let mut y = vec![f64::NAN; want.len()];
         let relu = Some(Activation::Relu);
-        winograd::banded::<V, f64>(&p, u, &x, Some(&b), relu, &mut y, rows * per_row);
+        winograd::banded::<V, f64>(&p, u, &x, Some(&b), None, relu, &mut y, rows * per_row);
         assert_close(&y, &want, 1e-10, 1e-10);
     }
 }
