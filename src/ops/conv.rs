@@ -112,29 +112,9 @@ fn run_float<K: FloatKernel>(
             ));
         }
     }
-    match (x, w, b) {
-        (Tensor::F32(xa), Tensor::F32(wa), b) => {
-            let bb = b.and_then(|b| b.array::<f32>()).map(contiguous);
-            let zz = z.and_then(|z| z.array::<f32>()).map(contiguous);
-            let y = k.compute(
-                &contiguous(xa),
-                &contiguous(wa),
-                bb.as_deref(),
-                zz.as_deref(),
-            )?;
-            wrap(op, shape, y)
-        }
-        (Tensor::F64(xa), Tensor::F64(wa), b) => {
-            let bb = b.and_then(|b| b.array::<f64>()).map(contiguous);
-            let zz = z.and_then(|z| z.array::<f64>()).map(contiguous);
-            let y = k.compute(
-                &contiguous(xa),
-                &contiguous(wa),
-                bb.as_deref(),
-                zz.as_deref(),
-            )?;
-            wrap(op, shape, y)
-        }
+    match (x, w) {
+        (Tensor::F32(xa), Tensor::F32(wa)) => run_typed(op, k, xa, wa, b, z, shape),
+        (Tensor::F64(xa), Tensor::F64(wa)) => run_typed(op, k, xa, wa, b, z, shape),
         _ => {
             let xs = to_f32_vec(op, x)?;
             let ws = to_f32_vec(op, w)?;
@@ -163,6 +143,27 @@ multiversion! {
             }
         }
     }
+}
+
+/// [`run_float`] on data already of a GEMM type `T`.
+fn run_typed<K: FloatKernel, T: GemmFloat + crate::tensor::Element>(
+    op: &str,
+    k: &K,
+    xa: &ndarray::ArrayD<T>,
+    wa: &ndarray::ArrayD<T>,
+    b: Option<&Tensor>,
+    z: Option<&Tensor>,
+    shape: &[usize],
+) -> Result<Tensor> {
+    let bb = b.and_then(|b| b.array::<T>()).map(contiguous);
+    let zz = z.and_then(|z| z.array::<T>()).map(contiguous);
+    let y = k.compute(
+        &contiguous(xa),
+        &contiguous(wa),
+        bb.as_deref(),
+        zz.as_deref(),
+    )?;
+    wrap(op, shape, y)
 }
 
 /// Adds the bias `b` (if any) to an output row, then the matching row `z`
