@@ -33,10 +33,11 @@ const MIN_TILES_F4: usize = 25;
 /// small for F(4×4, 3×3) (at 7×7, 16 tiles, im2col wins).
 const MIN_TILES_F2: usize = 36;
 /// Fewest channels per group, on each side, for F(2×2, 3×3): its 16 GEMMs
-/// are thin, and with SqueezeNet's 48 or 64 input channels on 13×13 planes
-/// they ran 7–20 % slower than im2col inside the model (ResNet's 256 on
-/// 14×14: about 20 % faster).
-const MIN_CHANNELS_F2: usize = 128;
+/// are thin. Against im2col inside the models: SqueezeNet's 48 or 64 input
+/// channels on 13×13, 7–20 % slower; the example model's 128 on 12×12,
+/// 10–30 % slower (Inception v1's 128–160 on 14×14, even); ResNet's 256 on
+/// 14×14, 15–20 % faster.
+const MIN_CHANNELS_F2: usize = 256;
 /// Elements of transformed input and products held per band (8 MiB of f32).
 const BAND_ELEMS: usize = 1 << 21;
 /// Smallest amount of transform work (elements written) per parallel task.

@@ -68,19 +68,22 @@ fn each_algorithm_takes_the_shapes_it_pays_for() {
     let f4 = Some(Algo::F4x4);
     let f2 = Some(Algo::F2x2);
     // 25 tiles of 4×4 at 20×20; 16 at 14×14 and 13×13, where the 49 tiles
-    // of 2×2 go to F(2×2) with 128 channels or more on each side; 36 of
+    // of 2×2 go to F(2×2) with 256 channels or more on each side; 36 of
     // them at 11×11, 25 at 10×10.
-    let wide = [128, 128, 3, 3];
+    let wide = [256, 256, 3, 3];
     assert_eq!(winograd::choose(&p(&[1, 8, 20, 20], &[8, 8, 3, 3], 1)), f4);
-    assert_eq!(winograd::choose(&p(&[1, 128, 14, 14], &wide, 1)), f2);
-    assert_eq!(winograd::choose(&p(&[1, 128, 13, 13], &wide, 1)), f2);
-    assert_eq!(winograd::choose(&p(&[1, 128, 11, 11], &wide, 1)), f2);
-    assert_eq!(winograd::choose(&p(&[1, 128, 10, 10], &wide, 1)), None);
-    let narrow_in = [128, 64, 3, 3];
-    let narrow_out = [64, 128, 3, 3];
-    assert_eq!(winograd::choose(&p(&[1, 64, 14, 14], &narrow_in, 1)), None);
+    assert_eq!(winograd::choose(&p(&[1, 256, 14, 14], &wide, 1)), f2);
+    assert_eq!(winograd::choose(&p(&[1, 256, 13, 13], &wide, 1)), f2);
+    assert_eq!(winograd::choose(&p(&[1, 256, 11, 11], &wide, 1)), f2);
+    assert_eq!(winograd::choose(&p(&[1, 256, 10, 10], &wide, 1)), None);
+    // The example model's 128 channels on 12×12 stay on im2col.
+    let mid = [128, 128, 3, 3];
+    assert_eq!(winograd::choose(&p(&[1, 128, 12, 12], &mid, 1)), None);
+    let narrow_in = [256, 128, 3, 3];
+    let narrow_out = [128, 256, 3, 3];
+    assert_eq!(winograd::choose(&p(&[1, 128, 14, 14], &narrow_in, 1)), None);
     assert_eq!(
-        winograd::choose(&p(&[1, 128, 14, 14], &narrow_out, 1)),
+        winograd::choose(&p(&[1, 256, 14, 14], &narrow_out, 1)),
         None
     );
     // Too few output or input channels per group.
@@ -145,11 +148,11 @@ fn winograd_matches_reference_on_awkward_shapes() {
 #[test]
 fn conv_takes_each_algorithm_and_matches_reference() {
     // Through the operator, in f32: F(4×4) at 17×19, F(2×2) at 11×11 with
-    // 128 channels.
+    // 256 channels.
     type Case<'a> = (&'a [usize], &'a [usize], &'a [usize], Algo);
     let cases: [Case; 2] = [
         (&[2, 8, 17, 19], &[8, 8, 3, 3], &[17, 19], Algo::F4x4),
-        (&[1, 128, 11, 11], &[128, 128, 3, 3], &[11, 11], Algo::F2x2),
+        (&[1, 256, 11, 11], &[256, 256, 3, 3], &[11, 11], Algo::F2x2),
     ];
     for (xs, ws, out, algo) in cases {
         let p = plan_of(xs, ws, [1; 4], 1);
