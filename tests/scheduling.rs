@@ -107,3 +107,31 @@ fn balanced_siblings_fork_before_any_measurement() {
     let (adaptive, _) = decisions(&m, Mode::Adaptive, true, 1);
     assert!(parallel_one_cpu_each(&adaptive[0]), "{adaptive:?}");
 }
+
+#[test]
+fn the_first_run_is_a_warm_up_and_is_not_measured() {
+    // A cold first run (buffers faulting in) once steered the makespan
+    // check for good: its slow serial times were never measured again
+    // once the fork went parallel. Node times count from the second run.
+    let _turn = QUIET.lock().unwrap_or_else(|p| p.into_inner());
+    let session = SessionBuilder::new()
+        .cpus(2)
+        .mode(Mode::Serial)
+        .pin_threads(false)
+        .build_from_bytes(&chains_model(1, 2))
+        .expect("valid model");
+    let plan = session
+        .plan_for(&[std::sync::Arc::new(input())])
+        .expect("a plan");
+    let speedup = |k: usize| k as f64;
+    let modelled = |plan: &ramify::exec::Plan| {
+        (0..plan.graph.nodes.len())
+            .filter(|&i| plan.node_seconds_at(i, 2, &speedup) == plan.estimate[i] / 2.0)
+            .count()
+    };
+    let nodes = plan.graph.nodes.len();
+    session.run([("x", input())]).expect("runs");
+    assert_eq!(modelled(&plan), nodes, "nothing measured in the first run");
+    session.run([("x", input())]).expect("runs");
+    assert_eq!(modelled(&plan), 0, "every node measured in the second");
+}

@@ -76,6 +76,7 @@ pub fn run(
         let warm = Warm::start(&pool);
         run_steps(&run, &plan.structure.steps, &pool, false, Some(&warm))
     })?;
+    plan.finish_run();
     let outputs = collect_outputs(plan, &run.store)?;
     let forks = run.reports.into_inner().unwrap_or_else(|p| p.into_inner());
     let trace = run.trace.map(Recorder::finish);

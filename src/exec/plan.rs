@@ -8,7 +8,7 @@ use crate::analysis::{find_structure, CostModel, Structure};
 use crate::error::Result;
 use crate::graph::{prune, specialize, Facts, Graph, ValueId};
 use crate::ops::Fact;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 /// Everything a run needs that depends only on the input shapes.
 #[derive(Debug)]
@@ -26,6 +26,11 @@ pub struct Plan {
     measured: Vec<AtomicU64>,
     /// Thread counts measured per node.
     slots: usize,
+    /// Whether a run of this plan has finished: the first run is a warm-up
+    /// (freshly allocated buffers fault in, caches are cold) and its node
+    /// times are not recorded, so that one cold outlier cannot steer the
+    /// makespan check for good.
+    warmed: AtomicBool,
     /// How many times each value is read by nodes or returned as an output.
     pub uses: Vec<u32>,
     /// Forks, siblings and the step tree.
@@ -89,6 +94,7 @@ impl Plan {
             estimate,
             measured,
             slots,
+            warmed: AtomicBool::new(false),
             uses,
             structure,
         })
@@ -99,10 +105,19 @@ impl Plan {
         self.flops.iter().sum()
     }
 
+    /// Marks a run of the plan as finished: node times are recorded from
+    /// the next run on.
+    pub fn finish_run(&self) {
+        self.warmed.store(true, Ordering::Relaxed);
+    }
+
     /// Records a run of node `i` on `threads` threads that took `nanos`
     /// (smoothed with the earlier ones). Thread counts beyond the plan's
-    /// slots are not kept.
+    /// slots, and the runs before the first has finished, are not kept.
     pub fn record(&self, i: usize, threads: usize, nanos: u64) {
+        if !self.warmed.load(Ordering::Relaxed) {
+            return;
+        }
         let Some(slot) = self.slot(i, threads) else {
             return;
         };
