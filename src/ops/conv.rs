@@ -17,6 +17,7 @@ mod depthwise;
 mod direct;
 pub(crate) mod geom;
 mod im2col;
+mod implicit;
 mod lines;
 mod phases;
 #[cfg(test)]

@@ -3,12 +3,15 @@
 //! as it lies; depthwise convolutions (one input channel per group) use a
 //! direct kernel, and so do 2-D layers with at most four input channels
 //! (RGB stems) on AVX-512 machines; 3×3 stride-1 kernels with enough channels and output
-//! tiles go through Winograd F(4×4, 3×3) or F(2×2, 3×3); everything else is im2col
+//! tiles go through Winograd F(4×4, 3×3) or F(2×2, 3×3), except where an AVX2
+//! machine's implicit-GEMM kernel is faster (few output channels); that kernel
+//! also takes the other 2-D stride-1 layers there; everything else is im2col
 //! followed by a GEMM per group. A residual Add fused in at load (input 3,
 //! attribute `residual`) is added to each output block after the bias and
 //! before the activation.
 
 use super::geom::{Window, WindowAttrs};
+use super::implicit::{self, PackCache};
 use super::winograd::{self, WeightCache};
 use super::{check_bias, finish_row, parse_group, run_float, FloatKernel};
 use crate::error::{Error, Result};
@@ -33,6 +36,8 @@ struct Conv {
     w_constant: bool,
     /// W transformed for the Winograd path, on the first run that takes it.
     winograd_weights: WeightCache,
+    /// W packed for the implicit-GEMM path, on the first run that takes it.
+    implicit_weights: PackCache,
 }
 
 pub(super) fn build(ctx: &BuildContext) -> Result<Box<dyn Operator>> {
@@ -43,6 +48,7 @@ pub(super) fn build(ctx: &BuildContext) -> Result<Box<dyn Operator>> {
         residual: ctx.attrs.int("residual", 0)? != 0,
         w_constant: ctx.constant(1).is_some(),
         winograd_weights: WeightCache::default(),
+        implicit_weights: PackCache::default(),
     }))
 }
 
@@ -259,11 +265,23 @@ impl FloatKernel for ConvKernel<'_> {
         } else if super::direct::try_direct(p, x, w, b, inner_act, &mut y) {
             // A few-channel layer on the AVX-512 direct kernel.
             add_residual(&mut y, z, act);
-        } else if let Some(algo) = winograd::choose(p) {
+        } else if let Some(algo) = winograd::choose(p).filter(|_| !implicit::preferred(p)) {
             let mut fresh = None;
             let cache = &self.op.winograd_weights;
             let u = cache.get(algo, self.op.w_constant, p, w, &mut fresh);
             winograd::winograd(algo, p, u, x, b, z, act, &mut y);
+        } else if implicit::try_implicit(
+            p,
+            x,
+            w,
+            b,
+            z,
+            act,
+            &mut y,
+            &self.op.implicit_weights,
+            self.op.w_constant,
+        ) {
+            // A stride-1 layer on the AVX2 implicit-GEMM kernel.
         } else {
             super::im2col::im2col_gemm(p, x, w, b, z, act, &mut y)?;
         }

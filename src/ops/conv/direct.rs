@@ -135,14 +135,14 @@ fn direct(
 }
 
 /// `s` as the f32 slice it is, when `T` is f32.
-fn as_f32<T: 'static>(s: &[T]) -> Option<&[f32]> {
+pub(super) fn as_f32<T: 'static>(s: &[T]) -> Option<&[f32]> {
     (TypeId::of::<T>() == TypeId::of::<f32>())
         // SAFETY: T is f32: same layout and length.
         .then(|| unsafe { std::slice::from_raw_parts(s.as_ptr().cast::<f32>(), s.len()) })
 }
 
 /// `out` as the f32 slice it is, when `T` is f32.
-fn as_f32_mut<T: 'static>(out: &mut [T]) -> Option<&mut [f32]> {
+pub(super) fn as_f32_mut<T: 'static>(out: &mut [T]) -> Option<&mut [f32]> {
     (TypeId::of::<T>() == TypeId::of::<f32>())
         // SAFETY: T is f32: same layout and length.
         .then(|| unsafe {

@@ -230,6 +230,64 @@ fn conv_few_channels_direct() {
     );
 }
 
+/// Stride-1 layers with at least 8 input channels (the implicit-GEMM kernel
+/// on AVX2 machines): output channels not a multiple of the 16-channel
+/// block, windows of 3×3, 5×5 and 1×7, asymmetric pads, dilation, a
+/// one-column output and two images.
+#[test]
+fn conv_stride_one_geometries() {
+    let pads = |p: [usize; 4]| ("pads", ints(&p.map(|v| v as i64)));
+    let g = |pad: [usize; 2], dil: [usize; 2]| Geo {
+        strides: vec![1, 1],
+        dil: dil.to_vec(),
+        pad_begin: pad.to_vec(),
+        group: 1,
+    };
+    check_conv(
+        &[2, 8, 11, 13],
+        &[20, 8, 3, 3],
+        true,
+        &[pads([1, 1, 1, 1])],
+        &g([1, 1], [1, 1]),
+        &[11, 13],
+    );
+    check_conv(
+        &[1, 9, 14, 10],
+        &[33, 9, 5, 5],
+        false,
+        &[pads([2, 2, 2, 2])],
+        &g([2, 2], [1, 1]),
+        &[14, 10],
+    );
+    // H: 12 + 0 + 1 − 1 = 12; W: 9 + 3 + 3 − 6 = 9.
+    check_conv(
+        &[1, 16, 12, 9],
+        &[17, 16, 1, 7],
+        true,
+        &[pads([0, 3, 1, 3])],
+        &g([0, 3], [1, 1]),
+        &[13, 9],
+    );
+    // H: 10 + 2 + 2 − 4 = 10; W: 7 + 1 + 0 − 6 = 2.
+    check_conv(
+        &[1, 8, 10, 7],
+        &[16, 8, 3, 3],
+        true,
+        &[pads([2, 1, 2, 0]), ("dilations", ints(&[2, 3]))],
+        &g([2, 1], [2, 3]),
+        &[10, 2],
+    );
+    // A single output column, unpadded.
+    check_conv(
+        &[1, 12, 6, 3],
+        &[5, 12, 3, 3],
+        true,
+        &[],
+        &g([0, 0], [1, 1]),
+        &[4, 1],
+    );
+}
+
 #[test]
 fn conv_groups_and_depthwise() {
     let mut g = geo(2);
@@ -340,6 +398,12 @@ fn conv_fused_residual_matches_conv_then_add() {
             "im2col in chunks",
             vec![1, 16, 130, 130],
             vec![4, 16, 3, 3],
+            vec![pad1()],
+        ),
+        (
+            "stride 1, few output channels",
+            vec![1, 12, 10, 9],
+            vec![20, 12, 3, 3],
             vec![pad1()],
         ),
         (
@@ -721,6 +785,12 @@ fn conv_bits_identical_across_thread_counts() {
         (
             vec![1, 128, 28, 28],
             vec![96, 128, 3, 3],
+            vec![("pads", ints(&[1, 1, 1, 1]))],
+        ),
+        // 40 output channels: two full 16-channel blocks and a tail.
+        (
+            vec![1, 24, 19, 23],
+            vec![40, 24, 3, 3],
             vec![("pads", ints(&[1, 1, 1, 1]))],
         ),
         // RGB stem: few input channels, 7×7, stride 2.
