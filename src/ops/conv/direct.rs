@@ -5,10 +5,11 @@
 //! stride phases, and the running sums of four output channels × 32
 //! outputs stay in registers across every tap of every input channel. Each
 //! output is the bias plus its taps in (channel, row, column) order, so the
-//! split across threads never changes a bit. The kernel is AVX-512 f32 code;
-//! elsewhere (and for other types) these layers stay on im2col + GEMM, which
-//! measured faster than a portable direct loop (5.3 against 3.8 ms on
-//! DenseNet's stem).
+//! split across threads never changes a bit. The kernel is f32 code for
+//! AVX-512 (32 outputs per block) and for AVX2 with FMA (16); elsewhere (and
+//! for other types) these layers stay on im2col + GEMM, which measured
+//! faster than a portable direct loop (5.3 against 3.8 ms on DenseNet's
+//! stem).
 
 use super::conv_op::ConvPlan;
 use super::phases::{fill_phases, Phases, TAIL};
@@ -21,14 +22,13 @@ use std::any::TypeId;
 const MAX_CHANNELS: usize = 4;
 /// Most taps (input channels × kernel positions) summed per output.
 const MAX_TAPS: usize = 256;
+/// Fewest taps for the AVX2 kernel: with half the lanes of AVX-512 its
+/// blocks pay off only on long sums. Zen 3, per-node trace: DenseNet's
+/// 7×7 stem (147 taps) 5.3 → 3.3 ms, SqueezeNet's 3×3 stem (27 taps)
+/// 0.91 → 1.11 ms, so the latter stays on im2col.
+const MIN_TAPS_AVX2: usize = 64;
 /// Output channels summed together.
 const CO: usize = 4;
-/// Outputs per register block; a row's last block may use half of it.
-const LANES: usize = 32;
-const _: () = assert!(
-    LANES <= TAIL,
-    "a block reads LANES past a row's last output"
-);
 
 /// Whether `p` is a small-channel 2-D convolution this kernel takes.
 fn suits(p: &ConvPlan) -> bool {
@@ -51,15 +51,32 @@ pub(super) fn try_direct<T: GemmFloat>(
     y: &mut [T],
 ) -> bool {
     #[cfg(target_arch = "x86_64")]
-    if suits(p) && crate::ops::gemm::simd::has_avx512() {
+    if suits(p) {
+        let isa = if crate::ops::gemm::simd::has_avx512() {
+            Isa::Avx512
+        } else if crate::ops::gemm::simd::has_avx2()
+            && std::arch::is_x86_feature_detected!("fma")
+            && p.cg() * p.win.kernel_len() >= MIN_TAPS_AVX2
+        {
+            Isa::Avx2
+        } else {
+            return false;
+        };
         if let (Some(x), Some(w), Some(y)) = (as_f32(x), as_f32(w), as_f32_mut(y)) {
             let b = b.map(|b| as_f32(b).expect("B has X's type"));
-            direct(p, x, w, b, act, y);
+            direct(p, x, w, b, act, y, isa);
             return true;
         }
     }
     let _ = (p, x, w, b, act, y);
     false
+}
+
+/// The instruction set whose kernel runs.
+#[derive(Debug, Clone, Copy)]
+enum Isa {
+    Avx512,
+    Avx2,
 }
 
 /// What every output block needs: the phases of one image and the taps.
@@ -77,7 +94,7 @@ struct Job<'a> {
 }
 
 /// Direct convolution of `x` by `w` into `y` (shapes from `p`, which
-/// [`suits`]), on a CPU with AVX-512F.
+/// [`suits`]), on a CPU with `isa`.
 #[cfg(target_arch = "x86_64")]
 fn direct(
     p: &ConvPlan,
@@ -86,6 +103,7 @@ fn direct(
     b: Option<&[f32]>,
     act: Option<Activation>,
     y: &mut [f32],
+    isa: Isa,
 ) {
     let win = &p.win;
     let (c, m) = (p.c, p.m);
@@ -102,10 +120,11 @@ fn direct(
         let (ci, k) = (t / klen, t % klen);
         *o = ci * per_channel + ph.tap((k / kw) * dh, (k % kw) * dw);
     }
-    // Every block reads LANES outputs from a tap's offset at a row start:
-    // the phase's zero tail keeps that inside the buffer.
+    // Every block reads its LANES (at most TAIL) outputs from a tap's
+    // offset at a row start: the phase's zero tail keeps that inside the
+    // buffer.
     let last = offsets[..taps].iter().max().copied().unwrap_or(0);
-    assert!(last + (oh.max(1) - 1) * ph.cols + ow.div_ceil(LANES) * LANES <= c * per_channel);
+    assert!(last + (oh.max(1) - 1) * ph.cols + ow.div_ceil(TAIL) * TAIL <= c * per_channel);
     f32::with_scratch(c * per_channel, |phases| {
         for ni in 0..p.n {
             for (ci, dst) in phases.chunks_exact_mut(per_channel).enumerate() {
@@ -125,9 +144,14 @@ fn direct(
             let yi = &mut y[ni * m * plane..(ni + 1) * m * plane];
             par_rows(yi, plane, |first, chunk| {
                 for (i, out) in chunk.chunks_mut(CO * plane).enumerate() {
-                    // SAFETY: the CPU has AVX-512F (checked by the caller) and
+                    // SAFETY: the CPU has `isa` (checked by the caller) and
                     // the phases' tails were checked above.
-                    unsafe { avx512::planes(&job, first + i * CO, out) };
+                    unsafe {
+                        match isa {
+                            Isa::Avx512 => avx512::planes(&job, first + i * CO, out),
+                            Isa::Avx2 => avx2::planes(&job, first + i * CO, out),
+                        }
+                    }
                 }
             });
         }
@@ -150,19 +174,41 @@ pub(super) fn as_f32_mut<T: 'static>(out: &mut [T]) -> Option<&mut [f32]> {
         })
 }
 
-/// The f32 kernel for AVX-512: four output channels × two vectors of 16
-/// outputs in 8 registers, one fused multiply-add per tap and register.
-#[cfg(target_arch = "x86_64")]
-mod avx512 {
-    use super::{Job, LANES, MAX_TAPS};
-    use std::arch::x86_64::*;
+/// A direct kernel module for one instruction set: `$width` lanes per
+/// vector, two vectors (`LANES` outputs) per register block, and `store`
+/// writing the first `n` lanes of a vector.
+macro_rules! direct_kernel {
+    (
+        $(#[$meta:meta])*
+        mod $name:ident, $feature:literal, $width:literal,
+        $zero:ident, $set1:ident, $loadu:ident, $fma:ident,
+        $store:item
+    ) => {
+        $(#[$meta])*
+        #[cfg(target_arch = "x86_64")]
+        mod $name {
+            use std::arch::x86_64::*;
+
+            /// Lanes of one vector.
+            const WIDTH: usize = $width;
+            /// Outputs per register block; a row's last block may use half.
+            pub(super) const LANES: usize = 2 * WIDTH;
+            const _: () = assert!(
+                LANES <= super::TAIL,
+                "a block reads LANES past a row's last output"
+            );
+
+            use super::{Job, MAX_TAPS};
+
+            $store
 
     /// Output planes `oc ..` (as many as `out` holds, at most 4).
     ///
     /// # Safety
-    /// The CPU must support AVX-512F; `job.phases` must hold [`LANES`]
-    /// readable elements past every row's last output at every tap offset.
-    #[target_feature(enable = "avx512f")]
+    /// The CPU must support the module's features; `job.phases` must hold
+    /// [`LANES`] readable elements past every row's last output at every
+    /// tap offset.
+    #[target_feature(enable = $feature)]
     pub(super) unsafe fn planes(job: &Job<'_>, oc: usize, out: &mut [f32]) {
         match out.len() / (job.oh * job.ow).max(1) {
             4 => block::<4>(job, oc, out),
@@ -172,7 +218,7 @@ mod avx512 {
         }
     }
 
-    #[target_feature(enable = "avx512f")]
+    #[target_feature(enable = $feature)]
     #[inline]
     unsafe fn block<const N: usize>(job: &Job<'_>, oc: usize, out: &mut [f32]) {
         let taps = job.offsets.len();
@@ -211,9 +257,9 @@ mod avx512 {
         }
     }
 
-    /// `n ≤ 16·V` outputs from `at` of `N` channels: the bias, then every
+    /// `n ≤ WIDTH·V` outputs from `at` of `N` channels: the bias, then every
     /// tap in order; written at `out + c·plane`.
-    #[target_feature(enable = "avx512f")]
+    #[target_feature(enable = $feature)]
     #[inline]
     unsafe fn sums<const N: usize, const V: usize>(
         job: &Job<'_>,
@@ -224,37 +270,67 @@ mod avx512 {
         plane: usize,
         n: usize,
     ) {
-        let mut acc = [[_mm512_setzero_ps(); V]; N];
+        let mut acc = [[$zero(); V]; N];
         for (a, &i) in acc.iter_mut().zip(init) {
-            *a = [_mm512_set1_ps(i); V];
+            *a = [$set1(i); V];
         }
         let base = job.phases.as_ptr().add(at);
         for (&off, wv) in job.offsets.iter().zip(wt) {
             let p = base.add(off);
-            let mut xs = [_mm512_setzero_ps(); V];
+            let mut xs = [$zero(); V];
             for (v, x) in xs.iter_mut().enumerate() {
-                *x = _mm512_loadu_ps(p.add(16 * v));
+                *x = $loadu(p.add(WIDTH * v));
             }
             for c in 0..N {
-                let w = _mm512_set1_ps(wv[c]);
+                let w = $set1(wv[c]);
                 for v in 0..V {
-                    acc[c][v] = _mm512_fmadd_ps(w, xs[v], acc[c][v]);
+                    acc[c][v] = $fma(w, xs[v], acc[c][v]);
                 }
             }
         }
         for (c, a) in acc.iter().enumerate() {
             for (v, &reg) in a.iter().enumerate() {
-                let lo = 16 * v;
+                let lo = WIDTH * v;
                 if lo >= n {
                     break;
                 }
-                let mask: __mmask16 = if n - lo >= 16 {
-                    0xffff
-                } else {
-                    (1u16 << (n - lo)) - 1
-                };
-                _mm512_mask_storeu_ps(out.add(c * plane + lo), mask, reg);
+                store(out.add(c * plane + lo), reg, n - lo);
             }
+        }
+    }
+        }
+    };
+}
+
+direct_kernel! {
+    /// The f32 kernel for AVX-512: four output channels × two vectors of 16
+    /// outputs in 8 registers, one fused multiply-add per tap and register.
+    mod avx512, "avx512f", 16,
+    _mm512_setzero_ps, _mm512_set1_ps, _mm512_loadu_ps, _mm512_fmadd_ps,
+    /// Writes the first `n` (≥ 1) lanes of `reg` at `p`.
+    #[target_feature(enable = "avx512f")]
+    #[inline]
+    unsafe fn store(p: *mut f32, reg: __m512, n: usize) {
+        let mask: __mmask16 = if n >= 16 { 0xffff } else { (1u16 << n) - 1 };
+        _mm512_mask_storeu_ps(p, mask, reg);
+    }
+}
+
+direct_kernel! {
+    /// The f32 kernel for AVX2: four output channels × two vectors of 8
+    /// outputs in 8 registers, one fused multiply-add per tap and register.
+    mod avx2, "avx2,fma", 8,
+    _mm256_setzero_ps, _mm256_set1_ps, _mm256_loadu_ps, _mm256_fmadd_ps,
+    /// Writes the first `n` (≥ 1) lanes of `reg` at `p`.
+    #[target_feature(enable = "avx2,fma")]
+    #[inline]
+    unsafe fn store(p: *mut f32, reg: __m256, n: usize) {
+        if n >= 8 {
+            _mm256_storeu_ps(p, reg);
+        } else {
+            let lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+            let mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(n as i32), lanes);
+            _mm256_maskstore_ps(p, mask, reg);
         }
     }
 }

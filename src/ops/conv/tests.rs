@@ -174,10 +174,11 @@ fn conv_strides_dilations_asymmetric_pads() {
     );
 }
 
-/// Few input channels (the direct kernel on AVX-512 machines, im2col
-/// elsewhere): RGB-stem geometry with rows of several register blocks and
-/// both tail widths, output channels not a multiple of four, one and four
-/// input channels, dilation.
+/// Few input channels (the direct kernel on AVX-512 machines, and on AVX2
+/// machines for sums of at least 64 taps; im2col elsewhere): RGB-stem
+/// geometry with rows of several register blocks and both tail widths,
+/// output channels not a multiple of four, one and four input channels,
+/// dilation.
 #[test]
 fn conv_few_channels_direct() {
     let stem = Geo {
@@ -226,6 +227,19 @@ fn conv_few_channels_direct() {
         true,
         &attrs,
         &dilated,
+        &[17, 40],
+    );
+    // 4 × 5 × 5 = 100 taps, dilated: H: 17 + 8 − 8 = 17; W: 40 + 12 − 12 = 40.
+    let wide = Geo {
+        pad_begin: vec![4, 6],
+        ..dilated
+    };
+    check_conv(
+        &[1, 4, 17, 40],
+        &[6, 4, 5, 5],
+        true,
+        &[("dilations", ints(&[2, 3])), ("pads", ints(&[4, 6, 4, 6]))],
+        &wide,
         &[17, 40],
     );
 }
