@@ -100,6 +100,28 @@ impl Activation {
         }
     }
 
+    /// Applies the activation to every element of `xs`, one loop per kind
+    /// (inlined, for kernels that hold their sums in registers).
+    #[inline(always)]
+    pub(crate) fn eval_all<T: ActivationFloat>(self, xs: &mut [T]) {
+        macro_rules! each {
+            ($act:expr) => {{
+                let act = $act;
+                for x in xs.iter_mut() {
+                    *x = act.eval(*x);
+                }
+            }};
+        }
+        match self {
+            Activation::Relu => each!(Activation::Relu),
+            Activation::LeakyRelu(a) => each!(Activation::LeakyRelu(a)),
+            Activation::Clip(lo, hi) => each!(Activation::Clip(lo, hi)),
+            Activation::Sigmoid => each!(Activation::Sigmoid),
+            Activation::HardSwish => each!(Activation::HardSwish),
+            Activation::Tanh => each!(Activation::Tanh),
+        }
+    }
+
     /// Applies the activation to every element of `xs`.
     pub(crate) fn apply<T: ActivationFloat>(self, xs: &mut [T]) {
         activate(self, xs, None)
@@ -111,6 +133,9 @@ impl Activation {
         activate(self, xs, Some(bias))
     }
 }
+
+/// Elements [`activate`] computes into a stack block before storing.
+const ACTIVATE_BLOCK: usize = 32;
 
 multiversion! {
     /// `xs[i] = act(xs[i] + bias)`, or `act(xs[i])` without a bias.
@@ -126,7 +151,19 @@ multiversion! {
                         }
                     }
                     None => {
-                        for x in xs.iter_mut() {
+                        // Through a stack block: written in place, the
+                        // compiler turns the "unchanged" lanes of Relu or
+                        // Clip into a masked store, which is microcoded
+                        // and many times slower on AMD cores.
+                        let mut blocks = xs.chunks_exact_mut(ACTIVATE_BLOCK);
+                        for block in &mut blocks {
+                            let mut out = [T::zero(); ACTIVATE_BLOCK];
+                            for (o, &x) in out.iter_mut().zip(block.iter()) {
+                                *o = act.eval(x);
+                            }
+                            block.copy_from_slice(&out);
+                        }
+                        for x in blocks.into_remainder() {
                             *x = act.eval(*x);
                         }
                     }
