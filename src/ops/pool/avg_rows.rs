@@ -46,6 +46,10 @@ pub(super) fn average<T: Float + Send + Sync>(
         // The padded row: only its in-input span is ever written, so the
         // padding stays zero.
         let mut sum = vec![T::zero(); padded];
+        // Each output's divisor, rebuilt only when a row's count of
+        // outer taps changes (the edge rows of a padded window).
+        let mut den = vec![T::one(); ow];
+        let mut den_outer = None;
         for (i, out) in chunk.chunks_mut(out_len).enumerate() {
             let p = first + i;
             let xp = &x[p * in_len..(p + 1) * in_len];
@@ -62,9 +66,13 @@ pub(super) fn average<T: Float + Send + Sync>(
                     add_row(&mut sum[lead..lead + cols], src);
                 }
                 sum_taps(&geo, &sum, o);
-                for (v, &c) in o.iter_mut().zip(last) {
-                    *v = *v / T::from(outer * c).unwrap_or_else(T::one);
+                if den_outer != Some(outer) {
+                    for (d, &c) in den.iter_mut().zip(last) {
+                        *d = T::from(outer * c).unwrap_or_else(T::one);
+                    }
+                    den_outer = Some(outer);
                 }
+                divide_row(o, &den);
             });
         }
     });
@@ -75,6 +83,15 @@ struct Taps {
     kw: usize,
     dw: usize,
     sw: usize,
+}
+
+multiversion! {
+    /// `out[j] /= den[j]`.
+    fn divide_row<T: Float>(out: &mut [T], den: &[T]) {
+        for (o, &d) in out.iter_mut().zip(den) {
+            *o = *o / d;
+        }
+    }
 }
 
 multiversion! {
