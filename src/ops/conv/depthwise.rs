@@ -2,16 +2,19 @@
 //! is a direct sum over the kernel taps, never a GEMM. The 2-D case (almost
 //! every mobile network) splits the plane once into zero-padded stride
 //! phases so that every tap reads one contiguous span per output chunk; the
-//! running sums of 32 outputs stay in registers across all the taps. Other
-//! ranks walk the window lines. Planes are split over the
-//! current rayon pool; each output is summed in a fixed order.
+//! running sums of up to 32 outputs of a row stay in registers across all
+//! the taps and get their activation there, before their one store. Other
+//! ranks walk the window lines. Planes are split over the current rayon
+//! pool; each output is summed in a fixed order.
+
+#[cfg(target_arch = "x86_64")]
+mod avx2;
 
 use super::conv_op::ConvPlan;
 use super::lines::Lines;
-use super::phases::{fill_phases, Phases, TAIL};
+use super::phases::{clear_phases, fill_phases, Phases, TAIL};
 use crate::ops::gemm::engine::GemmFloat;
 use crate::ops::gemm::fused::Activation;
-use crate::ops::gemm::simd::multiversion;
 use crate::ops::util::par_rows;
 
 /// Depthwise convolution of `x` by `w` into `y` (shapes from `p`).
@@ -30,14 +33,16 @@ pub(super) fn depthwise<T: GemmFloat>(
     }
 }
 
-/// Outputs summed together in registers by [`sum_taps`].
-const LANES: usize = 32;
+/// Widest chunk of a row [`TapSums`] sums in registers; a short row's
+/// chunk reads up to this many outputs past the row's end.
+const MAX_LANES: usize = 32;
 const _: () = assert!(
-    LANES <= TAIL,
-    "sum_taps reads LANES past a phase's last output"
+    MAX_LANES <= TAIL,
+    "a chunk reads past a phase's last output"
 );
-/// Most taps [`sum_taps`] takes (a 8×8 kernel); larger kernels add one tap
-/// at a time over the whole plane.
+
+/// Most taps one pass of [`TapSums`] adds (a 8×8 kernel); larger kernels
+/// take several passes, each resuming from the sums the last one stored.
 const MAX_TAPS: usize = 64;
 
 /// 2-D: split the plane into its stride phases, then add the taps in
@@ -58,113 +63,259 @@ fn depthwise_2d<T: GemmFloat>(
     let (dh, dw) = (win.dilations[0], win.dilations[1]);
     let (pt, pl) = (win.pad_begin[0], win.pad_begin[1]);
     let (plane, in_plane) = (oh * ow, h * wd);
+    if plane == 0 {
+        return;
+    }
     let ph = Phases::new(p);
     let phases_len = ph.sh * ph.sw * ph.len;
-    let flat_len = (oh * ph.cols).div_ceil(LANES) * LANES;
     let taps = kh * kw;
-    let mut offsets = [0usize; MAX_TAPS];
-    for (t, o) in offsets.iter_mut().enumerate().take(taps) {
-        *o = ph.tap((t / kw) * dh, (t % kw) * dw);
-    }
+    let tap_at = |t: usize| ph.tap((t / kw) * dh, (t % kw) * dw);
+    #[cfg(target_arch = "x86_64")]
+    let fast = avx2_kernel::<T>(taps);
+    // The input plane of output plane `row` (image, output channel), and
+    // that output channel: the divisions matter on small planes.
+    let channels = |row: usize| {
+        let (ni, oc) = if row < m {
+            (0, row)
+        } else {
+            (row / m, row % m)
+        };
+        let ch = ni * c + if mg == 1 { oc } else { oc / mg };
+        (oc, &x[ch * in_plane..(ch + 1) * in_plane])
+    };
     par_rows(y, plane, |first, chunk| {
-        T::with_scratch(phases_len + flat_len, |scratch| {
-            let (phases, flat) = scratch.split_at_mut(phases_len);
+        // Two phase buffers: plane r + 1 is split while plane r is summed,
+        // so the sums never load what was stored a moment before (those
+        // loads would wait for the stores to retire).
+        T::with_scratch(2 * phases_len, |scratch| {
+            clear_phases(scratch);
+            let (mut now, mut next) = scratch.split_at_mut(phases_len);
+            let planes = chunk.len() / plane;
+            fill_phases(&ph, now, channels(first).1, h, wd, pt, pl);
+            let mut offsets = [0usize; MAX_TAPS];
+            if taps <= MAX_TAPS {
+                for (t, o) in offsets[..taps].iter_mut().enumerate() {
+                    *o = tap_at(t);
+                }
+            }
             for (r, out) in chunk.chunks_mut(plane).enumerate() {
                 let row = first + r;
-                let (ni, oc) = (row / m, row % m);
-                let ch = oc / mg;
-                let xc = &x[(ni * c + ch) * in_plane..(ni * c + ch + 1) * in_plane];
-                fill_phases(&ph, phases, xc, h, wd, pt, pl);
+                if r + 1 < planes {
+                    fill_phases(&ph, next, channels(row + 1).1, h, wd, pt, pl);
+                }
+                let (oc, phases) = (channels(row).0, &*now);
                 let init = b.map_or(T::zero(), |b| b[oc]);
                 let wk = &w[oc * taps..(oc + 1) * taps];
-                if taps <= MAX_TAPS {
-                    sum_taps(flat, init, &offsets[..taps], wk, phases);
-                } else {
-                    flat.fill(init);
-                    for ky in 0..kh {
-                        for kx in 0..kw {
-                            let at = ph.tap(ky * dh, kx * dw);
-                            axpy(flat, wk[ky * kw + kx], &phases[at..at + flat_len]);
+                #[cfg(target_arch = "x86_64")]
+                let done = fast.map(|k| {
+                    let plane = avx2::Plane::new(oh, ow, ph.cols, &offsets[..taps]);
+                    k.run(&plane, init, wk, phases, act, out);
+                });
+                #[cfg(not(target_arch = "x86_64"))]
+                let done: Option<()> = None;
+                if done.is_none() {
+                    for t0 in (0..taps).step_by(MAX_TAPS) {
+                        let n = (taps - t0).min(MAX_TAPS);
+                        for (j, o) in offsets[..n].iter_mut().enumerate() {
+                            *o = tap_at(t0 + j);
                         }
+                        let last = t0 + n == taps;
+                        let sums = TapSums {
+                            ow,
+                            cols: ph.cols,
+                            offsets: &offsets[..n],
+                            resume: t0 > 0,
+                            act: if last { act } else { None },
+                        };
+                        sums.run(out, init, &wk[t0..t0 + n], phases);
                     }
                 }
-                for (dst, src) in out.chunks_exact_mut(ow.max(1)).zip(flat.chunks(ph.cols)) {
-                    dst.copy_from_slice(&src[..ow]);
-                }
-                if let Some(a) = act {
-                    a.apply(out);
-                }
+                std::mem::swap(&mut now, &mut next);
             }
         });
     });
 }
 
-/// `flat[j] = init + Σ_t w[t]·phases[offsets[t] + j]`, adding the taps in
-/// order, with the running sums of LANES outputs held in registers: one
-/// pass over the plane instead of one per tap. `flat.len()` is a multiple
-/// of LANES. Fused multiply-adds on AVX-512 machines, a multiply then an
-/// add elsewhere; one machine always takes the same path.
-fn sum_taps<T: GemmFloat>(flat: &mut [T], init: T, offsets: &[usize], w: &[T], phases: &[T]) {
-    #[cfg(target_arch = "x86_64")]
-    if crate::ops::gemm::simd::has_avx512() {
-        // SAFETY: the CPU has AVX-512F and FMA (checked just above).
-        return unsafe { sum_taps_fused(flat, init, offsets, w, phases) };
-    }
-    sum_taps_plain(flat, init, offsets, w, phases)
+/// The intrinsics kernel for f32 planes on CPUs with AVX2 and FMA, taking
+/// all the taps in one pass: `Some(kernel)` where it runs.
+#[cfg(target_arch = "x86_64")]
+fn avx2_kernel<T: 'static>(taps: usize) -> Option<Avx2Planes> {
+    (taps <= MAX_TAPS
+        && crate::ops::gemm::simd::has_avx2_fma()
+        && std::any::TypeId::of::<T>() == std::any::TypeId::of::<f32>())
+    .then_some(Avx2Planes)
 }
 
-/// [`sum_taps`] with a multiply-add per tap given by `madd(acc, w, x)`.
-#[inline(always)]
-fn sum_taps_with<T: GemmFloat>(
-    flat: &mut [T],
-    init: T,
-    offsets: &[usize],
-    w: &[T],
-    phases: &[T],
-    madd: impl Fn(T, T, T) -> T,
-) {
-    for (c, dst) in flat.chunks_exact_mut(LANES).enumerate() {
-        let j = c * LANES;
-        let mut acc = [init; LANES];
-        for (&at, &wv) in offsets.iter().zip(w) {
-            let src = &phases[at + j..at + j + LANES];
-            for l in 0..LANES {
-                acc[l] = madd(acc[l], wv, src[l]);
+/// Proof that [`avx2_kernel`] found the kernel runnable here.
+#[cfg(target_arch = "x86_64")]
+#[derive(Clone, Copy)]
+struct Avx2Planes;
+
+#[cfg(target_arch = "x86_64")]
+impl Avx2Planes {
+    /// One plane of `T` = f32 (checked by [`avx2_kernel`]).
+    fn run<T: GemmFloat>(
+        self,
+        plane: &avx2::Plane,
+        init: T,
+        wk: &[T],
+        phases: &[T],
+        act: Option<Activation>,
+        out: &mut [T],
+    ) {
+        use super::direct::{as_f32, as_f32_mut};
+        let (Some(wk), Some(phases), Some(out)) = (as_f32(wk), as_f32(phases), as_f32_mut(out))
+        else {
+            unreachable!("avx2_kernel checked that T is f32");
+        };
+        let init = init.to_f32().unwrap_or(0.0);
+        let relu = act == Some(Activation::Relu);
+        // SAFETY: the CPU has AVX2 and FMA (checked by avx2_kernel).
+        unsafe { avx2::sum_plane(plane, out, init, wk, phases, relu) };
+        if let Some(a) = act.filter(|_| !relu) {
+            a.apply(out);
+        }
+    }
+}
+
+/// One pass over an output plane laid out `oh` rows of `ow`:
+/// `out[oy·ow + ox] = act(s + Σ_t w[t]·phases[offsets[t] + oy·cols + ox])`,
+/// adding the taps in order, where `s` is the bias (or, when resuming, the
+/// sum the last pass stored). A row is taken in chunks of L lanes whose
+/// running sums stay in registers across all the taps; the last chunk of a
+/// row overlaps the one before rather than running past the row, so every
+/// store is whole and nothing is copied afterwards.
+struct TapSums<'a> {
+    ow: usize,
+    cols: usize,
+    offsets: &'a [usize],
+    resume: bool,
+    act: Option<Activation>,
+}
+
+impl TapSums<'_> {
+    /// Fused multiply-adds on machines with AVX2 and FMA or AVX-512, a
+    /// multiply then an add elsewhere; one machine always takes the same
+    /// path, and every output sums its taps in the same order whichever
+    /// chunk computes it.
+    fn run<T: GemmFloat>(&self, out: &mut [T], init: T, w: &[T], phases: &[T]) {
+        #[cfg(target_arch = "x86_64")]
+        {
+            use crate::ops::gemm::simd::{has_avx2_fma, has_avx512};
+            if has_avx512() {
+                // SAFETY: the CPU has AVX-512F and FMA (checked just above).
+                return unsafe { self.run_avx512(out, init, w, phases) };
+            }
+            if has_avx2_fma() {
+                // SAFETY: the CPU has AVX2 and FMA (checked just above).
+                return unsafe { self.run_avx2_fma(out, init, w, phases) };
             }
         }
-        dst.copy_from_slice(&acc);
+        self.run_plain(out, init, w, phases)
     }
-}
 
-/// [`sum_taps`] compiled for AVX-512 with fused multiply-adds.
-///
-/// # Safety
-/// The CPU must support AVX-512F and FMA.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f,avx2,fma")]
-unsafe fn sum_taps_fused<T: GemmFloat>(
-    flat: &mut [T],
-    init: T,
-    offsets: &[usize],
-    w: &[T],
-    phases: &[T],
-) {
-    sum_taps_with(flat, init, offsets, w, phases, |a, wv, x| wv.mul_add(x, a))
-}
-
-multiversion! {
-    /// [`sum_taps`] with a multiply then an add per tap.
-    fn sum_taps_plain<T: GemmFloat>(flat: &mut [T], init: T, offsets: &[usize], w: &[T], phases: &[T]) {
-        sum_taps_with(flat, init, offsets, w, phases, |a, wv, x| a + wv * x)
+    /// # Safety
+    /// The CPU must support AVX-512F and FMA.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx512f,avx2,fma")]
+    unsafe fn run_avx512<T: GemmFloat>(&self, out: &mut [T], init: T, w: &[T], phases: &[T]) {
+        self.rows(out, init, w, phases, |a, wv, x| wv.mul_add(x, a))
     }
-}
 
-multiversion! {
-    /// `out[j] += wv · src[j]` (a multiply then an add: the same bits on
-    /// every build).
-    fn axpy<T: GemmFloat>(out: &mut [T], wv: T, src: &[T]) {
-        for (d, &s) in out.iter_mut().zip(src) {
-            *d = *d + wv * s;
+    /// # Safety
+    /// The CPU must support AVX2 and FMA.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn run_avx2_fma<T: GemmFloat>(&self, out: &mut [T], init: T, w: &[T], phases: &[T]) {
+        self.rows(out, init, w, phases, |a, wv, x| wv.mul_add(x, a))
+    }
+
+    fn run_plain<T: GemmFloat>(&self, out: &mut [T], init: T, w: &[T], phases: &[T]) {
+        self.rows(out, init, w, phases, |a, wv, x| a + wv * x)
+    }
+
+    /// Picks the chunk from the row length: 32 running sums in registers,
+    /// as one row of 32 or as 2 rows of 16 or 4 of 8 on shorter rows. A
+    /// resuming pass reads its start from `out`, so its chunks may not
+    /// overlap: it takes one row at a time.
+    #[inline(always)]
+    fn rows<T: GemmFloat>(
+        &self,
+        out: &mut [T],
+        init: T,
+        w: &[T],
+        phases: &[T],
+        madd: impl Fn(T, T, T) -> T + Copy,
+    ) {
+        let oh = out.len() / self.ow;
+        let single = self.resume;
+        match self.ow {
+            MAX_LANES.. => self.chunks::<T, MAX_LANES, 1>(out, init, w, phases, madd),
+            16.. if !single && oh >= 2 => self.chunks::<T, 16, 2>(out, init, w, phases, madd),
+            16.. => self.chunks::<T, 16, 1>(out, init, w, phases, madd),
+            _ if !single && oh >= 4 => self.chunks::<T, 8, 4>(out, init, w, phases, madd),
+            _ => self.chunks::<T, 8, 1>(out, init, w, phases, madd),
+        }
+    }
+
+    /// Chunks of R rows × L columns. Unless resuming, the last chunk of a
+    /// row (and the last rows) are pulled back to end at the plane's edge,
+    /// recomputing a few outputs with the same bits rather than running
+    /// past it, so every store is whole.
+    #[inline(always)]
+    fn chunks<T: GemmFloat, const L: usize, const R: usize>(
+        &self,
+        out: &mut [T],
+        init: T,
+        w: &[T],
+        phases: &[T],
+        madd: impl Fn(T, T, T) -> T,
+    ) {
+        let (ow, cols) = (self.ow, self.cols);
+        let oh = out.len() / ow;
+        let mut next_y = 0;
+        while next_y < oh {
+            let y0 = next_y.min(oh - R);
+            let mut next_x = 0;
+            while next_x < ow {
+                let x0 = if self.resume {
+                    next_x
+                } else {
+                    next_x.min(ow.saturating_sub(L))
+                };
+                let n = L.min(ow - x0);
+                let mut acc = [[init; L]; R];
+                if self.resume {
+                    for (r, a) in acc.iter_mut().enumerate() {
+                        let at = (y0 + r) * ow + x0;
+                        a[..n].copy_from_slice(&out[at..at + n]);
+                    }
+                }
+                for (&at, &wv) in self.offsets.iter().zip(w) {
+                    for (r, a) in acc.iter_mut().enumerate() {
+                        let from = at + (y0 + r) * cols + x0;
+                        let src = &phases[from..from + L];
+                        for l in 0..L {
+                            a[l] = madd(a[l], wv, src[l]);
+                        }
+                    }
+                }
+                for (r, a) in acc.iter_mut().enumerate() {
+                    if let Some(act) = self.act {
+                        act.eval_all(a);
+                    }
+                    let at = (y0 + r) * ow + x0;
+                    if n == L {
+                        out[at..at + L].copy_from_slice(a);
+                    } else {
+                        for (d, &v) in out[at..at + n].iter_mut().zip(a.iter()) {
+                            *d = v;
+                        }
+                    }
+                }
+                next_x += L;
+            }
+            next_y += R;
         }
     }
 }

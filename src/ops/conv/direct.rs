@@ -12,7 +12,7 @@
 //! stem).
 
 use super::conv_op::ConvPlan;
-use super::phases::{fill_phases, Phases, TAIL};
+use super::phases::{clear_phases, fill_phases, Phases, TAIL};
 use crate::ops::gemm::engine::GemmFloat;
 use crate::ops::gemm::fused::Activation;
 use crate::ops::util::par_rows;
@@ -54,8 +54,7 @@ pub(super) fn try_direct<T: GemmFloat>(
     if suits(p) {
         let isa = if crate::ops::gemm::simd::has_avx512() {
             Isa::Avx512
-        } else if crate::ops::gemm::simd::has_avx2()
-            && std::arch::is_x86_feature_detected!("fma")
+        } else if crate::ops::gemm::simd::has_avx2_fma()
             && p.cg() * p.win.kernel_len() >= MIN_TAPS_AVX2
         {
             Isa::Avx2
@@ -126,6 +125,7 @@ fn direct(
     let last = offsets[..taps].iter().max().copied().unwrap_or(0);
     assert!(last + (oh.max(1) - 1) * ph.cols + ow.div_ceil(TAIL) * TAIL <= c * per_channel);
     f32::with_scratch(c * per_channel, |phases| {
+        clear_phases(phases);
         for ni in 0..p.n {
             for (ci, dst) in phases.chunks_exact_mut(per_channel).enumerate() {
                 let xc = &x[(ni * c + ci) * in_plane..(ni * c + ci + 1) * in_plane];

@@ -62,9 +62,7 @@ pub(super) fn suits(p: &ConvPlan) -> bool {
 fn cpu_has_kernel() -> bool {
     #[cfg(target_arch = "x86_64")]
     {
-        crate::ops::gemm::simd::has_avx2()
-            && std::arch::is_x86_feature_detected!("fma")
-            && !crate::ops::gemm::simd::has_avx512()
+        crate::ops::gemm::simd::has_avx2_fma() && !crate::ops::gemm::simd::has_avx512()
     }
     #[cfg(not(target_arch = "x86_64"))]
     false

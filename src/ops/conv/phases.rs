@@ -54,11 +54,20 @@ impl Phases {
     }
 }
 
+/// Zeroes a phases buffer once: [`fill_phases`] writes only the spans that
+/// lie inside the input, which are the same for every plane of a layer, so
+/// the padding stays zero for all the planes filled after it.
+pub(super) fn clear_phases<T: GemmFloat>(phases: &mut [T]) {
+    phases.fill(T::zero());
+}
+
 multiversion! {
     /// Splits the `h × wd` plane `xc`, padded by `pt` rows and `pl` columns
-    /// before, into the phases of `ph`. Compiled for AVX2 where the CPU has
-    /// it: the copies, zero fills and stride-2 gathers are most of a
-    /// depthwise layer's time.
+    /// before, into the phases of `ph`, writing only the in-input spans: the
+    /// buffer must have been zeroed by [`clear_phases`] (or hold an earlier
+    /// plane of the same geometry). Compiled for AVX2 where the CPU has it:
+    /// the copies and stride-2 gathers are a large part of a depthwise
+    /// layer's time.
     pub(super) fn fill_phases<T: GemmFloat>(
         ph: &Phases,
         phases: &mut [T],
@@ -68,6 +77,20 @@ multiversion! {
         pt: usize,
         pl: usize,
     ) {
+        if ph.sh == 1 && ph.sw == 1 {
+            // One phase, the padded plane: input row i lands on row pt + i
+            // from column pl on.
+            let n = wd.min(ph.cols.saturating_sub(pl));
+            for (i, src) in xc.chunks_exact(wd.max(1)).take(h).enumerate() {
+                let r = pt + i;
+                if r >= ph.rows || n == 0 {
+                    break;
+                }
+                let at = r * ph.cols + pl;
+                copy_span(&mut phases[at..at + n], &src[..n]);
+            }
+            return;
+        }
         for (k, dst) in phases.chunks_exact_mut(ph.len).enumerate() {
             let (a, b) = (k / ph.sw, k % ph.sw);
             // Phase columns j read input column b + sw·j − pl when in range.
@@ -76,9 +99,6 @@ multiversion! {
                 .saturating_sub(b)
                 .div_ceil(ph.sw)
                 .clamp(lo, ph.cols);
-            // One fill for the padding, then only the in-range spans: most
-            // rows are short, and a fill call per piece cost more than it.
-            dst.fill(T::zero());
             if lo == hi {
                 continue;
             }
@@ -92,9 +112,7 @@ multiversion! {
                 let dst = &mut row[lo..hi];
                 let n = dst.len();
                 if ph.sw == 1 {
-                    for (d, &v) in dst.iter_mut().zip(&src[first..first + n]) {
-                        *d = v;
-                    }
+                    copy_span(dst, &src[first..first + n]);
                 } else if ph.sw == 2 {
                     // Even elements of a contiguous span vectorise as
                     // shuffles; the last one may lack its odd partner.
@@ -114,5 +132,44 @@ multiversion! {
                 }
             }
         }
+    }
+}
+
+/// Elements [`copy_span`] moves at a time.
+const COPY_BLOCK: usize = 8;
+
+/// `dst.copy_from_slice(src)` for the short rows of a plane, inline in
+/// fixed-size blocks (the last one pulled back to end at the row's end):
+/// a `memcpy` call per row of 14 cost more than the copy.
+#[inline(always)]
+fn copy_span<T: Copy>(dst: &mut [T], src: &[T]) {
+    let n = dst.len();
+    if n < COPY_BLOCK {
+        // Two blocks of 4 overlapping, or up to 3 single elements: a loop
+        // here would become a `memcpy` call again.
+        const HALF: usize = 4;
+        if n >= HALF {
+            dst[..HALF].copy_from_slice(&src[..HALF]);
+            dst[n - HALF..].copy_from_slice(&src[n - HALF..n]);
+        } else {
+            if n > 0 {
+                dst[0] = src[0];
+            }
+            if n > 1 {
+                dst[1] = src[1];
+            }
+            if n > 2 {
+                dst[2] = src[2];
+            }
+        }
+        return;
+    }
+    let mut i = 0;
+    while i + COPY_BLOCK <= n {
+        dst[i..i + COPY_BLOCK].copy_from_slice(&src[i..i + COPY_BLOCK]);
+        i += COPY_BLOCK;
+    }
+    if i < n {
+        dst[n - COPY_BLOCK..].copy_from_slice(&src[n - COPY_BLOCK..n]);
     }
 }

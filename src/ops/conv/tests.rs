@@ -353,13 +353,15 @@ fn conv_groups_and_depthwise() {
         ("pads", ints(&[2, 0, 1, 1])),
     ];
     check_conv(&[1, 3, 9, 8], &[3, 1, 3, 2], true, &attrs, &g, &[4, 8]);
-    // Depthwise 2-D with more taps (9×9) than the register sums take: the
-    // tap-by-tap path.
+    // Depthwise 2-D with more taps (9×9) than one pass of register sums
+    // takes: a second pass resumes from the first one's stores, in chunks
+    // that must not overlap (rows of 13 and of 40).
     let mut g = geo(2);
     g.group = 2;
     g.pad_begin = vec![4, 4];
     let attrs = [("group", int(2)), ("pads", ints(&[4, 4, 4, 4]))];
     check_conv(&[1, 2, 12, 13], &[2, 1, 9, 9], true, &attrs, &g, &[12, 13]);
+    check_conv(&[1, 2, 5, 40], &[2, 1, 9, 9], true, &attrs, &g, &[5, 40]);
     // Depthwise 3-D (the any-rank path).
     let mut g = geo(3);
     g.group = 2;
@@ -665,6 +667,20 @@ fn conv_onnx_spec_examples() {
         &[21., 33., 99., 117., 189., 207., 171., 183.],
         &[1, 1, 4, 2],
     );
+}
+
+/// Depthwise 3×3 planes whose rows and row counts are not multiples of
+/// the register chunks (32 columns; 2 rows of 16; 4 rows of 8; a row of 8):
+/// the last chunks are pulled back over outputs already stored.
+#[test]
+fn depthwise_chunks_cover_ragged_planes() {
+    let mut g = geo(2);
+    g.group = 3;
+    g.pad_begin = vec![1, 1];
+    let attrs = [("group", int(3)), ("pads", ints(&[1, 1, 1, 1]))];
+    for (h, w) in [(3, 37), (5, 20), (7, 14), (3, 5), (1, 70), (9, 8)] {
+        check_conv(&[1, 3, h, w], &[3, 1, 3, 3], true, &attrs, &g, &[h, w]);
+    }
 }
 
 #[test]

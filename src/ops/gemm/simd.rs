@@ -20,6 +20,13 @@ pub(crate) fn has_avx512() -> bool {
     std::arch::is_x86_feature_detected!("avx512f") && std::arch::is_x86_feature_detected!("fma")
 }
 
+/// True when the CPU supports AVX2 and FMA (every AVX2 x86 core but a few
+/// early ones): the 256-bit kernels that fuse multiply-adds use it.
+#[cfg(target_arch = "x86_64")]
+pub(crate) fn has_avx2_fma() -> bool {
+    has_avx2() && std::arch::is_x86_feature_detected!("fma")
+}
+
 /// Defines a function whose body is compiled both for the baseline target and
 /// with AVX2 enabled; the AVX2 build runs when the CPU has it.
 macro_rules! multiversion {

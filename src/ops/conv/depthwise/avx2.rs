@@ -1,0 +1,150 @@
+//! The 2-D depthwise tap sums for f32 on AVX2 + FMA, written with
+//! intrinsics: up to eight 8-lane running sums per chunk (two rows of 32,
+//! four rows of 16 or eight rows of 8), one broadcast weight and a fused
+//! multiply-add per sum and tap, Relu applied in registers. The same sums in the
+//! same order as the generic path's fused build, so both give the same
+//! bits.
+
+use std::arch::x86_64::*;
+
+/// One output plane of `oh` rows of `ow`, read from phases whose row pitch
+/// is `cols`, with tap `t` at `offsets[t]`.
+pub(super) struct Plane<'a> {
+    oh: usize,
+    ow: usize,
+    cols: usize,
+    offsets: &'a [usize],
+    /// Elements of the phases the reads reach.
+    reach: usize,
+}
+
+/// Lanes of one vector.
+const WIDTH: usize = 8;
+/// Most running sums (vectors) one chunk holds in registers.
+const CHAINS: usize = 8;
+
+impl<'a> Plane<'a> {
+    pub(super) fn new(oh: usize, ow: usize, cols: usize, offsets: &'a [usize]) -> Plane<'a> {
+        // Every chunk reads whole vectors, up to WIDTH − 1 lanes past a
+        // short row.
+        let last = offsets.iter().max().copied().unwrap_or(0);
+        let reach = last + oh.saturating_sub(1) * cols + ow.max(WIDTH);
+        Plane {
+            oh,
+            ow,
+            cols,
+            offsets,
+            reach,
+        }
+    }
+}
+
+/// `out[oy·ow + ox] = init + Σ_t w[t]·phases[offsets[t] + oy·cols + ox]`,
+/// then `max(·, 0)` when `relu`.
+///
+/// # Panics
+/// When `out`, `w` or `phases` are shorter than the plane's reads and
+/// writes need (a bug in the caller).
+///
+/// # Safety
+/// The CPU must support AVX2 and FMA.
+#[target_feature(enable = "avx2,fma")]
+pub(super) unsafe fn sum_plane(
+    g: &Plane,
+    out: &mut [f32],
+    init: f32,
+    w: &[f32],
+    phases: &[f32],
+    relu: bool,
+) {
+    let (oh, ow) = (g.oh, g.ow);
+    if oh == 0 || ow == 0 {
+        return;
+    }
+    // One check here covers all the unchecked loads and stores below.
+    assert!(g.reach <= phases.len() && w.len() >= g.offsets.len() && out.len() >= oh * ow);
+    // Eight chains of fused multiply-adds in flight where the plane has
+    // the rows: enough to cover their latency.
+    match (ow, oh) {
+        (32.., 2..) => chunks::<4, 2>(g, out, init, w, phases, relu),
+        (32.., _) => chunks::<4, 1>(g, out, init, w, phases, relu),
+        (16.., 4..) => chunks::<2, 4>(g, out, init, w, phases, relu),
+        (16.., 2..) => chunks::<2, 2>(g, out, init, w, phases, relu),
+        (16.., _) => chunks::<2, 1>(g, out, init, w, phases, relu),
+        (_, 8..) => chunks::<1, 8>(g, out, init, w, phases, relu),
+        (_, 4..) => chunks::<1, 4>(g, out, init, w, phases, relu),
+        _ => chunks::<1, 1>(g, out, init, w, phases, relu),
+    }
+}
+
+/// Chunks of R rows × V vectors. The last chunk of a row and the last rows
+/// are pulled back to end at the plane's edge (recomputing a few outputs,
+/// with the same bits) so that every store is whole; only rows shorter than
+/// one vector store part of one.
+#[inline(always)]
+unsafe fn chunks<const V: usize, const R: usize>(
+    g: &Plane,
+    out: &mut [f32],
+    init: f32,
+    w: &[f32],
+    phases: &[f32],
+    relu: bool,
+) {
+    let (oh, ow, cols) = (g.oh, g.ow, g.cols);
+    let span = V * WIDTH;
+    let mut at = [0usize; CHAINS];
+    for (j, a) in at.iter_mut().enumerate().take(V * R) {
+        *a = (j / V) * cols + (j % V) * WIDTH;
+    }
+    let zero = _mm256_setzero_ps();
+    let mut next_y = 0;
+    while next_y < oh {
+        let y0 = next_y.min(oh.saturating_sub(R));
+        let mut next_x = 0;
+        while next_x < ow {
+            let x0 = next_x.min(ow.saturating_sub(span));
+            let src = phases.as_ptr().add(y0 * cols + x0);
+            let mut acc = [_mm256_set1_ps(init); CHAINS];
+            for (&off, &wt) in g.offsets.iter().zip(w) {
+                let p = src.add(off);
+                let wv = _mm256_set1_ps(wt);
+                for j in 0..V * R {
+                    acc[j] = _mm256_fmadd_ps(wv, _mm256_loadu_ps(p.add(at[j])), acc[j]);
+                }
+            }
+            for (j, &a) in acc.iter().enumerate().take(V * R) {
+                // max(0, x) keeps NaN and −0, as Relu's definition does.
+                let v = if relu { _mm256_max_ps(zero, a) } else { a };
+                let dst = out
+                    .as_mut_ptr()
+                    .add((y0 + j / V) * ow + x0 + (j % V) * WIDTH);
+                if ow >= WIDTH {
+                    _mm256_storeu_ps(dst, v);
+                } else {
+                    store_short(dst, v, ow);
+                }
+            }
+            next_x += span;
+        }
+        next_y += R;
+    }
+}
+
+/// Stores the first `n` (< 8) lanes of `v` at `dst`: two 4-lane stores that
+/// overlap, or single lanes (a `memcpy` of a few bytes cost more).
+#[inline(always)]
+unsafe fn store_short(dst: *mut f32, v: __m256, n: usize) {
+    if n >= 4 {
+        _mm_storeu_ps(dst, _mm256_castps256_ps128(v));
+        let from = _mm256_set1_epi32(n as i32 - 4);
+        let idx = _mm256_add_epi32(from, _mm256_setr_epi32(0, 1, 2, 3, 0, 0, 0, 0));
+        let tail = _mm256_permutevar8x32_ps(v, idx);
+        _mm_storeu_ps(dst.add(n - 4), _mm256_castps256_ps128(tail));
+    } else {
+        let mut lanes = [0f32; WIDTH];
+        _mm256_storeu_ps(lanes.as_mut_ptr(), v);
+        for (j, &l) in lanes.iter().enumerate().take(n.min(3)) {
+            *dst.add(j) = l;
+        }
+    }
+}
