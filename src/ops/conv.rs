@@ -20,6 +20,7 @@ mod im2col;
 mod implicit;
 mod lines;
 mod phases;
+mod pointwise;
 #[cfg(test)]
 mod tests;
 mod transpose;

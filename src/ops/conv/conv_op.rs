@@ -38,6 +38,8 @@ struct Conv {
     winograd_weights: WeightCache,
     /// W packed for the implicit-GEMM path, on the first run that takes it.
     implicit_weights: PackCache,
+    /// W packed for the AVX2 1×1 kernel, on the first run that takes it.
+    pointwise_weights: PackCache,
 }
 
 pub(super) fn build(ctx: &BuildContext) -> Result<Box<dyn Operator>> {
@@ -49,6 +51,7 @@ pub(super) fn build(ctx: &BuildContext) -> Result<Box<dyn Operator>> {
         w_constant: ctx.constant(1).is_some(),
         winograd_weights: WeightCache::default(),
         implicit_weights: PackCache::default(),
+        pointwise_weights: PackCache::default(),
     }))
 }
 
@@ -261,7 +264,20 @@ impl FloatKernel for ConvKernel<'_> {
             super::depthwise::depthwise(p, x, w, b, inner_act, &mut y);
             add_residual(&mut y, z, act);
         } else if pointwise {
-            pointwise_gemm(p, x, w, b, z, act, &mut y);
+            let cache = &self.op.pointwise_weights;
+            if !super::pointwise::try_pointwise(
+                p,
+                x,
+                w,
+                b,
+                z,
+                act,
+                &mut y,
+                cache,
+                self.op.w_constant,
+            ) {
+                pointwise_gemm(p, x, w, b, z, act, &mut y);
+            }
         } else if super::direct::try_direct(p, x, w, b, inner_act, &mut y) {
             // A few-channel layer on the AVX-512 direct kernel.
             add_residual(&mut y, z, act);
@@ -326,7 +342,7 @@ pub(super) fn epilogue<'a, T: GemmFloat>(
 }
 
 /// 1×1, stride-1, unpadded: Y[n, g] = W[g] · X[n, g] with X as it lies.
-fn pointwise_gemm<T: GemmFloat>(
+pub(super) fn pointwise_gemm<T: GemmFloat>(
     p: &ConvPlan,
     x: &[T],
     w: &[T],

@@ -41,10 +41,27 @@ const MIN_CHANNELS: usize = 8;
 /// 55×55 took 14.1 ms here against 8.3 ms on Winograd F(4×4, 3×3).
 const WINOGRAD_MIN_OUT: usize = 64;
 
-/// W packed for this kernel: [`MB`]-channel blocks, then tap, then the
-/// block's channels (zero past M).
+/// Weights packed for a kernel, kept across runs when W is constant (here:
+/// [`MB`]-channel blocks, then tap, then the block's channels, zero past M).
 #[derive(Debug, Default)]
 pub(super) struct PackCache(OnceLock<Vec<f32>>);
+
+impl PackCache {
+    /// Runs `f` on the packed weights: those kept here when `cacheable`
+    /// (packed by `pack` on the first call), else packed afresh.
+    pub(super) fn with<R>(
+        &self,
+        cacheable: bool,
+        pack: impl FnOnce() -> Vec<f32>,
+        f: impl FnOnce(&[f32]) -> R,
+    ) -> R {
+        if cacheable {
+            f(self.0.get_or_init(pack))
+        } else {
+            f(&pack())
+        }
+    }
+}
 
 /// Whether `p` is a layer this kernel takes (on any CPU).
 pub(super) fn suits(p: &ConvPlan) -> bool {
@@ -59,7 +76,7 @@ pub(super) fn suits(p: &ConvPlan) -> bool {
 
 /// Whether this CPU runs the kernel: AVX2 with FMA, and no AVX-512 (there
 /// the `gemm` crate's 512-bit kernels and Winograd measured as fast).
-fn cpu_has_kernel() -> bool {
+pub(super) fn cpu_has_kernel() -> bool {
     #[cfg(target_arch = "x86_64")]
     {
         crate::ops::gemm::simd::has_avx2_fma() && !crate::ops::gemm::simd::has_avx512()
@@ -111,14 +128,11 @@ pub(super) fn try_implicit<T: GemmFloat>(
     let (Some(x), Some(w), Some(y)) = (as_f32(x), as_f32(w), as_f32_mut(y)) else {
         return false;
     };
-    let fresh;
-    let packed = if cacheable {
-        cache.0.get_or_init(|| pack(p, w))
-    } else {
-        fresh = pack(p, w);
-        &fresh
-    };
-    implicit(p, x, packed, b.and_then(as_f32), z.and_then(as_f32), act, y);
+    cache.with(
+        cacheable,
+        || pack(p, w),
+        |packed| implicit(p, x, packed, b.and_then(as_f32), z.and_then(as_f32), act, y),
+    );
     true
 }
 

@@ -9,6 +9,7 @@ use crate::ops::gemm::testutil::{
 use crate::tensor::Tensor;
 use half::f16;
 
+mod pointwise;
 mod transpose;
 mod winograd;
 
