@@ -9,6 +9,21 @@ use crate::ops::gemm::simd::multiversion;
 use crate::ops::unary::kernel::{sigmoid_f32, tanh_f32};
 use num_traits::Float;
 
+/// Expands `$each!(kind)` for the kind of activation `$act`, rebuilt as a
+/// constant of that kind, so that each kind's loop is compiled on its own.
+macro_rules! by_kind {
+    ($act:expr, $each:ident) => {
+        match $act {
+            Activation::Relu => $each!(Activation::Relu),
+            Activation::LeakyRelu(a) => $each!(Activation::LeakyRelu(a)),
+            Activation::Clip(lo, hi) => $each!(Activation::Clip(lo, hi)),
+            Activation::Sigmoid => $each!(Activation::Sigmoid),
+            Activation::HardSwish => $each!(Activation::HardSwish),
+            Activation::Tanh => $each!(Activation::Tanh),
+        }
+    };
+}
+
 /// A fused activation.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(crate) enum Activation {
@@ -112,14 +127,7 @@ impl Activation {
                 }
             }};
         }
-        match self {
-            Activation::Relu => each!(Activation::Relu),
-            Activation::LeakyRelu(a) => each!(Activation::LeakyRelu(a)),
-            Activation::Clip(lo, hi) => each!(Activation::Clip(lo, hi)),
-            Activation::Sigmoid => each!(Activation::Sigmoid),
-            Activation::HardSwish => each!(Activation::HardSwish),
-            Activation::Tanh => each!(Activation::Tanh),
-        }
+        by_kind!(self, each)
     }
 
     /// Applies the activation to every element of `xs`.
@@ -170,14 +178,7 @@ multiversion! {
                 }
             }};
         }
-        match act {
-            Activation::Relu => each!(Activation::Relu),
-            Activation::LeakyRelu(a) => each!(Activation::LeakyRelu(a)),
-            Activation::Clip(lo, hi) => each!(Activation::Clip(lo, hi)),
-            Activation::Sigmoid => each!(Activation::Sigmoid),
-            Activation::HardSwish => each!(Activation::HardSwish),
-            Activation::Tanh => each!(Activation::Tanh),
-        }
+        by_kind!(act, each)
     }
 }
 
