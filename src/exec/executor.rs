@@ -10,7 +10,7 @@ use super::{Plan, ValueStore};
 use crate::analysis::Step;
 use crate::error::{Error, Result};
 use crate::graph::{wrap, ValueId};
-use crate::sched::{Band, Decision, ForkReport, Pool, PoolPlan, Scheduler};
+use crate::sched::{Decision, ForkReport, Pool, PoolPlan, Scheduler};
 use crate::tensor::Tensor;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -68,10 +68,11 @@ pub fn run(
     for (id, t) in inputs {
         run.store.put(id, t);
     }
-    let (_, band) = sched.observe();
+    let (n, band) = sched.observe();
     let threads = sched.serial_threads(band);
-    let cpus = sched.least_loaded_cpus(threads, band);
-    let pool = sched.pool(0, 0, threads, band, &cpus)?;
+    let pin = sched.pins(n, band);
+    let cpus = sched.least_loaded_cpus(threads, pin);
+    let pool = sched.pool(0, 0, threads, pin, &cpus)?;
     pool.pool.install(|| {
         let warm = Warm::start(&pool);
         run_steps(&run, &plan.structure.steps, &pool, false, Some(&warm))
@@ -139,15 +140,19 @@ fn run_steps(
                         }
                     }
                     Decision::Serial { threads } => {
-                        let cpus = run.sched.least_loaded_cpus(*threads, band);
-                        let p = run.sched.pool(pool.id, 0, *threads, band, &cpus)?;
+                        let pin = run.sched.pins(n, band);
+                        let cpus = run.sched.least_loaded_cpus(*threads, pin);
+                        let p = run.sched.pool(pool.id, 0, *threads, pin, &cpus)?;
                         p.pool.install(|| {
                             siblings
                                 .iter()
                                 .try_for_each(|s| run_steps(run, s, &p, nested, None))
                         })?;
                     }
-                    Decision::Parallel(plans) => run_parallel(run, plans, siblings, pool, band)?,
+                    Decision::Parallel(plans) => {
+                        let pin = run.sched.pins(n, band);
+                        run_parallel(run, plans, siblings, pool, pin)?
+                    }
                 }
                 if let (false, Some(w)) = (same_pool, warm) {
                     w.resume();
@@ -166,17 +171,17 @@ fn run_parallel(
     plans: &[PoolPlan],
     siblings: &[Vec<Step>],
     parent: &Arc<Pool>,
-    band: Band,
+    pin: bool,
 ) -> Result<()> {
     let total: usize = plans.iter().map(|p| p.cpus).sum();
-    let cpus = run.sched.least_loaded_cpus(total, band);
+    let cpus = run.sched.least_loaded_cpus(total, pin);
     let mut assigned = Vec::with_capacity(plans.len());
     let mut offset = 0;
     for (position, p) in plans.iter().enumerate() {
         let chunk = cpus.get(offset..offset + p.cpus).unwrap_or(&[]);
         offset += p.cpus;
         assigned.push((
-            run.sched.pool(parent.id, position, p.cpus, band, chunk)?,
+            run.sched.pool(parent.id, position, p.cpus, pin, chunk)?,
             p.siblings.as_slice(),
         ));
     }
