@@ -142,10 +142,11 @@ impl SessionBuilder {
                 ..LoadConfig::default()
             };
         }
-        let monitor = match (self.fixed_load, self.mode) {
-            (Some(n), _) => LoadMonitor::fixed(n),
-            (None, Mode::Adaptive) => LoadMonitor::start(config.load.clone()),
-            (None, _) => LoadMonitor::fixed(0.0),
+        // Every mode samples the load: the fixed modes do not decide by it,
+        // but they pin their pools only while the device is idle.
+        let monitor = match self.fixed_load {
+            Some(n) => LoadMonitor::fixed(n),
+            None => LoadMonitor::start(config.load.clone()),
         };
         Scheduler::new(config, monitor)
     }

@@ -136,11 +136,10 @@ impl Scheduler {
     }
 
     /// Reads the load now and returns it with its band (hysteresis against
-    /// the band seen last). `parallel` and `serial` modes report n = 0.
+    /// the band seen last). Every mode reads it: `parallel` and `serial`
+    /// ignore it in their decisions, but pin their pools only while the
+    /// device is idle ([`pins`](Self::pins)), as `adaptive` does.
     pub fn observe(&self) -> (f64, Band) {
-        if self.config.mode != Mode::Adaptive {
-            return (0.0, Band::Low);
-        }
         let n = self.monitor.utilisation();
         let prev = match self.last_band.load(Ordering::Relaxed) {
             0 => Some(Band::Low),
