@@ -5,7 +5,8 @@
 //! A register block holds 6 output channels × 16 consecutive positions in
 //! 12 accumulators: per input channel it loads two vectors of X, broadcasts
 //! 6 weights and does 12 fused multiply-adds (a row's last 8 or fewer
-//! positions take a block of one vector). X is packed a strip of positions
+//! positions take a block of one vector, and the last panel, when the
+//! channels are not a multiple of 6, a block of only its rows). X is packed a strip of positions
 //! at a time, in chunks that stay in L2, and each panel of W runs over a
 //! whole chunk. Bias, residual and Relu or
 //! Clip are applied in registers before the one store, so no pass over Y
@@ -16,8 +17,8 @@
 //!
 //! Each output sums its input channels in order from zero, then adds bias
 //! and residual, whichever block and thread computes it; blocks at the
-//! right and bottom edges are pulled back over outputs already computed
-//! (the same bits) rather than running past the edge.
+//! right edge are pulled back over outputs already computed (the same
+//! bits) rather than running past the edge.
 
 use super::conv_op::ConvPlan;
 use super::implicit::PackCache;
@@ -35,28 +36,30 @@ const CHUNK_FLOATS: usize = 48 * 1024;
 const MIN_TASK_POSITIONS: usize = 4 * NR;
 
 /// Whether `p` (already known to be a pointwise layer) suits this kernel on
-/// this CPU: enough positions and output channels per group for whole
-/// blocks.
+/// this CPU: enough positions for a whole block.
 pub(super) fn suits(p: &ConvPlan) -> bool {
-    p.win.out_len() >= NR && p.mg() >= MR && p.cg() >= 1 && super::implicit::cpu_has_kernel()
+    p.win.out_len() >= NR && p.mg() >= 1 && p.cg() >= 1 && super::implicit::cpu_has_kernel()
 }
 
-/// First row of panel `i` of `rows` (the last panel is pulled back).
-fn panel_start(i: usize, rows: usize) -> usize {
-    (i * MR).min(rows - MR)
+/// Rows of panel `i` of a group of `mg` output channels: 6, or fewer for
+/// the last panel. (Pulling that panel back over rows already computed, as
+/// the strips are, cost 12 % more products on layers of 16 or 32
+/// channels.)
+fn panel_rows(i: usize, mg: usize) -> usize {
+    MR.min(mg - i * MR)
 }
 
 /// Packs W (`[m, cg]`, f32) into panels: per group, per panel, per input
-/// channel, the panel's 6 weights.
+/// channel, the panel's 6 weights (zero past the last row).
 fn pack(p: &ConvPlan, w: &[f32]) -> Vec<f32> {
     let (mg, cg) = (p.mg(), p.cg());
     let panels = mg.div_ceil(MR);
     let mut data = Vec::with_capacity(p.group * panels * cg * MR);
     for g in 0..p.group {
         for i in 0..panels {
-            let r0 = g * mg + panel_start(i, mg);
+            let (r0, rows) = (g * mg + i * MR, panel_rows(i, mg));
             for k in 0..cg {
-                data.extend((0..MR).map(|r| w[(r0 + r) * cg + k]));
+                data.extend((0..MR).map(|r| if r < rows { w[(r0 + r) * cg + k] } else { 0.0 }));
             }
         }
     }
@@ -120,7 +123,7 @@ fn pointwise(
     assert!(packed.len() >= p.group * panels * cg * MR);
     assert!(b.is_none_or(|b| b.len() >= p.m) && z.is_none_or(|z| z.len() >= y.len()));
     // Split the strips (then the panels) so each thread gets a few tasks;
-    // the last two strips (and panels) overlap, so they stay together.
+    // the last two strips overlap, so they stay together.
     let want = 4 * rayon::current_num_threads();
     let images = p.n * p.group;
     let per_image = want.div_ceil(images).max(1);
@@ -141,7 +144,7 @@ fn pointwise(
         let (st, pt) = (rest / panel_tasks, rest % panel_tasks);
         let (ni, g) = (img / p.group, img % p.group);
         let strip_range = task_range(st * strips_per, strips_per, strips);
-        let panel_range = task_range(pt * panels_per, panels_per, panels);
+        let panel_range = pt * panels_per..((pt + 1) * panels_per).min(panels);
         let x0 = (ni * p.c + g * cg) * n;
         let y0 = (ni * p.m + g * mg) * n;
         // Strips are packed in chunks that stay in L2; each panel of W then
@@ -154,27 +157,22 @@ fn pointwise(
                 let strips_here = first..first + count;
                 pack_strips(&x[x0..x0 + cg * n], n, strips_here.clone(), packed_x);
                 for i in panel_range.clone() {
-                    let r = panel_start(i, mg);
+                    let (r, rows) = (i * MR, panel_rows(i, mg));
                     let w = &packed[((g * panels) + i) * cg * MR..][..cg * MR];
                     let oc = g * mg + r;
-                    let bias = b.map(|b| &b[oc..oc + MR]);
+                    let bias = b.map(|b| &b[oc..oc + rows]);
                     for (s, strip) in strips_here.clone().zip(packed_x.chunks_exact(cg * NR)) {
                         let (j, wide) = strip_at(s, n);
                         let at = y0 + r * n + j;
                         let resid = z.map(|z| z[at..].as_ptr());
                         // SAFETY: the CPU has AVX2 and FMA (suits checked
-                        // it); the strip holds cg rows of 16, the block's 6
-                        // rows × 16 columns lie inside Y (and Z), and no
-                        // other task writes them (the ranges split strips
-                        // and panels disjointly).
+                        // it); the strip holds cg rows of `wide`, the
+                        // block's `rows` rows × `wide` columns lie inside Y
+                        // (and Z), and no other task writes them (the ranges
+                        // split strips and panels disjointly).
                         let (xs, ys) = (strip.as_ptr(), yp.offset(at).0);
-                        unsafe {
-                            if wide == NR {
-                                block::<2>(xs, n, cg, w, bias, resid, ys, &epi)
-                            } else {
-                                block::<1>(xs, n, cg, w, bias, resid, ys, &epi)
-                            }
-                        };
+                        let args = (xs, n, cg, w, bias, resid, ys, &epi);
+                        unsafe { dispatch(rows, wide == NR, args) };
                     }
                 }
                 first += count;
@@ -252,16 +250,49 @@ impl Epilogue {
     }
 }
 
-/// One block: `y[r·n + j] = act(Σ_k w[k·6 + r]·x[k·8V + j] + bias[r] +
-/// z[r·n + j])` for 6 rows r and 8·V columns j.
+/// The arguments of [`block`].
+#[cfg(target_arch = "x86_64")]
+type BlockArgs<'a> = (
+    *const f32,
+    usize,
+    usize,
+    &'a [f32],
+    Option<&'a [f32]>,
+    Option<*const f32>,
+    *mut f32,
+    &'a Epilogue,
+);
+
+/// Runs the [`block`] of `rows` rows (1 to 6) and two vectors of columns
+/// (`wide`) or one.
 ///
 /// # Safety
-/// The CPU must support AVX2 and FMA; `x` must hold `k` rows of 8·V, `y`
-/// (and `z`) 6 rows of pitch `n` with 8·V writable (readable) columns each.
+/// As for [`block`] with R = `rows` and V = 2 or 1.
+#[cfg(target_arch = "x86_64")]
+unsafe fn dispatch(rows: usize, wide: bool, a: BlockArgs) {
+    macro_rules! rows {
+        ($($r:literal)*) => {
+            match (rows, wide) {
+                $(($r, true) => block::<2, $r>(a.0, a.1, a.2, a.3, a.4, a.5, a.6, a.7),
+                ($r, false) => block::<1, $r>(a.0, a.1, a.2, a.3, a.4, a.5, a.6, a.7),)*
+                _ => unreachable!("a panel has 1 to {MR} rows"),
+            }
+        };
+    }
+    rows!(1 2 3 4 5 6)
+}
+
+/// One block: `y[r·n + j] = act(Σ_k w[k·6 + r]·x[k·8V + j] + bias[r] +
+/// z[r·n + j])` for R rows r and 8·V columns j.
+///
+/// # Safety
+/// The CPU must support AVX2 and FMA; `x` must hold `k` rows of 8·V, `w`
+/// `k` groups of 6, `bias` (if any) R values, and `y` (and `z`) R rows of
+/// pitch `n` with 8·V writable (readable) columns each.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
 #[allow(clippy::too_many_arguments)]
-unsafe fn block<const V: usize>(
+unsafe fn block<const V: usize, const R: usize>(
     x: *const f32,
     n: usize,
     k: usize,
@@ -272,7 +303,7 @@ unsafe fn block<const V: usize>(
     epi: &Epilogue,
 ) {
     use std::arch::x86_64::*;
-    let mut acc = [[_mm256_setzero_ps(); V]; MR];
+    let mut acc = [[_mm256_setzero_ps(); V]; R];
     let wp = w.as_ptr();
     for kk in 0..k {
         let xr = x.add(kk * 8 * V);
@@ -321,42 +352,39 @@ mod tests {
     use crate::ops::gemm::testutil::rand_vec;
 
     /// On a CPU with the kernel it takes the layer (with residual and Relu)
-    /// and matches the `gemm` crate's path to rounding; the strip helpers
-    /// cover each column once.
+    /// and matches the `gemm` crate's path to rounding, whatever the rows
+    /// of the last panel; the strip helpers cover each column once.
     #[test]
     fn takes_suitable_layers_and_matches_the_gemm_path() {
         let window = WindowAttrs::parse(&crate::attributes::Attributes::default(), true).unwrap();
-        let (xs, ws) = ([2, 12, 5, 11], [20, 12, 1, 1]);
-        let p = plan(&window, 1, &xs, &ws, Some(&[20])).unwrap();
-        let x = rand_vec(xs.iter().product(), 1);
-        let w = rand_vec(ws.iter().product(), 2);
-        let b = rand_vec(20, 3);
-        let len = p.out_shape.iter().product();
-        let z = rand_vec(len, 4);
-        let act = Some(Activation::Relu);
-        let mut want = vec![0f32; len];
-        super::super::conv_op::pointwise_gemm(&p, &x, &w, Some(&b), Some(&z), act, &mut want);
-        let mut got = vec![f32::NAN; len];
-        let cache = PackCache::default();
-        let took = try_pointwise(&p, &x, &w, Some(&b), Some(&z), act, &mut got, &cache, true);
-        assert_eq!(took, super::super::implicit::cpu_has_kernel());
-        if took {
-            for (g, w) in got.iter().zip(&want) {
-                assert!((g - w).abs() <= 1e-4 * (1.0 + w.abs()), "{g} vs {w}");
+        for m in [1, 4, 6, 16, 20, 23] {
+            let (xs, ws) = ([2, 12, 5, 11], [m, 12, 1, 1]);
+            let p = plan(&window, 1, &xs, &ws, Some(&[m])).unwrap();
+            let x = rand_vec(xs.iter().product(), 1);
+            let w = rand_vec(ws.iter().product(), 2);
+            let b = rand_vec(m, 3);
+            let len = p.out_shape.iter().product();
+            let z = rand_vec(len, 4);
+            let act = Some(Activation::Relu);
+            let mut want = vec![0f32; len];
+            super::super::conv_op::pointwise_gemm(&p, &x, &w, Some(&b), Some(&z), act, &mut want);
+            let mut got = vec![f32::NAN; len];
+            let cache = PackCache::default();
+            let args = (&p, &x[..], &w[..], Some(&b[..]), Some(&z[..]), act);
+            let run = |y: &mut [f32]| {
+                let (p, x, w, b, z, act) = args;
+                try_pointwise(p, x, w, b, z, act, y, &cache, true)
+            };
+            let took = run(&mut got);
+            assert_eq!(took, super::super::implicit::cpu_has_kernel());
+            if took {
+                for (g, w) in got.iter().zip(&want) {
+                    assert!((g - w).abs() <= 1e-4 * (1.0 + w.abs()), "m {m}: {g} vs {w}");
+                }
+                let mut again = vec![f32::NAN; len];
+                run(&mut again);
+                assert_eq!(got, again, "the kept packed weights give the same sums");
             }
-            let mut again = vec![f32::NAN; len];
-            try_pointwise(
-                &p,
-                &x,
-                &w,
-                Some(&b),
-                Some(&z),
-                act,
-                &mut again,
-                &cache,
-                true,
-            );
-            assert_eq!(got, again, "the kept packed weights give the same sums");
         }
         for n in [16, 23, 24, 25, 49, 57, 100] {
             let mut seen = vec![0; n];
