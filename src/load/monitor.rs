@@ -39,6 +39,8 @@ struct Shared {
     cost_ns: AtomicU64,
     tid: AtomicU32,
     per_cpu: Mutex<Vec<f64>>,
+    /// The CPUs last chosen for each count asked for.
+    chosen: Mutex<std::collections::HashMap<usize, Vec<usize>>>,
     last: Mutex<Sample>,
     host: Mutex<Option<HostState>>,
     reporter: Mutex<Reporter>,
@@ -57,6 +59,7 @@ impl Shared {
             cost_ns: AtomicU64::new(0),
             tid: AtomicU32::new(0),
             per_cpu: Mutex::new(Vec::new()),
+            chosen: Mutex::new(Default::default()),
             last: Mutex::new(Sample::default()),
             host: Mutex::new(None),
             reporter: Mutex::new(reporter),
@@ -252,17 +255,22 @@ impl LoadMonitor {
     }
 
     /// The `k` least-loaded CPU indices (ties by index), `k` clamped to the
-    /// number of CPUs; before the first per-CPU sample, and for fixed
-    /// monitors, `0..k`.
+    /// number of CPUs, keeping the CPUs last chosen for `k` unless others are
+    /// clearly less loaded ([`STAY_MARGIN`](super::smooth::STAY_MARGIN));
+    /// before the first per-CPU sample, and for fixed monitors, `0..k`.
     pub fn least_loaded_cpus(&self, k: usize) -> Vec<usize> {
         if self.fixed.is_some() {
             return (0..k).collect();
         }
-        let loads = lock(&self.shared.per_cpu);
+        let loads = lock(&self.shared.per_cpu).clone();
         if loads.is_empty() {
             return (0..k.min(num_cpus::get().max(1))).collect();
         }
-        least_loaded(&loads, k)
+        let mut chosen = lock(&self.shared.chosen);
+        let prev = chosen.get(&k).map(Vec::as_slice).unwrap_or_default();
+        let pick = least_loaded(&loads, k, prev);
+        chosen.insert(k, pick.clone());
+        pick
     }
 
     /// Per-CPU loads in [0, 1] from the last sample (empty before the first,

@@ -1,6 +1,7 @@
 //! The measurement sources: this process's threads from
-//! `/proc/self/task/*/schedstat` (CPU time and run-queue wait, both in ns),
-//! system CPU, per-CPU use and memory from sysinfo, and other processes'
+//! `/proc/self/task/*/schedstat` (CPU time and run-queue wait, both in ns)
+//! and `stat` (the CPU each last ran on), system CPU, per-CPU use (ours
+//! taken out) and memory from sysinfo, and other processes'
 //! runnable threads (see [`runnable`](super::runnable)). A [`Sampler`] keeps
 //! the previous snapshot and turns two snapshots into one [`Sample`].
 //!
@@ -13,7 +14,7 @@ use std::time::{Duration, Instant};
 use sysinfo::System;
 
 use super::runnable::others_runnable_median;
-use super::smooth::{clamp01, counter_delta, others_cpu, run_queue_contention};
+use super::smooth::{clamp01, counter_delta, others_cpu, others_per_cpu, run_queue_contention};
 
 /// Cumulative scheduler statistics of one thread, from its `schedstat`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -22,6 +23,8 @@ pub struct TaskStat {
     pub run_ns: u64,
     /// Nanoseconds spent waiting on a run queue.
     pub wait_ns: u64,
+    /// The CPU it last ran on (`None` where unknown).
+    pub cpu: Option<usize>,
 }
 
 /// Parses a `schedstat` line (`run_ns wait_ns timeslices`); `None` when it
@@ -30,7 +33,23 @@ pub fn parse_schedstat(text: &str) -> Option<TaskStat> {
     let mut it = text.split_ascii_whitespace();
     let run_ns = it.next()?.parse().ok()?;
     let wait_ns = it.next()?.parse().ok()?;
-    Some(TaskStat { run_ns, wait_ns })
+    Some(TaskStat {
+        run_ns,
+        wait_ns,
+        cpu: None,
+    })
+}
+
+/// The CPU a thread last ran on, from its `stat` line (field 39,
+/// `processor`, counted after the parenthesised name, which may itself hold
+/// spaces and parentheses); `None` when the line is malformed.
+pub fn parse_stat_cpu(text: &str) -> Option<usize> {
+    let after_name = &text[text.rfind(')')? + 1..];
+    after_name
+        .split_ascii_whitespace()
+        .nth(39 - 3)?
+        .parse()
+        .ok()
 }
 
 /// Per-thread statistics of this process, keyed by thread id.
@@ -69,7 +88,23 @@ pub fn task_delta(prev: &TaskSnapshot, cur: &TaskSnapshot, exclude: Option<u32>)
     d
 }
 
-/// Reads every `/proc/self/task/*/schedstat`; `None` where `/proc` is not
+/// The CPU time each of `ncpu` CPUs gave our threads between two
+/// snapshots, each thread's time put on the CPU it last ran on (exact for
+/// pinned threads; a thread that moved within the interval counts where
+/// it ended). Threads of unknown CPU are left out.
+pub fn own_run_by_cpu(prev: &TaskSnapshot, cur: &TaskSnapshot, ncpu: usize) -> Vec<u64> {
+    let mut by_cpu = vec![0u64; ncpu];
+    for (tid, c) in cur {
+        let p = prev.get(tid).copied().unwrap_or_default();
+        if let Some(slot) = c.cpu.and_then(|i| by_cpu.get_mut(i)) {
+            *slot = slot.saturating_add(counter_delta(p.run_ns, c.run_ns));
+        }
+    }
+    by_cpu
+}
+
+/// Reads every `/proc/self/task/*/schedstat` (and the last CPU from
+/// `stat`); `None` where `/proc` is not
 /// readable (not Linux, or restricted). Threads whose file vanished or is
 /// malformed are skipped.
 pub fn read_tasks() -> Option<TaskSnapshot> {
@@ -86,7 +121,10 @@ pub fn read_tasks() -> Option<TaskSnapshot> {
         let Ok(text) = std::fs::read_to_string(entry.path().join("schedstat")) else {
             continue;
         };
-        if let Some(stat) = parse_schedstat(&text) {
+        if let Some(mut stat) = parse_schedstat(&text) {
+            stat.cpu = std::fs::read_to_string(entry.path().join("stat"))
+                .ok()
+                .and_then(|t| parse_stat_cpu(&t));
             snap.insert(tid, stat);
         }
     }
@@ -119,7 +157,8 @@ pub struct Sample {
     pub runnable: Option<f64>,
     /// Used / total memory.
     pub memory_used: Option<f64>,
-    /// Per-CPU use in [0, 1], by CPU index (empty when unknown).
+    /// Per-CPU use by others in [0, 1], by CPU index (empty when unknown):
+    /// each CPU's use minus the time our threads ran on it.
     pub per_cpu: Vec<f64>,
 }
 
@@ -198,14 +237,22 @@ impl Sampler {
         self.system.refresh_memory();
         let cpus = self.system.cpus();
         let ncpu = cpus.len();
-        let per_cpu: Vec<f64> = cpus
+        let mut per_cpu: Vec<f64> = cpus
             .iter()
             .map(|c| clamp01(c.cpu_usage() as f64 / 100.0))
             .collect();
         let raw = (ncpu > 0).then(|| clamp01(self.system.global_cpu_usage() as f64 / 100.0));
         let tasks = read_tasks();
         let delta = match (&self.tasks, &tasks) {
-            (Some(p), Some(c)) => Some(task_delta(p, c, self.exclude)),
+            (Some(p), Some(c)) => {
+                // Our own threads are not load on the CPUs they ran on:
+                // counted, they made the CPU a pool was pinned to look the
+                // busiest, so the next run moved the pool to the other CPU
+                // and back, each time with cold caches.
+                let own = own_run_by_cpu(p, c, ncpu);
+                others_per_cpu(&mut per_cpu, &own, interval_ns);
+                Some(task_delta(p, c, self.exclude))
+            }
             _ => None,
         };
         self.tasks = tasks;
@@ -260,6 +307,7 @@ mod tests {
                     TaskStat {
                         run_ns: r,
                         wait_ns: w,
+                        cpu: Some(t as usize % 2),
                     },
                 )
             })
@@ -272,13 +320,45 @@ mod tests {
             parse_schedstat("123 456 7\n"),
             Some(TaskStat {
                 run_ns: 123,
-                wait_ns: 456
+                wait_ns: 456,
+                cpu: None,
             })
         );
         assert_eq!(parse_schedstat(""), None);
         assert_eq!(parse_schedstat("12"), None);
         assert_eq!(parse_schedstat("a b c"), None);
         assert_eq!(parse_schedstat("-1 2 3"), None);
+    }
+
+    /// The processor field is found after a name holding spaces and
+    /// parentheses; this thread's own line names a CPU there is.
+    #[test]
+    fn parses_the_last_cpu_from_stat() {
+        let tail: Vec<String> = (3..=52).map(|f| f.to_string()).collect();
+        let line = format!("4242 (we(i) rd) {}\n", tail.join(" "));
+        assert_eq!(parse_stat_cpu(&line), Some(39));
+        assert_eq!(parse_stat_cpu("4242 (x) R 1 2"), None);
+        assert_eq!(parse_stat_cpu("no name here"), None);
+        if cfg!(target_os = "linux") {
+            let own = std::fs::read_to_string("/proc/thread-self/stat").unwrap();
+            let cpu = parse_stat_cpu(&own).expect("own stat line");
+            assert!(cpu < num_cpus::get().max(cpu + 1), "{cpu}");
+            let snap = read_tasks().expect("own tasks");
+            assert!(snap.values().any(|t| t.cpu.is_some()), "{snap:?}");
+        }
+    }
+
+    /// Each thread's time goes to the CPU it last ran on; threads on CPUs
+    /// past the count or of unknown CPU are left out.
+    #[test]
+    fn own_time_by_cpu_of_synthetic_snapshots() {
+        // Threads 1 and 3 on CPU 1, 2 and 4 on CPU 0 (see `snap`).
+        let prev = snap(&[(1, 100, 0), (2, 500, 0), (3, 7, 0)]);
+        let mut cur = snap(&[(1, 150, 0), (2, 400, 0), (3, 17, 0), (4, 60, 0)]);
+        assert_eq!(own_run_by_cpu(&prev, &cur, 2), vec![60, 50 + 10]);
+        assert_eq!(own_run_by_cpu(&prev, &cur, 1), vec![60]);
+        cur.get_mut(&4).unwrap().cpu = None;
+        assert_eq!(own_run_by_cpu(&prev, &cur, 2), vec![0, 60]);
     }
 
     #[test]
@@ -364,6 +444,39 @@ mod tests {
         assert!(own > 0.1 / cpus as f64, "{x:?}");
         assert!(others <= raw, "{x:?}");
         assert!((others - (raw - own).max(0.0)).abs() < 1e-9, "{x:?}");
+    }
+
+    /// A CPU our own pinned thread keeps busy does not look busy: its
+    /// time comes off that CPU's use (without this it read about 1.0).
+    #[test]
+    fn own_pinned_thread_leaves_its_cpu_idle_for_others() {
+        let Some(cpu) = core_affinity::get_core_ids().and_then(|ids| ids.last().copied()) else {
+            return;
+        };
+        if !cfg!(target_os = "linux") {
+            return;
+        }
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let flag = stop.clone();
+        let busy = std::thread::spawn(move || {
+            if !core_affinity::set_for_current(cpu) {
+                return;
+            }
+            let mut x = 0u64;
+            while !flag.load(std::sync::atomic::Ordering::Relaxed) {
+                x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
+                std::hint::black_box(x);
+            }
+        });
+        let mut s = Sampler::new();
+        std::thread::sleep(Duration::from_millis(50));
+        s.sample();
+        std::thread::sleep(Duration::from_millis(300));
+        let x = s.sample();
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        let _ = busy.join();
+        let others = x.per_cpu.get(cpu.id).copied().expect("per-CPU sample");
+        assert!(others < 0.6, "CPU {}: {x:?}", cpu.id);
     }
 
     #[test]

@@ -109,11 +109,30 @@ pub fn ewma(prev: Option<f64>, x: f64, alpha: f64) -> f64 {
     }
 }
 
+/// Takes out of each CPU's use (`per_cpu`, fractions of that CPU) the time
+/// our own threads ran there (`own_ns` by CPU, over `interval_ns`), never
+/// below zero.
+pub fn others_per_cpu(per_cpu: &mut [f64], own_ns: &[u64], interval_ns: u64) {
+    if interval_ns == 0 {
+        return;
+    }
+    for (use_, &own) in per_cpu.iter_mut().zip(own_ns) {
+        *use_ = clamp01(*use_ - own as f64 / interval_ns as f64);
+    }
+}
+
+/// How much less loaded (in CPUs) another CPU must be before a pool leaves
+/// the CPUs it was given last: moving costs the caches it warmed, and
+/// per-CPU use is noisy.
+pub const STAY_MARGIN: f64 = 0.25;
+
 /// The indices of the `k` smallest loads (ties by index), `k` clamped to the
-/// number of loads.
-pub fn least_loaded(loads: &[f64], k: usize) -> Vec<usize> {
+/// number of loads, where the CPUs in `prev` (the last choice) count
+/// [`STAY_MARGIN`] less loaded than they are.
+pub fn least_loaded(loads: &[f64], k: usize, prev: &[usize]) -> Vec<usize> {
+    let key = |i: usize| loads[i] - if prev.contains(&i) { STAY_MARGIN } else { 0.0 };
     let mut idx: Vec<usize> = (0..loads.len()).collect();
-    idx.sort_by(|&a, &b| loads[a].total_cmp(&loads[b]).then(a.cmp(&b)));
+    idx.sort_by(|&a, &b| key(a).total_cmp(&key(b)).then(a.cmp(&b)));
     idx.truncate(k.min(loads.len()));
     idx
 }
@@ -208,9 +227,33 @@ mod tests {
     #[test]
     fn least_loaded_ties_by_index() {
         let l = [0.5, 0.1, 0.5, 0.0, 0.1];
-        assert_eq!(least_loaded(&l, 3), vec![3, 1, 4]);
-        assert_eq!(least_loaded(&l, 10), vec![3, 1, 4, 0, 2]);
-        assert_eq!(least_loaded(&l, 0), Vec::<usize>::new());
-        assert_eq!(least_loaded(&[], 2), Vec::<usize>::new());
+        assert_eq!(least_loaded(&l, 3, &[]), vec![3, 1, 4]);
+        assert_eq!(least_loaded(&l, 10, &[]), vec![3, 1, 4, 0, 2]);
+        assert_eq!(least_loaded(&l, 0, &[]), Vec::<usize>::new());
+        assert_eq!(least_loaded(&[], 2, &[2]), Vec::<usize>::new());
+    }
+
+    /// The last choice stays while no other CPU is STAY_MARGIN less loaded,
+    /// and gives way once one is.
+    #[test]
+    fn least_loaded_stays_on_the_last_choice_within_the_margin() {
+        assert_eq!(least_loaded(&[0.02, 0.2], 1, &[1]), vec![1]);
+        assert_eq!(least_loaded(&[0.0, 0.2 + STAY_MARGIN], 1, &[1]), vec![0]);
+        assert_eq!(least_loaded(&[0.3, 0.1, 0.0, 0.1], 2, &[0, 3]), vec![3, 2]);
+        assert_eq!(least_loaded(&[0.3, 0.1, 0.0, 0.1], 2, &[]), vec![2, 1]);
+    }
+
+    /// Our own time on each CPU comes off that CPU's use, never below zero.
+    #[test]
+    fn own_time_comes_off_each_cpu() {
+        let mut per_cpu = [1.0, 0.3, 0.5];
+        // 100 ms: our threads ran 95 ms on CPU 0, 0 on CPU 1, 80 ms on CPU 2.
+        others_per_cpu(&mut per_cpu, &[95_000_000, 0, 80_000_000], 100_000_000);
+        assert!((per_cpu[0] - 0.05).abs() < 1e-12, "{per_cpu:?}");
+        assert_eq!(per_cpu[1], 0.3);
+        assert_eq!(per_cpu[2], 0.0);
+        let mut unchanged = [0.4];
+        others_per_cpu(&mut unchanged, &[5], 0);
+        assert_eq!(unchanged, [0.4]);
     }
 }
