@@ -19,6 +19,7 @@ pub(crate) mod geom;
 mod im2col;
 mod implicit;
 mod lines;
+mod panels;
 mod phases;
 mod pointwise;
 #[cfg(test)]

@@ -10,7 +10,9 @@
 //! depend on the thread count.
 
 use super::conv_op::ConvPlan;
+use super::direct::as_f32;
 use super::finish_row;
+use super::panels;
 use crate::ops::gemm::engine::{par_for, Batched, GemmFloat, Mat, SendPtr};
 use crate::ops::gemm::fused::Activation;
 use std::any::Any;
@@ -114,7 +116,9 @@ impl WeightCache {
 /// Computes the transformed weights of W for a plan.
 type Transform<T> = fn(&ConvPlan, &[T]) -> Vec<T>;
 
-/// `U[p][m][cg]`: position `p` of every kernel, one m×cg matrix per position.
+/// `U[p][m][cg]`: position `p` of every kernel, one m×cg matrix per
+/// position; where the products run on the panel GEMM, its matrices (one
+/// per position and group) packed for it.
 fn transform_weights<V: Variant, T: GemmFloat>(p: &ConvPlan, w: &[T]) -> Vec<T> {
     let (m, cg) = (p.m, p.cg());
     let stride = m * cg;
@@ -122,7 +126,13 @@ fn transform_weights<V: Variant, T: GemmFloat>(p: &ConvPlan, w: &[T]) -> Vec<T> 
     for (kc, g) in w.chunks_exact(9).take(stride).enumerate() {
         V::weight(g, &mut u[kc..], stride);
     }
-    u
+    match as_f32(&u).filter(|_| panels::takes::<T>()) {
+        Some(u) => panels::pack(V::POSITIONS * p.group, p.mg(), cg, u)
+            .into_iter()
+            .map(|v| T::from(v).unwrap_or_else(T::zero))
+            .collect(),
+        None => u,
+    }
 }
 
 /// The tile grid of one image and its bands.
@@ -187,7 +197,14 @@ pub(super) fn banded<V: Variant, T: GemmFloat>(
     // room at their end, and the products that much after the last row.
     let pitch = width + LANES;
     let positions = V::POSITIONS;
-    let (vlen, mlen) = (p.c * positions * pitch, p.m * positions * width + LANES);
+    // The panel GEMM takes at least a strip of columns: a narrower band's
+    // products are computed that wide (V's rows have the room).
+    let min_cols = if panels::takes::<T>() { panels::NR } else { 1 };
+    let cols = |tiles: usize| tiles.max(min_cols);
+    let (vlen, mlen) = (
+        p.c * positions * pitch,
+        p.m * positions * cols(width) + LANES,
+    );
     T::with_scratch(vlen + mlen, |scratch| {
         let (v, prod) = scratch.split_at_mut(vlen);
         let (in_plane, out_plane) = (p.win.in_len(), p.win.out_len());
@@ -204,6 +221,7 @@ pub(super) fn banded<V: Variant, T: GemmFloat>(
                     ty0,
                     rows,
                     pitch,
+                    cols: cols(rows * grid.across),
                 };
                 band.inputs::<V, T>(xi, v);
                 band.products::<V, T>(u, v, prod);
@@ -224,6 +242,8 @@ struct Band<'a> {
     rows: usize,
     /// Row pitch of the transformed input.
     pitch: usize,
+    /// Columns of the products: the band's tiles, or more (see `banded`).
+    cols: usize,
 }
 
 impl Band<'_> {
@@ -270,12 +290,45 @@ impl Band<'_> {
     }
 
     /// `M[p][m][t] = U[p][m][·] · V[·][p][t]`, group by group, packed
-    /// `tiles` wide.
+    /// `cols` wide.
     fn products<V: Variant, T: GemmFloat>(&self, u: &[T], v: &[T], prod: &mut [T]) {
         let p = self.p;
         let (m, cg, mg, group) = (p.m, p.cg(), p.mg(), p.group);
-        let tiles = self.rows * self.grid.across;
-        let pitch = self.pitch;
+        let (pitch, cols) = (self.pitch, self.cols);
+        #[cfg(target_arch = "x86_64")]
+        if panels::takes::<T>() {
+            if let (Some(u), Some(v), Some(prod)) =
+                (as_f32(u), as_f32(v), super::direct::as_f32_mut(prod))
+            {
+                let at = |i: usize| {
+                    let (pos, g) = (i / group, i % group);
+                    panels::At {
+                        x: g * cg * V::POSITIONS * pitch + pos * pitch,
+                        w: i,
+                        y: pos * m * cols + g * mg * cols,
+                        bias: 0,
+                    }
+                };
+                let job = panels::Products {
+                    count: V::POSITIONS * group,
+                    rows: mg,
+                    k: cg,
+                    n: cols,
+                    x_pitch: V::POSITIONS * pitch,
+                    y_pitch: cols,
+                    at: &at,
+                    x: v,
+                    packed: u,
+                    bias: None,
+                    z: None,
+                    act: None,
+                };
+                // SAFETY: the CPU has the kernel (`panels::takes`); each
+                // (position, group) writes its own rows of M.
+                unsafe { job.run(prod) };
+                return;
+            }
+        }
         let pp = SendPtr(prod.as_mut_ptr());
         let a = |bi: usize| {
             let (pos, g) = (bi / group, bi % group);
@@ -292,12 +345,12 @@ impl Band<'_> {
         };
         let cm = |bi: usize| {
             let (pos, g) = (bi / group, bi % group);
-            pp.offset(pos * m * tiles + g * mg * tiles)
+            pp.offset(pos * m * cols + g * mg * cols)
         };
         let job = Batched {
             batches: V::POSITIONS * group,
             m: mg,
-            n: tiles,
+            n: self.rows * self.grid.across,
             k: cg,
             alpha: T::one(),
             a: &a,
@@ -306,9 +359,8 @@ impl Band<'_> {
             epilogue: None,
         };
         // SAFETY: U is positions×m×cg, V is c×positions×pitch and M (packed
-        // positions×m×tiles) fits its buffer; each (position,
-        // group) product lies inside them and distinct products' C are
-        // disjoint.
+        // positions×m×cols) fits its buffer; each (position, group)
+        // product lies inside them and distinct products' C are disjoint.
         unsafe { job.run() };
     }
 
@@ -324,8 +376,8 @@ impl Band<'_> {
     ) {
         let p = self.p;
         let (oh, ow) = (p.win.output[0], p.win.output[1]);
-        // The products are packed `tiles` wide (see `products`).
-        let tiles = self.rows * self.grid.across;
+        // The products are packed `cols` wide (see `products`).
+        let cols = self.cols;
         let plane = oh * ow;
         let (row0, row1) = (self.ty0 * V::OUT, ((self.ty0 + self.rows) * V::OUT).min(oh));
         let yp = SendPtr(y.as_mut_ptr());
@@ -343,7 +395,7 @@ impl Band<'_> {
                     for tx in (0..across).step_by(LANES) {
                         // Lanes past the row's last tile are not written out.
                         let t = r * across + tx;
-                        V::output(&prod[k * tiles + t..], m * tiles, &mut blk);
+                        V::output(&prod[k * cols + t..], m * cols, &mut blk);
                         let x0 = tx * V::OUT;
                         let n = (V::OUT * LANES).min(ow - x0);
                         for (i, line) in blk.iter().enumerate().take(avail) {

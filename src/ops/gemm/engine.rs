@@ -144,7 +144,10 @@ pub(crate) trait GemmFloat:
 /// allocated per call), so idle pools do not hold on to much memory.
 const SCRATCH_KEEP_BYTES: usize = 32 << 20;
 
-fn scratch<T: Copy + Default, R>(
+/// Runs `f` on the first `len` elements of the thread's buffer in `cell`
+/// (grown as needed, contents unspecified), or on a fresh buffer when that
+/// one is too large to keep or already in use further up the stack.
+pub(crate) fn scratch<T: Copy + Default, R>(
     cell: &'static std::thread::LocalKey<RefCell<Vec<T>>>,
     len: usize,
     f: impl FnOnce(&mut [T]) -> R,

@@ -107,7 +107,7 @@ fn each_algorithm_takes_the_shapes_it_pays_for() {
 }
 
 /// Both algorithms on sizes that are not multiples of their tiles, no
-/// padding, asymmetric padding, two images and two groups.
+/// padding, asymmetric padding, two images and two groups, in f64 and f32.
 fn awkward_shapes<V: Variant>(algo: Algo) {
     type Case<'a> = (&'a [usize], &'a [usize], [usize; 4], usize, &'a [usize]);
     let cases: [Case; 8] = [
@@ -131,12 +131,33 @@ fn awkward_shapes<V: Variant>(algo: Algo) {
             ..geo(2)
         };
         let want = ref_conv(&x, xs, &w, ws, Some(&b), &g, out);
-        let (cache, mut fresh) = (WeightCache::default(), None);
-        let u = cache.get(algo, false, &p, &w, &mut fresh);
-        let mut y = vec![f64::NAN; want.len()];
-        winograd::banded::<V, f64>(&p, u, &x, Some(&b), None, None, &mut y, 1 << 21);
-        assert_close(&y, &want, 1e-10, 1e-10);
+        let (y64, y32) = both_types::<V>(algo, &p, (&x, &w, &b), None, 1 << 21);
+        assert_close(&y64, &want, 1e-10, 1e-10);
+        assert_close(&y32, &want, 1e-4, 1e-4);
     }
+}
+
+/// The banded convolution of X, W and B (given in f64) in f64 and in f32
+/// (on the panel GEMM where the CPU has it), both as f64.
+fn both_types<V: Variant>(
+    algo: Algo,
+    p: &ConvPlan,
+    (x, w, b): (&[f64], &[f64], &[f64]),
+    act: Option<Activation>,
+    band_elems: usize,
+) -> (Vec<f64>, Vec<f64>) {
+    let len = p.out_shape.iter().product();
+    let (cache, mut fresh) = (WeightCache::default(), None);
+    let u = cache.get(algo, false, p, w, &mut fresh);
+    let mut y64 = vec![f64::NAN; len];
+    winograd::banded::<V, f64>(p, u, x, Some(b), None, act, &mut y64, band_elems);
+    let narrow = |v: &[f64]| v.iter().map(|&v| v as f32).collect::<Vec<f32>>();
+    let (x, w, b) = (narrow(x), narrow(w), narrow(b));
+    let (cache, mut fresh) = (WeightCache::default(), None);
+    let u = cache.get(algo, false, p, &w, &mut fresh);
+    let mut y32 = vec![f32::NAN; len];
+    winograd::banded::<V, f32>(p, u, &x, Some(&b), None, act, &mut y32, band_elems);
+    (y64, y32.into_iter().map(f64::from).collect())
 }
 
 #[test]
@@ -166,7 +187,7 @@ fn conv_takes_each_algorithm_and_matches_reference() {
 }
 
 /// One band, bands of 3 tile rows (the last one short) and of 1 give the
-/// reference output, with bias and Relu.
+/// reference output, with bias and Relu, in f64 and f32.
 fn bands<V: Variant>(algo: Algo) {
     let (xs, ws) = ([2usize, 8, 30, 26], [8usize, 8, 3, 3]);
     let p = plan_of(&xs, &ws, [1, 1, 1, 1], 1);
@@ -181,15 +202,15 @@ fn bands<V: Variant>(algo: Algo) {
         .into_iter()
         .map(|v| v.max(0.0))
         .collect();
-    let (cache, mut fresh) = (WeightCache::default(), None);
-    let u = cache.get(algo, false, &p, &w, &mut fresh);
     let (across, down) = (26usize.div_ceil(V::OUT), 30usize.div_ceil(V::OUT));
     let per_row = V::POSITIONS * (8 + 8) * across;
+    // One tile row is narrower than a strip of the panel GEMM (7 or 13
+    // tiles), three are wider but not a multiple of it.
     for rows in [down, 3, 1] {
-        let mut y = vec![f64::NAN; want.len()];
         let relu = Some(Activation::Relu);
-        winograd::banded::<V, f64>(&p, u, &x, Some(&b), None, relu, &mut y, rows * per_row);
-        assert_close(&y, &want, 1e-10, 1e-10);
+        let (y64, y32) = both_types::<V>(algo, &p, (&x, &w, &b), relu, rows * per_row);
+        assert_close(&y64, &want, 1e-10, 1e-10);
+        assert_close(&y32, &want, 1e-4, 1e-4);
     }
 }
 

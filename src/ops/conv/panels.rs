@@ -1,0 +1,472 @@
+//! The AVX2 panel GEMM behind the 1×1, Winograd and im2col convolutions
+//! (f32): batches of products `Y = W·X`, with W packed once into panels of
+//! 6 rows, X read as `k` rows of `n` columns at any pitch (a channel's
+//! plane, a Winograd position's transformed tiles, a row of im2col's
+//! column matrix) and Y written as rows of `n` at its own pitch.
+//!
+//! A register block holds 6 rows × 16 consecutive columns in 12
+//! accumulators: per step of k it loads two vectors of X, broadcasts 6
+//! weights and does 12 fused multiply-adds (a row's last 8 or fewer columns
+//! take a block of one vector, and the last panel, when the rows are not a
+//! multiple of 6, a block of only its rows). X is packed a strip of 16
+//! columns at a time, in chunks that stay in L2, and each panel of W runs
+//! over a whole chunk. Bias, residual and Relu or Clip are applied in
+//! registers before the one store, so no pass over Y follows (other
+//! activations run over each stored block). The `gemm` crate packed both
+//! operands on every call and left the epilogue to a second pass; on the
+//! small-K layers of ResNet and ShuffleNet that cost as much as the
+//! products, and on Winograd's thin products (ResNet's 256 channels on
+//! 14×14: 49 tiles) its edge kernels and packing took a third of the time.
+//!
+//! Each output sums its k products in order from zero, then adds bias and
+//! residual, whichever block and thread computes it; blocks at the right
+//! edge are pulled back over outputs already computed (the same bits)
+//! rather than running past the edge.
+
+use crate::ops::gemm::engine::{par_for, scratch, SendPtr};
+use crate::ops::gemm::fused::Activation;
+use std::cell::RefCell;
+
+/// Rows per panel.
+pub(super) const MR: usize = 6;
+/// Columns per register block (two vectors of 8).
+pub(super) const NR: usize = 16;
+/// Floats of packed X strips one chunk holds (192 KiB: within L2).
+const CHUNK_FLOATS: usize = 48 * 1024;
+/// Columns one task covers at least: below this, the split costs more
+/// than it saves.
+const MIN_TASK_COLUMNS: usize = 4 * NR;
+
+thread_local! {
+    /// Each thread's packed strips, apart from the scratch of the callers
+    /// (Winograd and im2col hold theirs while the products run).
+    static STRIPS: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Whether this CPU runs the kernel (AVX2 with FMA, no AVX-512).
+pub(super) fn available() -> bool {
+    super::implicit::cpu_has_kernel()
+}
+
+/// Whether products of `T` run here: f32 on a CPU that has the kernel.
+pub(super) fn takes<T: 'static>() -> bool {
+    super::direct::as_f32::<T>(&[]).is_some() && available()
+}
+
+/// Rows of panel `i` of `rows` rows: 6, or fewer for the last panel.
+/// (Pulling that panel back over rows already computed, as the strips are,
+/// cost 12 % more products on layers of 16 or 32 channels.)
+fn panel_rows(i: usize, rows: usize) -> usize {
+    MR.min(rows - i * MR)
+}
+
+/// Packs `matrices` row-major `rows × k` matrices, one after another in
+/// `w`, into panels: per matrix, per panel, per step of k, the panel's 6
+/// weights (zero past the last row). Matrix `i` then starts at
+/// `i · rows.div_ceil(6) · k · 6`.
+pub(super) fn pack(matrices: usize, rows: usize, k: usize, w: &[f32]) -> Vec<f32> {
+    let panels = rows.div_ceil(MR);
+    let mut data = Vec::with_capacity(matrices * panels * k * MR);
+    for g in 0..matrices {
+        for i in 0..panels {
+            let (r0, rows) = (g * rows + i * MR, panel_rows(i, rows));
+            for kk in 0..k {
+                data.extend((0..MR).map(|r| if r < rows { w[(r0 + r) * k + kk] } else { 0.0 }));
+            }
+        }
+    }
+    data
+}
+
+/// Where one product of a batch starts.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct At {
+    /// Offset of X's first row in the batch's X.
+    pub x: usize,
+    /// Index of W among the packed matrices.
+    pub w: usize,
+    /// Offset of Y's first row in the output (and in Z).
+    pub y: usize,
+    /// Index of the bias of Y's first row.
+    pub bias: usize,
+}
+
+/// A batch of products `Y_i = act(W_i·X_i + bias + Z_i)`.
+pub(super) struct Products<'a> {
+    /// Products in the batch.
+    pub count: usize,
+    /// Rows of each W and Y.
+    pub rows: usize,
+    /// Columns of each W, rows of each X.
+    pub k: usize,
+    /// Columns of each X and Y (at least [`NR`]).
+    pub n: usize,
+    /// Distance between rows of X.
+    pub x_pitch: usize,
+    /// Distance between rows of Y (and Z).
+    pub y_pitch: usize,
+    /// Where product `i` starts.
+    pub at: &'a (dyn Fn(usize) -> At + Sync),
+    pub x: &'a [f32],
+    /// W packed by [`pack`].
+    pub packed: &'a [f32],
+    pub bias: Option<&'a [f32]>,
+    /// The residual, laid out like the output.
+    pub z: Option<&'a [f32]>,
+    pub act: Option<Activation>,
+}
+
+impl Products<'_> {
+    /// Computes every product into `y`, split into tasks over (product,
+    /// range of strips, range of panels) so each thread gets a few.
+    ///
+    /// # Safety
+    /// The CPU must have the kernel ([`available`]), and the Y blocks of
+    /// distinct products must not overlap. (Every operand's extent is
+    /// checked against its slice.)
+    #[cfg(target_arch = "x86_64")]
+    pub(super) unsafe fn run(&self, y: &mut [f32]) {
+        let (rows, k, n) = (self.rows, self.k, self.n);
+        let (strips, panels) = (n.div_ceil(NR), rows.div_ceil(MR));
+        assert!(n >= NR && k >= 1 && rows >= 1);
+        for i in 0..self.count {
+            let at = (self.at)(i);
+            assert!(at.x + (k - 1) * self.x_pitch + n <= self.x.len());
+            assert!(at.y + (rows - 1) * self.y_pitch + n <= y.len());
+            assert!(self.z.is_none_or(|z| z.len() >= y.len()));
+            assert!(self.bias.is_none_or(|b| b.len() >= at.bias + rows));
+            assert!(self.packed.len() >= (at.w + 1) * panels * k * MR);
+        }
+        // Split the strips (then the panels) so each thread gets a few
+        // tasks; the last two strips overlap, so they stay together.
+        let want = 4 * rayon::current_num_threads();
+        let per_product = want.div_ceil(self.count).max(1);
+        let strip_tasks = per_product.min((n / MIN_TASK_COLUMNS).max(1)).min(strips);
+        let panel_tasks = per_product
+            .div_ceil(strip_tasks)
+            .min(panels.div_ceil(2))
+            .max(1);
+        let (strips_per, panels_per) = (strips.div_ceil(strip_tasks), panels.div_ceil(panel_tasks));
+        let (strip_tasks, panel_tasks) = (strips.div_ceil(strips_per), panels.div_ceil(panels_per));
+        let epi = Epilogue::of(self.act);
+        let yp = SendPtr(y.as_mut_ptr());
+        par_for(self.count * strip_tasks * panel_tasks, |t| {
+            let (i, rest) = (
+                t / (strip_tasks * panel_tasks),
+                t % (strip_tasks * panel_tasks),
+            );
+            let (st, pt) = (rest / panel_tasks, rest % panel_tasks);
+            let strip_range = task_range(st * strips_per, strips_per, strips);
+            let panel_range = pt * panels_per..((pt + 1) * panels_per).min(panels);
+            self.task(&(self.at)(i), strip_range, panel_range, yp, &epi);
+        });
+    }
+
+    /// One task: the given strips and panels of one product.
+    #[cfg(target_arch = "x86_64")]
+    fn task(
+        &self,
+        at: &At,
+        strip_range: std::ops::Range<usize>,
+        panel_range: std::ops::Range<usize>,
+        yp: SendPtr<f32>,
+        epi: &Epilogue,
+    ) {
+        let (k, n) = (self.k, self.n);
+        let x = &self.x[at.x..at.x + (k - 1) * self.x_pitch + n];
+        // Strips are packed in chunks that stay in L2; each panel of W then
+        // runs over the whole chunk while it sits in L1.
+        let chunk = (CHUNK_FLOATS / (k * NR)).max(1);
+        scratch(&STRIPS, k * NR * chunk.min(strip_range.len()), |packed_x| {
+            let mut first = strip_range.start;
+            while first < strip_range.end {
+                let count = chunk.min(strip_range.end - first);
+                let strips_here = first..first + count;
+                pack_strips(x, self.x_pitch, n, strips_here.clone(), packed_x);
+                for i in panel_range.clone() {
+                    let (r, rows) = (i * MR, panel_rows(i, self.rows));
+                    let panels = self.rows.div_ceil(MR);
+                    let w = &self.packed[(at.w * panels + i) * k * MR..][..k * MR];
+                    let bias = self.bias.map(|b| &b[at.bias + r..at.bias + r + rows]);
+                    for (s, strip) in strips_here.clone().zip(packed_x.chunks_exact(k * NR)) {
+                        let (j, wide) = strip_at(s, n);
+                        let y_at = at.y + r * self.y_pitch + j;
+                        let resid = self.z.map(|z| z[y_at..].as_ptr());
+                        // SAFETY: the CPU has AVX2 and FMA (the caller of
+                        // `run` checked); the strip holds k rows of `wide`,
+                        // the block's `rows` rows × `wide` columns lie
+                        // inside Y (and Z; `run` checked the extents), and
+                        // no other task writes them (the ranges split
+                        // strips and panels disjointly, and products do not
+                        // overlap).
+                        let (xs, ys) = (strip.as_ptr(), yp.offset(y_at).0);
+                        let args = (xs, self.y_pitch, k, w, bias, resid, ys, epi);
+                        unsafe { dispatch(rows, wide == NR, args) };
+                    }
+                }
+                first += count;
+            }
+        });
+    }
+}
+
+/// Copies the columns of `strips` from the `k` rows (pitch `pitch`, `n`
+/// columns) of `x` into `packed`, one strip after another, each row-major
+/// (16 or 8 columns per row). Made contiguous because, read in place, each
+/// row was a new page for the TLB and the prefetchers; the copies have
+/// fixed widths so that they compile to vector moves (with the width a
+/// runtime value each was a call to `memmove`, a quarter of the time of
+/// the layers with few output channels).
+fn pack_strips(
+    x: &[f32],
+    pitch: usize,
+    n: usize,
+    strips: std::ops::Range<usize>,
+    packed: &mut [f32],
+) {
+    let k = (x.len() - n) / pitch + 1;
+    for (s, strip) in strips.zip(packed.chunks_exact_mut(k * NR)) {
+        let (j, wide) = strip_at(s, n);
+        let rows = (0..k).map(|r| &x[r * pitch + j..]);
+        if wide == NR {
+            for (dst, row) in strip.chunks_exact_mut(NR).zip(rows) {
+                dst.copy_from_slice(&row[..NR]);
+            }
+        } else {
+            for (dst, row) in strip[..k * (NR / 2)].chunks_exact_mut(NR / 2).zip(rows) {
+                dst.copy_from_slice(&row[..NR / 2]);
+            }
+        }
+    }
+}
+
+/// First column and width of strip `s` of `n` columns: whole strips of 16,
+/// then the rest as a strip of 16 or of 8 pulled back to end at column n.
+fn strip_at(s: usize, n: usize) -> (usize, usize) {
+    if s < n / NR {
+        (s * NR, NR)
+    } else if n % NR > NR / 2 {
+        (n - NR, NR)
+    } else {
+        (n - NR / 2, NR / 2)
+    }
+}
+
+/// Items `start .. start + per` of `total`, clipped; the last item, which
+/// overlaps the one before it, always joins that one's range.
+fn task_range(start: usize, per: usize, total: usize) -> std::ops::Range<usize> {
+    if start >= total || (start > 0 && start + 1 == total) {
+        return 0..0;
+    }
+    let end = (start + per).min(total);
+    if end + 1 == total {
+        start..total
+    } else {
+        start..end
+    }
+}
+
+/// The activation applied in registers, or after each block's store.
+enum Epilogue {
+    None,
+    Relu,
+    Clip(f32, f32),
+    Other(Activation),
+}
+
+impl Epilogue {
+    fn of(act: Option<Activation>) -> Epilogue {
+        match act {
+            None => Epilogue::None,
+            Some(Activation::Relu) => Epilogue::Relu,
+            Some(Activation::Clip(lo, hi)) => Epilogue::Clip(lo, hi),
+            Some(a) => Epilogue::Other(a),
+        }
+    }
+}
+
+/// The arguments of [`block`].
+#[cfg(target_arch = "x86_64")]
+type BlockArgs<'a> = (
+    *const f32,
+    usize,
+    usize,
+    &'a [f32],
+    Option<&'a [f32]>,
+    Option<*const f32>,
+    *mut f32,
+    &'a Epilogue,
+);
+
+/// Runs the [`block`] of `rows` rows (1 to 6) and two vectors of columns
+/// (`wide`) or one.
+///
+/// # Safety
+/// As for [`block`] with R = `rows` and V = 2 or 1.
+#[cfg(target_arch = "x86_64")]
+unsafe fn dispatch(rows: usize, wide: bool, a: BlockArgs) {
+    macro_rules! rows {
+        ($($r:literal)*) => {
+            match (rows, wide) {
+                $(($r, true) => block::<2, $r>(a.0, a.1, a.2, a.3, a.4, a.5, a.6, a.7),
+                ($r, false) => block::<1, $r>(a.0, a.1, a.2, a.3, a.4, a.5, a.6, a.7),)*
+                _ => unreachable!("a panel has 1 to {MR} rows"),
+            }
+        };
+    }
+    rows!(1 2 3 4 5 6)
+}
+
+/// One block: `y[r·n + j] = act(Σ_k w[k·6 + r]·x[k·8V + j] + bias[r] +
+/// z[r·n + j])` for R rows r and 8·V columns j.
+///
+/// # Safety
+/// The CPU must support AVX2 and FMA; `x` must hold `k` rows of 8·V, `w`
+/// `k` groups of 6, `bias` (if any) R values, and `y` (and `z`) R rows of
+/// pitch `n` with 8·V writable (readable) columns each.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+#[allow(clippy::too_many_arguments)]
+unsafe fn block<const V: usize, const R: usize>(
+    x: *const f32,
+    n: usize,
+    k: usize,
+    w: &[f32],
+    bias: Option<&[f32]>,
+    z: Option<*const f32>,
+    y: *mut f32,
+    epi: &Epilogue,
+) {
+    use std::arch::x86_64::*;
+    let mut acc = [[_mm256_setzero_ps(); V]; R];
+    let wp = w.as_ptr();
+    for kk in 0..k {
+        let xr = x.add(kk * 8 * V);
+        let mut xv = [_mm256_setzero_ps(); V];
+        for (h, v) in xv.iter_mut().enumerate() {
+            *v = _mm256_loadu_ps(xr.add(8 * h));
+        }
+        for (r, a) in acc.iter_mut().enumerate() {
+            let wv = _mm256_broadcast_ss(&*wp.add(kk * MR + r));
+            for (h, v) in a.iter_mut().enumerate() {
+                *v = _mm256_fmadd_ps(wv, xv[h], *v);
+            }
+        }
+    }
+    for (r, a) in acc.iter().enumerate() {
+        for (h, &v) in a.iter().enumerate() {
+            let mut v = v;
+            if let Some(b) = bias {
+                v = _mm256_add_ps(v, _mm256_set1_ps(b[r]));
+            }
+            if let Some(z) = z {
+                v = _mm256_add_ps(v, _mm256_loadu_ps(z.add(r * n + 8 * h)));
+            }
+            // max/min with the bound first keep NaN, as the definitions do.
+            match *epi {
+                Epilogue::Relu => v = _mm256_max_ps(_mm256_setzero_ps(), v),
+                Epilogue::Clip(lo, hi) => {
+                    v = _mm256_max_ps(_mm256_set1_ps(lo), v);
+                    v = _mm256_min_ps(_mm256_set1_ps(hi), v);
+                }
+                Epilogue::None | Epilogue::Other(_) => {}
+            }
+            _mm256_storeu_ps(y.add(r * n + 8 * h), v);
+        }
+        if let Epilogue::Other(a) = *epi {
+            a.apply(std::slice::from_raw_parts_mut(y.add(r * n), 8 * V));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The strip helpers cover each column once; the last task range always
+    /// takes the overlapping last item with the one before it.
+    #[test]
+    fn strips_and_task_ranges_cover_everything() {
+        for n in [16, 23, 24, 25, 49, 57, 100] {
+            let mut seen = vec![0; n];
+            for s in 0..n.div_ceil(NR) {
+                let (j, wide) = strip_at(s, n);
+                assert!(j + wide <= n);
+                seen[j..j + wide].iter_mut().for_each(|v| *v += 1);
+            }
+            assert!(seen.iter().all(|&v| v >= 1), "{n}: {seen:?}");
+        }
+        for total in 2..12 {
+            for per in 1..5 {
+                let ranges: Vec<_> = (0..total)
+                    .step_by(per)
+                    .map(|s| task_range(s, per, total))
+                    .collect();
+                assert_eq!(ranges.iter().map(|r| r.len()).sum::<usize>(), total);
+                assert!(ranges
+                    .iter()
+                    .any(|r| r.contains(&(total - 2)) && r.contains(&(total - 1))));
+            }
+        }
+    }
+
+    /// Pitched X and Y, several products, bias and Relu: every output is
+    /// the naive sum (to rounding), and outputs outside the blocks stay.
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn products_match_naive_sums() {
+        use crate::ops::gemm::testutil::rand_vec;
+        if !available() {
+            return;
+        }
+        let (count, rows, k, n, x_pitch, y_pitch) = (3, 13, 7, 37, 41, 40);
+        let x = rand_vec(count * k * x_pitch, 1);
+        let w = rand_vec(count * rows * k, 2);
+        let b = rand_vec(count * rows, 3);
+        let packed = pack(count, rows, k, &w);
+        let mut y = vec![f32::NAN; count * rows * y_pitch];
+        let at = |i: usize| At {
+            x: i * k * x_pitch,
+            w: i,
+            y: i * rows * y_pitch,
+            bias: i * rows,
+        };
+        let job = Products {
+            count,
+            rows,
+            k,
+            n,
+            x_pitch,
+            y_pitch,
+            at: &at,
+            x: &x,
+            packed: &packed,
+            bias: Some(&b),
+            z: None,
+            act: Some(Activation::Relu),
+        };
+        // SAFETY: the kernel is available and the products' Y rows are
+        // disjoint.
+        unsafe { job.run(&mut y) };
+        for i in 0..count {
+            for r in 0..rows {
+                for j in 0..y_pitch {
+                    let got = y[(i * rows + r) * y_pitch + j];
+                    if j >= n {
+                        assert!(got.is_nan(), "column {j} past n written");
+                        continue;
+                    }
+                    let sum: f32 = (0..k)
+                        .map(|kk| w[(i * rows + r) * k + kk] * x[(i * k + kk) * x_pitch + j])
+                        .sum::<f32>()
+                        + b[i * rows + r];
+                    let want = sum.max(0.0);
+                    assert!(
+                        (got - want).abs() <= 1e-4 * (1.0 + want.abs()),
+                        "{got} vs {want}"
+                    );
+                }
+            }
+        }
+    }
+}
