@@ -38,8 +38,9 @@ struct Conv {
     winograd_weights: WeightCache,
     /// W packed for the implicit-GEMM path, on the first run that takes it.
     implicit_weights: PackCache,
-    /// W packed for the AVX2 1×1 kernel, on the first run that takes it.
-    pointwise_weights: PackCache,
+    /// W packed for the AVX2 panel GEMM (1×1 and im2col paths, which pack
+    /// it alike), on the first run that takes it.
+    panel_weights: PackCache,
 }
 
 pub(super) fn build(ctx: &BuildContext) -> Result<Box<dyn Operator>> {
@@ -51,7 +52,7 @@ pub(super) fn build(ctx: &BuildContext) -> Result<Box<dyn Operator>> {
         w_constant: ctx.constant(1).is_some(),
         winograd_weights: WeightCache::default(),
         implicit_weights: PackCache::default(),
-        pointwise_weights: PackCache::default(),
+        panel_weights: PackCache::default(),
     }))
 }
 
@@ -264,7 +265,7 @@ impl FloatKernel for ConvKernel<'_> {
             super::depthwise::depthwise(p, x, w, b, inner_act, &mut y);
             add_residual(&mut y, z, act);
         } else if pointwise {
-            let cache = &self.op.pointwise_weights;
+            let cache = &self.op.panel_weights;
             if !super::pointwise::try_pointwise(
                 p,
                 x,
@@ -299,7 +300,8 @@ impl FloatKernel for ConvKernel<'_> {
         ) {
             // A stride-1 layer on the AVX2 implicit-GEMM kernel.
         } else {
-            super::im2col::im2col_gemm(p, x, w, b, z, act, &mut y)?;
+            let cache = &self.op.panel_weights;
+            super::im2col::im2col_gemm(p, x, w, b, z, act, &mut y, cache, self.op.w_constant)?;
         }
         Ok(y)
     }

@@ -7,8 +7,11 @@
 //! not depend on the thread count.
 
 use super::conv_op::{epilogue, ConvPlan};
+use super::direct::{as_f32, as_f32_mut};
 use super::finish_row;
+use super::implicit::PackCache;
 use super::lines::Lines;
+use super::panels::{self, NR};
 use crate::error::Result;
 use crate::ops::gemm::checked_product;
 use crate::ops::gemm::engine::{Batched, GemmFloat, Mat, SendPtr};
@@ -24,7 +27,10 @@ const CHUNK_ELEMS: usize = 1 << 20;
 /// Chunk widths are multiples of this many output positions.
 const CHUNK_ALIGN: usize = 64;
 
-/// im2col then one GEMM per group, image by image and chunk by chunk.
+/// im2col then one GEMM per group, image by image and chunk by chunk: on
+/// the panel GEMM where it takes `T` (with W packed for it, kept in
+/// `weights` when `cacheable`), for every chunk at least a strip wide.
+#[allow(clippy::too_many_arguments)]
 pub(super) fn im2col_gemm<T: GemmFloat>(
     p: &ConvPlan,
     x: &[T],
@@ -33,15 +39,39 @@ pub(super) fn im2col_gemm<T: GemmFloat>(
     z: Option<&[T]>,
     act: Option<Activation>,
     y: &mut [T],
+    weights: &PackCache,
+    cacheable: bool,
+) -> Result<()> {
+    let kk = checked_product(OP, &[p.cg(), p.win.kernel_len()])?;
+    if let Some(w32) = as_f32(w).filter(|_| panels::takes::<T>() && p.win.out_len() >= NR) {
+        let pack = || panels::pack(p.group, p.mg(), kk, w32);
+        return weights.with(cacheable, pack, |packed| {
+            columns(p, x, w, b, z, act, y, Some(packed))
+        });
+    }
+    columns(p, x, w, b, z, act, y, None)
+}
+
+/// [`im2col_gemm`], with W packed for the panel GEMM or not.
+#[allow(clippy::too_many_arguments)]
+fn columns<T: GemmFloat>(
+    p: &ConvPlan,
+    x: &[T],
+    w: &[T],
+    b: Option<&[T]>,
+    z: Option<&[T]>,
+    act: Option<Activation>,
+    y: &mut [T],
+    packed: Option<&[f32]>,
 ) -> Result<()> {
     let win = &p.win;
     let (mg, group, m) = (p.mg(), p.group, p.m);
     let (plane, in_plane, klen) = (win.out_len(), win.in_len(), win.kernel_len());
-    let kk = checked_product(OP, &[p.cg(), klen])?;
     let rows = checked_product(OP, &[p.c, klen])?;
     let width = chunk_width(rows, plane);
     let chunked = width < plane;
     let col_len = checked_product(OP, &[rows, width])?;
+    let kk = checked_product(OP, &[p.cg(), klen])?;
     let buf_len = if chunked { m * width } else { 0 };
     let lines = Lines::new(win);
     let step = lines.step();
@@ -55,12 +85,10 @@ pub(super) fn im2col_gemm<T: GemmFloat>(
             v
         })
         .collect();
-    let yp = SendPtr(y.as_mut_ptr());
     // One scratch for the column chunk and (when chunked) the GEMM's output
     // chunk; every element is written before it is read.
     T::with_scratch(col_len + buf_len, |scratch| {
         let (col, buf) = scratch.split_at_mut(col_len);
-        let bp = SendPtr(buf.as_mut_ptr());
         for ni in 0..p.n {
             let xi = &x[ni * p.c * in_plane..(ni + 1) * p.c * in_plane];
             for c0 in (0..plane).step_by(width) {
@@ -73,15 +101,6 @@ pub(super) fn im2col_gemm<T: GemmFloat>(
                         fill_row(row, xc, &segments[k], c0, step);
                     }
                 });
-                // C is Y itself when the plane is one chunk, else the buffer.
-                let c = if chunked {
-                    bp
-                } else {
-                    yp.offset(ni * m * plane)
-                };
-                let a = |g: usize| Mat::row_major(w.as_ptr(), kk).offset(g * mg * kk);
-                let bm = |g: usize| Mat::row_major(col.as_ptr(), cw).offset(g * kk * cw);
-                let cm = |g: usize| c.offset(g * mg * cw);
                 // Chunks take only the bias on the buffer; the residual and
                 // activation follow on the copy into Y.
                 let (zi, ep_act) = if chunked {
@@ -89,23 +108,18 @@ pub(super) fn im2col_gemm<T: GemmFloat>(
                 } else {
                     (z.map(|z| &z[ni * m * plane..(ni + 1) * m * plane]), act)
                 };
-                let ep = epilogue(c, cw, m, b, zi, ep_act, |g| g * mg);
-                let needs_ep = b.is_some() || zi.is_some() || ep_act.is_some();
-                let job = Batched {
-                    batches: group,
-                    m: mg,
-                    n: cw,
-                    k: kk,
-                    alpha: T::one(),
-                    a: &a,
-                    b: &bm,
-                    c: &cm,
-                    epilogue: if needs_ep { Some(&ep) } else { None },
+                // C is Y itself when the plane is one chunk, else the buffer.
+                let c = if chunked {
+                    &mut buf[..m * cw]
+                } else {
+                    &mut y[ni * m * plane..(ni + 1) * m * plane]
                 };
-                // SAFETY: W is m×kk, the column chunk is group×kk×cw, and C
-                // (Y's image ni, or the m×cw buffer) has m rows of cw
-                // columns; the C of distinct groups are disjoint rows.
-                unsafe { job.run() };
+                let pitch = if chunked { cw } else { plane };
+                let dims = (mg, kk, cw, pitch);
+                match packed.filter(|_| cw >= NR) {
+                    Some(packed) => on_panels(dims, group, packed, col, b, zi, ep_act, c),
+                    None => on_engine(dims, group, w, col, b, zi, ep_act, c),
+                }
                 if chunked {
                     let image = &mut y[ni * m * plane..(ni + 1) * m * plane];
                     for (oc, (dst, src)) in image.chunks_mut(plane).zip(buf.chunks(cw)).enumerate()
@@ -123,6 +137,93 @@ pub(super) fn im2col_gemm<T: GemmFloat>(
         }
     });
     Ok(())
+}
+
+/// One column chunk's products `C = W·col` per group, with bias, residual
+/// and activation, on the `gemm` crate: `dims` are output channels per
+/// group, rows of each group's column matrix, chunk width and C's pitch.
+#[allow(clippy::too_many_arguments)]
+fn on_engine<T: GemmFloat>(
+    (mg, kk, cw, pitch): (usize, usize, usize, usize),
+    group: usize,
+    w: &[T],
+    col: &[T],
+    b: Option<&[T]>,
+    z: Option<&[T]>,
+    act: Option<Activation>,
+    c: &mut [T],
+) {
+    let cp = SendPtr(c.as_mut_ptr());
+    let a = |g: usize| Mat::row_major(w.as_ptr(), kk).offset(g * mg * kk);
+    let bm = |g: usize| Mat::row_major(col.as_ptr(), cw).offset(g * kk * cw);
+    let cm = |g: usize| cp.offset(g * mg * pitch);
+    let m = mg * group;
+    let ep = epilogue(cp, pitch, m, b, z, act, |g| g * mg);
+    let needs_ep = b.is_some() || z.is_some() || act.is_some();
+    let job = Batched {
+        batches: group,
+        m: mg,
+        n: cw,
+        k: kk,
+        alpha: T::one(),
+        a: &a,
+        b: &bm,
+        c: &cm,
+        epilogue: if needs_ep { Some(&ep) } else { None },
+    };
+    assert!(w.len() >= m * kk && col.len() >= group * kk * cw && c.len() >= m * pitch);
+    // SAFETY: W is m×kk, the column chunk group×kk×cw and C m rows of
+    // `pitch` (checked above); the C of distinct groups are disjoint rows.
+    unsafe { job.run() };
+}
+
+/// [`on_engine`] on the panel GEMM, with W packed for it (f32 only; `T`
+/// is f32 whenever W was packed).
+#[allow(clippy::too_many_arguments)]
+fn on_panels<T: GemmFloat>(
+    (mg, kk, cw, pitch): (usize, usize, usize, usize),
+    group: usize,
+    packed: &[f32],
+    col: &[T],
+    b: Option<&[T]>,
+    z: Option<&[T]>,
+    act: Option<Activation>,
+    c: &mut [T],
+) {
+    let (Some(col), Some(c)) = (as_f32(col), as_f32_mut(c)) else {
+        unreachable!("W is packed for the panel GEMM only for f32");
+    };
+    let at = |g: usize| panels::At {
+        x: g * kk * cw,
+        w: g,
+        y: g * mg * pitch,
+        bias: g * mg,
+    };
+    let job = panels::Products {
+        count: group,
+        rows: mg,
+        k: kk,
+        n: cw,
+        x_pitch: cw,
+        y_pitch: pitch,
+        at: &at,
+        x: col,
+        packed,
+        bias: b.and_then(as_f32),
+        z: z.and_then(as_f32),
+        act,
+    };
+    // SAFETY: W was packed only where the CPU has the kernel; the groups
+    // write disjoint rows of C.
+    #[cfg(target_arch = "x86_64")]
+    unsafe {
+        job.run(c)
+    };
+    #[cfg(not(target_arch = "x86_64"))]
+    unreachable!(
+        "W is packed for the panel GEMM only on x86-64: {}",
+        job.count
+    );
 }
 
 /// Output positions per chunk: the whole plane when its column matrix is

@@ -375,7 +375,10 @@ mod tests {
         let b = rand_vec(21, 3);
         let len = p.out_shape.iter().product();
         let mut want = vec![0f32; len];
-        super::super::im2col::im2col_gemm(&p, &x, &w, Some(&b), None, None, &mut want).unwrap();
+        let fresh = PackCache::default();
+        let bias = Some(&b[..]);
+        super::super::im2col::im2col_gemm(&p, &x, &w, bias, None, None, &mut want, &fresh, false)
+            .unwrap();
         let mut got = vec![f32::NAN; len];
         let cache = PackCache::default();
         let took = try_implicit(&p, &x, &w, Some(&b), None, None, &mut got, &cache, true);

@@ -412,10 +412,11 @@ fn conv_fused_residual_matches_conv_then_add() {
             vec![pad1(), ("strides", ints(&[2, 2]))],
         ),
         (
+            // Strided, so that no stride-1 kernel takes it.
             "im2col in chunks",
-            vec![1, 16, 130, 130],
+            vec![1, 16, 259, 259],
             vec![4, 16, 3, 3],
-            vec![pad1()],
+            vec![pad1(), ("strides", ints(&[2, 2]))],
         ),
         (
             "stride 1, few output channels",
@@ -480,28 +481,25 @@ fn conv_fused_residual_matches_conv_then_add() {
 fn conv_large_plane_in_chunks() {
     // 144 column rows × 16900 positions exceed one im2col chunk, so the
     // plane is done in chunks (7232 + 7232 + 2436 columns; 288 rows and
-    // five chunks when grouped).
+    // five chunks when grouped). Strided, so that no stride-1 kernel takes
+    // it.
     let mut g = geo(2);
     g.pad_begin = vec![1, 1];
-    let pads = [("pads", ints(&[1, 1, 1, 1]))];
-    check_conv(
-        &[1, 16, 130, 130],
-        &[4, 16, 3, 3],
-        true,
-        &pads,
-        &g,
-        &[130, 130],
-    );
+    g.strides = vec![2, 2];
+    let attrs = |group| {
+        let mut a = vec![("pads", ints(&[1, 1, 1, 1])), ("strides", ints(&[2, 2]))];
+        a.push(("group", int(group)));
+        a
+    };
+    let (xs, out) = ([1, 16, 259, 259], [130, 130]);
+    check_conv(&xs, &[4, 16, 3, 3], true, &attrs(1), &g, &out);
     g.group = 2;
-    let attrs = [("group", int(2)), ("pads", ints(&[1, 1, 1, 1]))];
-    check_conv(
-        &[1, 32, 130, 130],
-        &[6, 16, 3, 3],
-        true,
-        &attrs,
-        &g,
-        &[130, 130],
-    );
+    let xs = [1, 32, 259, 259];
+    check_conv(&xs, &[6, 16, 3, 3], true, &attrs(2), &g, &out);
+    // 1-D, 48 column rows: chunks of 21824 columns and a last one of 5,
+    // narrower than the panel GEMM's strips, on the GEMM engine.
+    let g = geo(1);
+    check_conv(&[1, 16, 21831], &[5, 16, 3], true, &[], &g, &[21829]);
 }
 
 #[test]
