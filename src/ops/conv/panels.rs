@@ -9,8 +9,9 @@
 //! weights and does 12 fused multiply-adds (a row's last 8 or fewer columns
 //! take a block of one vector, and the last panel, when the rows are not a
 //! multiple of 6, a block of only its rows). X is packed a strip of 16
-//! columns at a time, in chunks that stay in L2, and each panel of W runs
-//! over a whole chunk. Bias, residual and Relu or Clip are applied in
+//! columns at a time (by the task that uses the strip, or once for all
+//! the tasks that share it), and each panel of W runs over a chunk of
+//! strips that stays in L2. Bias, residual and Relu or Clip are applied in
 //! registers before the one store, so no pass over Y follows (other
 //! activations run over each stored block). The `gemm` crate packed both
 //! operands on every call and left the epilogue to a second pass; on the
@@ -41,6 +42,9 @@ thread_local! {
     /// Each thread's packed strips, apart from the scratch of the callers
     /// (Winograd and im2col hold theirs while the products run).
     static STRIPS: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
+    /// The strips of a whole batch, packed once for the tasks that share
+    /// them (held by the thread that runs the batch).
+    static SHARED: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
 }
 
 /// Whether this CPU runs the kernel (AVX2 with FMA, no AVX-512).
@@ -150,7 +154,8 @@ impl Products<'_> {
         let (strip_tasks, panel_tasks) = (strips.div_ceil(strips_per), panels.div_ceil(panels_per));
         let epi = Epilogue::of(self.act);
         let yp = SendPtr(y.as_mut_ptr());
-        par_for(self.count * strip_tasks * panel_tasks, |t| {
+        let tasks = self.count * strip_tasks * panel_tasks;
+        let ranges = |t: usize| {
             let (i, rest) = (
                 t / (strip_tasks * panel_tasks),
                 t % (strip_tasks * panel_tasks),
@@ -158,13 +163,56 @@ impl Products<'_> {
             let (st, pt) = (rest / panel_tasks, rest % panel_tasks);
             let strip_range = task_range(st * strips_per, strips_per, strips);
             let panel_range = pt * panels_per..((pt + 1) * panels_per).min(panels);
-            self.task(&(self.at)(i), strip_range, panel_range, yp, &epi);
+            (i, strip_range, panel_range)
+        };
+        if panel_tasks == 1 {
+            // Each strip is one task's: it packs its own, chunk by chunk.
+            par_for(tasks, |t| {
+                let (i, strip_range, panel_range) = ranges(t);
+                self.packing_task(&(self.at)(i), strip_range, panel_range, yp, &epi);
+            });
+            return;
+        }
+        // Several tasks share each strip: pack every strip once, in
+        // parallel, then let the tasks read them (packing per task copied
+        // X once per range of panels: four times on ResNet's 7×7 layers).
+        let strip_len = k * NR;
+        scratch(&SHARED, self.count * strips * strip_len, |shared| {
+            let sp = SendPtr(shared.as_mut_ptr());
+            let per = (CHUNK_FLOATS / strip_len).max(1);
+            let pack_tasks = strips.div_ceil(per);
+            par_for(self.count * pack_tasks, |t| {
+                let (i, first) = (t / pack_tasks, (t % pack_tasks) * per);
+                let these = first..(first + per).min(strips);
+                let at = (self.at)(i);
+                let x = &self.x[at.x..at.x + (k - 1) * self.x_pitch + n];
+                let start = (i * strips + first) * strip_len;
+                // SAFETY: each (product, strip range) owns its part of the
+                // shared buffer.
+                let dst = unsafe { sp.slice(start, these.len() * strip_len) };
+                pack_strips(x, self.x_pitch, n, these, dst);
+            });
+            let shared = &*shared;
+            par_for(tasks, |t| {
+                let (i, strip_range, panel_range) = ranges(t);
+                let at = (self.at)(i);
+                let chunk = (CHUNK_FLOATS / strip_len).max(1);
+                let mut first = strip_range.start;
+                while first < strip_range.end {
+                    let here = first..(first + chunk).min(strip_range.end);
+                    let start = (i * strips + first) * strip_len;
+                    let packed_x = &shared[start..start + here.len() * strip_len];
+                    self.multiply(&at, here.clone(), packed_x, panel_range.clone(), yp, &epi);
+                    first = here.end;
+                }
+            });
         });
     }
 
-    /// One task: the given strips and panels of one product.
+    /// One task that packs its strips itself: the given strips and panels
+    /// of one product.
     #[cfg(target_arch = "x86_64")]
-    fn task(
+    fn packing_task(
         &self,
         at: &At,
         strip_range: std::ops::Range<usize>,
@@ -180,33 +228,47 @@ impl Products<'_> {
         scratch(&STRIPS, k * NR * chunk.min(strip_range.len()), |packed_x| {
             let mut first = strip_range.start;
             while first < strip_range.end {
-                let count = chunk.min(strip_range.end - first);
-                let strips_here = first..first + count;
-                pack_strips(x, self.x_pitch, n, strips_here.clone(), packed_x);
-                for i in panel_range.clone() {
-                    let (r, rows) = (i * MR, panel_rows(i, self.rows));
-                    let panels = self.rows.div_ceil(MR);
-                    let w = &self.packed[(at.w * panels + i) * k * MR..][..k * MR];
-                    let bias = self.bias.map(|b| &b[at.bias + r..at.bias + r + rows]);
-                    for (s, strip) in strips_here.clone().zip(packed_x.chunks_exact(k * NR)) {
-                        let (j, wide) = strip_at(s, n);
-                        let y_at = at.y + r * self.y_pitch + j;
-                        let resid = self.z.map(|z| z[y_at..].as_ptr());
-                        // SAFETY: the CPU has AVX2 and FMA (the caller of
-                        // `run` checked); the strip holds k rows of `wide`,
-                        // the block's `rows` rows × `wide` columns lie
-                        // inside Y (and Z; `run` checked the extents), and
-                        // no other task writes them (the ranges split
-                        // strips and panels disjointly, and products do not
-                        // overlap).
-                        let (xs, ys) = (strip.as_ptr(), yp.offset(y_at).0);
-                        let args = (xs, self.y_pitch, k, w, bias, resid, ys, epi);
-                        unsafe { dispatch(rows, wide == NR, args) };
-                    }
-                }
-                first += count;
+                let here = first..(first + chunk).min(strip_range.end);
+                pack_strips(x, self.x_pitch, n, here.clone(), packed_x);
+                self.multiply(at, here.clone(), packed_x, panel_range.clone(), yp, epi);
+                first = here.end;
             }
         });
+    }
+
+    /// The blocks of `strips` (packed one after another in `packed_x`) ×
+    /// `panel_range` of one product, each panel over all the strips.
+    #[cfg(target_arch = "x86_64")]
+    fn multiply(
+        &self,
+        at: &At,
+        strips: std::ops::Range<usize>,
+        packed_x: &[f32],
+        panel_range: std::ops::Range<usize>,
+        yp: SendPtr<f32>,
+        epi: &Epilogue,
+    ) {
+        let (k, n) = (self.k, self.n);
+        let panels = self.rows.div_ceil(MR);
+        for i in panel_range {
+            let (r, rows) = (i * MR, panel_rows(i, self.rows));
+            let w = &self.packed[(at.w * panels + i) * k * MR..][..k * MR];
+            let bias = self.bias.map(|b| &b[at.bias + r..at.bias + r + rows]);
+            for (s, strip) in strips.clone().zip(packed_x.chunks_exact(k * NR)) {
+                let (j, wide) = strip_at(s, n);
+                let y_at = at.y + r * self.y_pitch + j;
+                let resid = self.z.map(|z| z[y_at..].as_ptr());
+                // SAFETY: the CPU has AVX2 and FMA (the caller of `run`
+                // checked); the strip holds k rows of `wide`, the block's
+                // `rows` rows × `wide` columns lie inside Y (and Z; `run`
+                // checked the extents), and no other task writes them (the
+                // ranges split strips and panels disjointly, and products
+                // do not overlap).
+                let (xs, ys) = (strip.as_ptr(), yp.offset(y_at).0);
+                let args = (xs, self.y_pitch, k, w, bias, resid, ys, epi);
+                unsafe { dispatch(rows, wide == NR, args) };
+            }
+        }
     }
 }
 
