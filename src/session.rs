@@ -39,6 +39,7 @@ pub struct SessionBuilder {
     pin_threads: Option<bool>,
     load_sources: Option<Vec<LoadSource>>,
     fixed_load: Option<f64>,
+    load_monitor: Option<Arc<LoadMonitor>>,
     no_fusion: bool,
     no_makespan_check: bool,
 }
@@ -98,6 +99,26 @@ impl SessionBuilder {
         self
     }
 
+    /// Reads the load from `monitor` instead of starting a sampler thread of
+    /// its own, so that the sessions of one process can share one: each
+    /// started monitor is a background thread that wakes every period, and
+    /// the load it measures (others' CPU use, run-queue delay, memory, the
+    /// host's pushes) is the device's, the same for every session. The
+    /// monitor's own configuration applies ([`load_sources`](Self::load_sources)
+    /// is then ignored); a [`fixed_load`](Self::fixed_load) still wins.
+    ///
+    /// ```
+    /// use ramify::load::{LoadConfig, LoadMonitor};
+    /// use ramify::SessionBuilder;
+    /// let monitor = LoadMonitor::start(LoadConfig::default());
+    /// let detector = SessionBuilder::new().load_monitor(monitor.clone());
+    /// let classifier = SessionBuilder::new().cpus(2).load_monitor(monitor);
+    /// ```
+    pub fn load_monitor(mut self, monitor: Arc<LoadMonitor>) -> Self {
+        self.load_monitor = Some(monitor);
+        self
+    }
+
     /// Turns the makespan check on or off (default on): in adaptive mode a
     /// parallel plan is kept only when its estimated finishing time beats
     /// serial execution of the same siblings. Off, forks follow the method's
@@ -144,9 +165,13 @@ impl SessionBuilder {
         }
         // Every mode samples the load: the fixed modes do not decide by it,
         // but they pin their pools only while the device is idle.
-        let monitor = match self.fixed_load {
-            Some(n) => LoadMonitor::fixed(n),
-            None => LoadMonitor::start(config.load.clone()),
+        let monitor = match (self.fixed_load, &self.load_monitor) {
+            (Some(n), _) => LoadMonitor::fixed(n),
+            (None, Some(shared)) => {
+                config.load = shared.config().clone();
+                Arc::clone(shared)
+            }
+            (None, None) => LoadMonitor::start(config.load.clone()),
         };
         Scheduler::new(config, monitor)
     }

@@ -135,3 +135,39 @@ fn the_first_run_is_a_warm_up_and_is_not_measured() {
     session.run([("x", input())]).expect("runs");
     assert_eq!(modelled(&plan), 0, "every node measured in the second");
 }
+
+/// Sessions given one load monitor share it (no sampler thread each), take
+/// its configuration, and a fixed load still overrides it.
+#[test]
+fn sessions_share_a_given_load_monitor() {
+    use ramify::load::{LoadConfig, LoadMonitor, LoadSource};
+    use std::sync::Arc;
+    let config = LoadConfig {
+        sources: vec![LoadSource::Runnable],
+        ..LoadConfig::default()
+    };
+    let monitor = LoadMonitor::start(config);
+    let model = bytes(&relu_add_model());
+    let build = |b: SessionBuilder| b.build_from_bytes(&model).expect("valid model");
+    let a = build(SessionBuilder::new().load_monitor(Arc::clone(&monitor)));
+    let b = build(
+        SessionBuilder::new()
+            .mode(Mode::Serial)
+            .load_sources(vec![LoadSource::SystemCpu])
+            .load_monitor(Arc::clone(&monitor)),
+    );
+    for s in [&a, &b] {
+        assert!(Arc::ptr_eq(s.scheduler().monitor(), &monitor));
+        assert_eq!(s.scheduler().config().load.sources, [LoadSource::Runnable]);
+    }
+    let fixed = build(
+        SessionBuilder::new()
+            .load_monitor(Arc::clone(&monitor))
+            .fixed_load(0.9),
+    );
+    assert!(!Arc::ptr_eq(fixed.scheduler().monitor(), &monitor));
+    assert_eq!(fixed.scheduler().monitor().utilisation(), 0.9);
+    // Without one, each session starts its own.
+    let own = build(SessionBuilder::new());
+    assert!(!Arc::ptr_eq(own.scheduler().monitor(), &monitor));
+}

@@ -17,6 +17,7 @@ use ramify::{Mode, RunReport, Session, Tensor};
 use std::collections::BTreeMap;
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 #[derive(Args)]
@@ -69,7 +70,8 @@ pub struct Measured {
     pub background_load: usize,
     /// Run times in milliseconds, in the order taken.
     pub samples: Vec<f64>,
-    /// Others' utilisation read by the bench's own load monitor after each run.
+    /// Others' utilisation read after each run from the load monitor the
+    /// bench and its sessions share.
     pub loads_seen: Vec<f64>,
     /// The utilisation the scheduler read at each fork (adaptive mode only).
     pub fork_loads: Vec<f64>,
@@ -114,10 +116,17 @@ fn decision_key(f: &ramify::sched::ForkReport) -> String {
     format!("fork {:>3} band {:<4} {what}", f.fork, f.band.to_string())
 }
 
-/// Time for load monitors to settle on a new background load.
+/// Time for the load monitor to settle on a new background load.
 const SETTLE: Duration = Duration::from_millis(1200);
 
-fn load_targets(a: &BenchArgs, models: &[PathBuf], modes: &[Mode]) -> Result<Vec<Target>> {
+/// Loads every model in every mode; all the sessions read the load from
+/// `monitor`, the one sampler thread of the bench.
+fn load_targets(
+    a: &BenchArgs,
+    models: &[PathBuf],
+    modes: &[Mode],
+    monitor: &Arc<LoadMonitor>,
+) -> Result<Vec<Target>> {
     let mut targets = Vec::new();
     for (i, model) in models.iter().enumerate() {
         for &mode in modes {
@@ -125,6 +134,7 @@ fn load_targets(a: &BenchArgs, models: &[PathBuf], modes: &[Mode]) -> Result<Vec
             sched.mode = mode;
             let session = sched
                 .builder()
+                .load_monitor(Arc::clone(monitor))
                 .build_from_file(model)
                 .with_context(|| format!("loading {}", model.display()))?;
             let dir = a.input_dir.clone().or_else(|| inputs::beside(model));
@@ -236,8 +246,8 @@ pub fn main(a: BenchArgs) -> Result<()> {
     } else {
         a.background_load.clone()
     };
-    let targets = load_targets(&a, &models, &modes)?;
     let monitor = LoadMonitor::start(LoadConfig::default());
+    let targets = load_targets(&a, &models, &modes, &monitor)?;
     let machine = crate::report::Machine::start();
     let per_level = targets.len() * (a.warmup + a.runs.max(1));
     let bar = progress((per_level * levels.len()) as u64);
@@ -246,7 +256,7 @@ pub fn main(a: BenchArgs) -> Result<()> {
         bar.set_message(format!("background load {level}"));
         let _burners = Burners::start(level, Duration::from_secs(900))?;
         if level > 0 {
-            // Let the sessions' load monitors see the new level (about 11
+            // Let the load monitor see the new level (about 11
             // samples of 100 ms reach a steady load) before measuring.
             std::thread::sleep(SETTLE);
         }
