@@ -196,14 +196,10 @@ impl Products<'_> {
             par_for(tasks, |t| {
                 let (i, strip_range, panel_range) = ranges(t);
                 let at = (self.at)(i);
-                let chunk = (CHUNK_FLOATS / strip_len).max(1);
-                let mut first = strip_range.start;
-                while first < strip_range.end {
-                    let here = first..(first + chunk).min(strip_range.end);
-                    let start = (i * strips + first) * strip_len;
+                for here in chunks(strip_range, CHUNK_FLOATS / strip_len) {
+                    let start = (i * strips + here.start) * strip_len;
                     let packed_x = &shared[start..start + here.len() * strip_len];
-                    self.multiply(&at, here.clone(), packed_x, panel_range.clone(), yp, &epi);
-                    first = here.end;
+                    self.multiply(&at, here, packed_x, panel_range.clone(), yp, &epi);
                 }
             });
         });
@@ -226,12 +222,9 @@ impl Products<'_> {
         // runs over the whole chunk while it sits in L1.
         let chunk = (CHUNK_FLOATS / (k * NR)).max(1);
         scratch(&STRIPS, k * NR * chunk.min(strip_range.len()), |packed_x| {
-            let mut first = strip_range.start;
-            while first < strip_range.end {
-                let here = first..(first + chunk).min(strip_range.end);
+            for here in chunks(strip_range, chunk) {
                 pack_strips(x, self.x_pitch, n, here.clone(), packed_x);
-                self.multiply(at, here.clone(), packed_x, panel_range.clone(), yp, epi);
-                first = here.end;
+                self.multiply(at, here, packed_x, panel_range.clone(), yp, epi);
             }
         });
     }
@@ -312,6 +305,18 @@ fn strip_at(s: usize, n: usize) -> (usize, usize) {
     } else {
         (n - NR / 2, NR / 2)
     }
+}
+
+/// `range` in consecutive pieces of `per` items (at least 1), the last one
+/// shorter if need be: the chunks of strips whose packed copies stay in L2.
+fn chunks(
+    range: std::ops::Range<usize>,
+    per: usize,
+) -> impl Iterator<Item = std::ops::Range<usize>> {
+    let (end, per) = (range.end, per.max(1));
+    range
+        .step_by(per)
+        .map(move |first| first..(first + per).min(end))
 }
 
 /// Items `start .. start + per` of `total`, clipped; the last item, which
@@ -444,6 +449,15 @@ unsafe fn block<const V: usize, const R: usize>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Chunks cover their range in order, each `per` long but the last.
+    #[test]
+    fn chunks_cover_the_range_in_order() {
+        let got: Vec<_> = chunks(3..11, 3).collect();
+        assert_eq!(got, [3..6, 6..9, 9..11]);
+        assert_eq!(chunks(4..9, 0).count(), 5, "per 0 counts as 1");
+        assert_eq!(chunks(2..2, 4).count(), 0);
+    }
 
     /// The strip helpers cover each column once; the last task range always
     /// takes the overlapping last item with the one before it.
