@@ -222,6 +222,7 @@ pub(super) fn banded<V: Variant, T: GemmFloat>(
                     rows,
                     pitch,
                     cols: cols(rows * grid.across),
+                    layout: ProductLayout::new::<V, T>(p.m, cols(rows * grid.across)),
                 };
                 band.inputs::<V, T>(xi, v);
                 band.products::<V, T>(u, v, prod);
@@ -244,6 +245,38 @@ struct Band<'a> {
     pitch: usize,
     /// Columns of the products: the band's tiles, or more (see `banded`).
     cols: usize,
+    /// Where the products lie.
+    layout: ProductLayout,
+}
+
+/// Where row `k` (output channel) of position `pos`'s product lies in the
+/// products buffer: at `pos · pos + k · chan`, `cols` wide.
+#[derive(Debug, Clone, Copy)]
+struct ProductLayout {
+    /// Distance between positions.
+    pos: usize,
+    /// Distance between output channels.
+    chan: usize,
+}
+
+impl ProductLayout {
+    /// Channel-major (each channel's positions side by side, so the output
+    /// transform of a channel reads one contiguous block) where the panel
+    /// GEMM computes the products, as it takes any row pitch; else
+    /// position-major, one `m × cols` matrix per position.
+    fn new<V: Variant, T: 'static>(m: usize, cols: usize) -> ProductLayout {
+        if panels::takes::<T>() {
+            ProductLayout {
+                pos: cols,
+                chan: V::POSITIONS * cols,
+            }
+        } else {
+            ProductLayout {
+                pos: m * cols,
+                chan: cols,
+            }
+        }
+    }
 }
 
 impl Band<'_> {
@@ -305,7 +338,7 @@ impl Band<'_> {
                     panels::At {
                         x: g * cg * V::POSITIONS * pitch + pos * pitch,
                         w: i,
-                        y: pos * m * cols + g * mg * cols,
+                        y: pos * self.layout.pos + g * mg * self.layout.chan,
                         bias: 0,
                     }
                 };
@@ -315,7 +348,7 @@ impl Band<'_> {
                     k: cg,
                     n: cols,
                     x_pitch: V::POSITIONS * pitch,
-                    y_pitch: cols,
+                    y_pitch: self.layout.chan,
                     at: &at,
                     x: v,
                     packed: u,
@@ -345,7 +378,7 @@ impl Band<'_> {
         };
         let cm = |bi: usize| {
             let (pos, g) = (bi / group, bi % group);
-            pp.offset(pos * m * cols + g * mg * cols)
+            pp.offset(pos * self.layout.pos + g * mg * self.layout.chan)
         };
         let job = Batched {
             batches: V::POSITIONS * group,
@@ -376,8 +409,7 @@ impl Band<'_> {
     ) {
         let p = self.p;
         let (oh, ow) = (p.win.output[0], p.win.output[1]);
-        // The products are packed `cols` wide (see `products`).
-        let cols = self.cols;
+        let layout = self.layout;
         let plane = oh * ow;
         let (row0, row1) = (self.ty0 * V::OUT, ((self.ty0 + self.rows) * V::OUT).min(oh));
         let yp = SendPtr(y.as_mut_ptr());
@@ -395,7 +427,7 @@ impl Band<'_> {
                     for tx in (0..across).step_by(LANES) {
                         // Lanes past the row's last tile are not written out.
                         let t = r * across + tx;
-                        V::output(&prod[k * cols + t..], m * cols, &mut blk);
+                        V::output(&prod[k * layout.chan + t..], layout.pos, &mut blk);
                         let x0 = tx * V::OUT;
                         let n = (V::OUT * LANES).min(ow - x0);
                         for (i, line) in blk.iter().enumerate().take(avail) {
