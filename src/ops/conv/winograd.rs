@@ -40,8 +40,17 @@ const MIN_TILES_F2: usize = 36;
 /// 10–30 % slower (Inception v1's 128–160 on 14×14, even); ResNet's 256 on
 /// 14×14, 15–20 % faster.
 const MIN_CHANNELS_F2: usize = 256;
-/// Elements of transformed input and products held per band (8 MiB of f32).
-const BAND_ELEMS: usize = 1 << 21;
+/// Elements of transformed input and products held per band (1 MiB of
+/// f32). At 8 MiB, SqueezeNet's 16→64 layers on 55×55 took one band whose
+/// 1.8 MB of products left L2 before the output transform read them back;
+/// at 1 MiB (two bands) they ran 11 % faster (p25 of 30 alternated
+/// processes), and whole runs 3 % faster at p25 on SqueezeNet, 9 % on
+/// Inception v1 and 8 % on VGG-19, ResNet-50 even.
+const BAND_ELEMS: usize = 1 << 18;
+/// Fewest tiles per band, whatever the budget: a band of one tile row
+/// (7 tiles on 28×28) is narrower than a strip of the panel GEMM, which
+/// then computes more than twice the columns it keeps.
+const MIN_BAND_TILES: usize = 64;
 /// Smallest amount of transform work (elements written) per parallel task.
 const TASK_ELEMS: usize = 1 << 14;
 
@@ -151,9 +160,21 @@ impl Grid {
             p.win.output[1].div_ceil(V::OUT),
             p.win.output[0].div_ceil(V::OUT),
         );
-        let per_row = V::POSITIONS * (p.c + p.m) * across;
+        let per_row = Self::per_row::<V>(p);
         let band = (band_elems / per_row).clamp(1, down);
         Grid { across, down, band }
+    }
+
+    /// Scratch elements (transformed input and products) per tile row.
+    fn per_row<V: Variant>(p: &ConvPlan) -> usize {
+        V::POSITIONS * (p.c + p.m) * p.win.output[1].div_ceil(V::OUT)
+    }
+
+    /// The scratch budget of a band for `p`: [`BAND_ELEMS`], or more where
+    /// that would hold fewer than [`MIN_BAND_TILES`] tiles.
+    fn budget<V: Variant>(p: &ConvPlan) -> usize {
+        let across = p.win.output[1].div_ceil(V::OUT).max(1);
+        BAND_ELEMS.max(Self::per_row::<V>(p) * MIN_BAND_TILES.div_ceil(across))
     }
 }
 
@@ -172,8 +193,8 @@ pub(super) fn winograd<T: GemmFloat>(
     y: &mut [T],
 ) {
     match algo {
-        Algo::F4x4 => banded::<F4, T>(p, u, x, b, z, act, y, BAND_ELEMS),
-        Algo::F2x2 => banded::<F2, T>(p, u, x, b, z, act, y, BAND_ELEMS),
+        Algo::F4x4 => banded::<F4, T>(p, u, x, b, z, act, y, Grid::budget::<F4>(p)),
+        Algo::F2x2 => banded::<F2, T>(p, u, x, b, z, act, y, Grid::budget::<F2>(p)),
     }
 }
 
