@@ -169,6 +169,29 @@ fn random_geometries_match_reference() {
             },
         ),
         (
+            // The 3-tap, stride-2 path of the 2-D max kernel on rows wide
+            // enough for its vectorised loop and a remainder.
+            vec![1, 3, 13, 47],
+            Geo {
+                k: vec![3, 3],
+                s: vec![2, 2],
+                d: vec![1, 1],
+                pads: vec![0, 0, 0, 0],
+                ceil: false,
+            },
+        ),
+        (
+            // The same, padded, with a partial last window.
+            vec![1, 2, 9, 40],
+            Geo {
+                k: vec![3, 3],
+                s: vec![2, 2],
+                d: vec![1, 1],
+                pads: vec![1, 1, 1, 1],
+                ceil: true,
+            },
+        ),
+        (
             // The fused three-tap, three-row path of the 2-D max kernel.
             vec![1, 2, 8, 9],
             Geo {
