@@ -43,7 +43,7 @@ const MIN_CHANNELS_F2: usize = 256;
 /// Elements of transformed input and products held per band (1 MiB of
 /// f32). At 8 MiB, SqueezeNet's 16→64 layers on 55×55 took one band whose
 /// 1.8 MB of products left L2 before the output transform read them back;
-/// at 1 MiB (two bands) they ran 11 % faster (p25 of 30 alternated
+/// at 1 MiB (three bands) they ran 11 % faster (p25 of 30 alternated
 /// processes), and whole runs 3 % faster at p25 on SqueezeNet, 9 % on
 /// Inception v1 and 8 % on VGG-19, ResNet-50 even.
 const BAND_ELEMS: usize = 1 << 18;
