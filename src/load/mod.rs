@@ -2,6 +2,7 @@
 //! (how busy the device is with work *other than ours*), per-CPU loads for
 //! pinning, and seed 000's anomaly / change reports.
 //!
+//! - [`allowed`]: the CPUs this process may run on (pinning keeps to them).
 //! - [`config`]: sources, period, smoothing, host state.
 //! - [`sample`]: reading `/proc/self/task/*/schedstat` and sysinfo.
 //! - [`runnable`]: other processes' runnable threads (demand for CPUs).
@@ -10,6 +11,7 @@
 //! - [`report`]: threshold-crossing and change events.
 //! - [`monitor`]: the [`LoadMonitor`] and its sampler thread.
 
+pub mod allowed;
 pub mod config;
 pub mod monitor;
 pub mod report;

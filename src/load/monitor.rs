@@ -10,6 +10,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use super::allowed::allowed_cpus;
 use super::config::{HostState, LoadConfig, LoadSource};
 use super::report::{LoadEvent, Metric, Reporter};
 use super::sample::{current_tid, Sample, Sampler};
@@ -181,6 +182,8 @@ fn run(shared: Arc<Shared>, mut sampler: Sampler, mut smoothed: Option<f64>) {
 pub struct LoadMonitor {
     shared: Arc<Shared>,
     fixed: Option<f64>,
+    /// The CPUs this process may run on, read when the monitor starts.
+    allowed: Vec<usize>,
     thread: Mutex<Option<JoinHandle<()>>>,
 }
 
@@ -213,6 +216,7 @@ impl LoadMonitor {
         Arc::new(LoadMonitor {
             shared,
             fixed: None,
+            allowed: allowed_cpus(),
             thread: Mutex::new(thread),
         })
     }
@@ -224,6 +228,7 @@ impl LoadMonitor {
         Arc::new(LoadMonitor {
             shared: Arc::new(Shared::new(LoadConfig::default(), n)),
             fixed: Some(n),
+            allowed: allowed_cpus(),
             thread: Mutex::new(None),
         })
     }
@@ -254,23 +259,29 @@ impl LoadMonitor {
         lock(&self.shared.host).clone()
     }
 
-    /// The `k` least-loaded CPU indices (ties by index), `k` clamped to the
-    /// number of CPUs, keeping the CPUs last chosen for `k` unless others are
-    /// clearly less loaded ([`STAY_MARGIN`](super::smooth::STAY_MARGIN));
-    /// before the first per-CPU sample, and for fixed monitors, `0..k`.
+    /// The `k` least-loaded CPU indices (ties by index) among the CPUs this
+    /// process may run on (its affinity mask when the monitor started), `k`
+    /// clamped to their number, keeping the CPUs last chosen for `k` unless
+    /// others are clearly less loaded
+    /// ([`STAY_MARGIN`](super::smooth::STAY_MARGIN)); before the first
+    /// per-CPU sample, and for fixed monitors, the first `k` of them.
     pub fn least_loaded_cpus(&self, k: usize) -> Vec<usize> {
-        if self.fixed.is_some() {
-            return (0..k).collect();
-        }
         let loads = lock(&self.shared.per_cpu).clone();
-        if loads.is_empty() {
-            return (0..k.min(num_cpus::get().max(1))).collect();
+        if self.fixed.is_some() || loads.is_empty() {
+            return self.allowed.iter().copied().take(k).collect();
         }
         let mut chosen = lock(&self.shared.chosen);
         let prev = chosen.get(&k).map(Vec::as_slice).unwrap_or_default();
-        let pick = least_loaded(&loads, k, prev);
+        let pick = least_loaded(&loads, &self.allowed, k, prev);
         chosen.insert(k, pick.clone());
         pick
+    }
+
+    /// How many CPUs the per-CPU loads (and so `n`) cover, once the first
+    /// per-CPU sample is in: `n` times this is the other processes' load in
+    /// CPUs. `None` before that sample and for fixed monitors.
+    pub fn cpus_seen(&self) -> Option<usize> {
+        Some(lock(&self.shared.per_cpu).len()).filter(|&c| c > 0)
     }
 
     /// Per-CPU loads in [0, 1] from the last sample (empty before the first,

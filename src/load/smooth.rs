@@ -126,12 +126,20 @@ pub fn others_per_cpu(per_cpu: &mut [f64], own_ns: &[u64], interval_ns: u64) {
 /// per-CPU use is noisy.
 pub const STAY_MARGIN: f64 = 0.25;
 
-/// The indices of the `k` smallest loads (ties by index), `k` clamped to the
-/// number of loads, where the CPUs in `prev` (the last choice) count
-/// [`STAY_MARGIN`] less loaded than they are.
-pub fn least_loaded(loads: &[f64], k: usize, prev: &[usize]) -> Vec<usize> {
+/// The indices of the `k` smallest loads (ties by index) among the CPUs in
+/// `allowed` (all of them where none of `allowed` has a load), `k` clamped
+/// to the number of candidates, where the CPUs in `prev` (the last choice)
+/// count [`STAY_MARGIN`] less loaded than they are.
+pub fn least_loaded(loads: &[f64], allowed: &[usize], k: usize, prev: &[usize]) -> Vec<usize> {
     let key = |i: usize| loads[i] - if prev.contains(&i) { STAY_MARGIN } else { 0.0 };
-    let mut idx: Vec<usize> = (0..loads.len()).collect();
+    let mut idx: Vec<usize> = allowed
+        .iter()
+        .copied()
+        .filter(|&i| i < loads.len())
+        .collect();
+    if idx.is_empty() {
+        idx = (0..loads.len()).collect();
+    }
     idx.sort_by(|&a, &b| key(a).total_cmp(&key(b)).then(a.cmp(&b)));
     idx.truncate(k.min(loads.len()));
     idx
@@ -224,23 +232,40 @@ mod tests {
         assert_eq!((v, steps), (Some(0.5), 11));
     }
 
+    const ALL: [usize; 5] = [0, 1, 2, 3, 4];
+
     #[test]
     fn least_loaded_ties_by_index() {
         let l = [0.5, 0.1, 0.5, 0.0, 0.1];
-        assert_eq!(least_loaded(&l, 3, &[]), vec![3, 1, 4]);
-        assert_eq!(least_loaded(&l, 10, &[]), vec![3, 1, 4, 0, 2]);
-        assert_eq!(least_loaded(&l, 0, &[]), Vec::<usize>::new());
-        assert_eq!(least_loaded(&[], 2, &[2]), Vec::<usize>::new());
+        assert_eq!(least_loaded(&l, &ALL, 3, &[]), vec![3, 1, 4]);
+        assert_eq!(least_loaded(&l, &ALL, 10, &[]), vec![3, 1, 4, 0, 2]);
+        assert_eq!(least_loaded(&l, &ALL, 0, &[]), Vec::<usize>::new());
+        assert_eq!(least_loaded(&[], &ALL, 2, &[2]), Vec::<usize>::new());
+    }
+
+    /// Only the CPUs the process may run on are chosen, however idle the
+    /// others; where none of them has a load, any CPU is.
+    #[test]
+    fn least_loaded_keeps_to_the_allowed_cpus() {
+        let l = [0.0, 0.9, 0.0, 0.5];
+        assert_eq!(least_loaded(&l, &[1, 3], 1, &[]), vec![3]);
+        assert_eq!(least_loaded(&l, &[1, 3], 4, &[]), vec![3, 1]);
+        assert_eq!(least_loaded(&l, &[3, 9], 2, &[]), vec![3]);
+        assert_eq!(least_loaded(&l, &[7, 9], 2, &[]), vec![0, 2]);
     }
 
     /// The last choice stays while no other CPU is STAY_MARGIN less loaded,
     /// and gives way once one is.
     #[test]
     fn least_loaded_stays_on_the_last_choice_within_the_margin() {
-        assert_eq!(least_loaded(&[0.02, 0.2], 1, &[1]), vec![1]);
-        assert_eq!(least_loaded(&[0.0, 0.2 + STAY_MARGIN], 1, &[1]), vec![0]);
-        assert_eq!(least_loaded(&[0.3, 0.1, 0.0, 0.1], 2, &[0, 3]), vec![3, 2]);
-        assert_eq!(least_loaded(&[0.3, 0.1, 0.0, 0.1], 2, &[]), vec![2, 1]);
+        assert_eq!(least_loaded(&[0.02, 0.2], &ALL, 1, &[1]), vec![1]);
+        assert_eq!(
+            least_loaded(&[0.0, 0.2 + STAY_MARGIN], &ALL, 1, &[1]),
+            vec![0]
+        );
+        let l = [0.3, 0.1, 0.0, 0.1];
+        assert_eq!(least_loaded(&l, &ALL, 2, &[0, 3]), vec![3, 2]);
+        assert_eq!(least_loaded(&l, &ALL, 2, &[]), vec![2, 1]);
     }
 
     /// Our own time on each CPU comes off that CPU's use, never below zero.

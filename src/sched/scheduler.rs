@@ -108,6 +108,13 @@ const NO_BAND: u8 = u8::MAX;
 /// idle and pools are pinned.
 pub const IDLE_CPUS: f64 = 1.0;
 
+/// Whether other processes' load `n`, a fraction of `device_cpus` CPUs,
+/// leaves the device idle (under [`IDLE_CPUS`]); never when the CPU count
+/// is unknown.
+fn idle(n: f64, device_cpus: Option<usize>) -> bool {
+    device_cpus.is_some_and(|c| n * (c as f64) < IDLE_CPUS)
+}
+
 impl Scheduler {
     /// A scheduler reading load from `monitor`.
     pub fn new(config: SchedulerConfig, monitor: Arc<LoadMonitor>) -> Result<Scheduler> {
@@ -206,10 +213,20 @@ impl Scheduler {
     /// unpinned it gets its fair share of all. On 16 CPUs with 4 busy
     /// processes (n = 0.25, the low band), pinned pools took Inception v1
     /// from 10 to 45 ms and unpinned ones to 22 ms.
+    ///
+    /// `n` is a fraction of the CPUs the monitor sees, not of this session's
+    /// CPU limit: one busy process on 2 CPUs is a whole CPU of load for a
+    /// session limited to one CPU too. Nothing is pinned before the
+    /// monitor's first per-CPU sample: blind, two processes starting
+    /// together both chose the first CPU. A fixed monitor stands for a
+    /// device of the policy's CPU count.
     pub fn pins(&self, n: f64, band: Band) -> bool {
-        self.config.pin_threads
-            && band == Band::Low
-            && n * (self.config.policy.cpus as f64) < IDLE_CPUS
+        let device_cpus = if self.monitor.is_fixed() {
+            Some(self.config.policy.cpus)
+        } else {
+            self.monitor.cpus_seen()
+        };
+        self.config.pin_threads && band == Band::Low && idle(n, device_cpus)
     }
 
     /// The pool for slot `position` under `parent`, pinned to `cpus` when
@@ -271,6 +288,21 @@ mod tests {
         assert!(!two.pins(0.5, Band::Low), "one busy process of 2 CPUs");
         assert!(!scheduler(16, false).pins(0.0, Band::Low));
         assert!(s.least_loaded_cpus(4, false).is_empty());
-        assert_eq!(s.least_loaded_cpus(4, true), vec![0, 1, 2, 3]);
+        let allowed = crate::load::allowed::allowed_cpus();
+        assert_eq!(
+            s.least_loaded_cpus(4, true),
+            allowed[..allowed.len().min(4)]
+        );
+    }
+
+    /// Idleness counts other processes' load in CPUs of the whole device,
+    /// whatever the session's CPU limit, and is never assumed unmeasured.
+    #[test]
+    fn idleness_is_counted_in_device_cpus() {
+        assert!(idle(0.4, Some(2)), "0.8 CPU of load on 2 CPUs");
+        assert!(!idle(0.5, Some(2)), "one busy process on 2 CPUs");
+        assert!(!idle(0.0, None), "no per-CPU sample yet");
+        let one = scheduler(1, true);
+        assert!(one.pins(0.5, Band::Low), "a fixed monitor: a 1-CPU device");
     }
 }
