@@ -15,6 +15,7 @@ mod avg_rows;
 mod global;
 mod kernels;
 mod max2d;
+mod max_same;
 mod rows;
 #[cfg(test)]
 mod tests;
@@ -192,7 +193,9 @@ impl Pool {
                 wrap(self.kind.name(), out, idx)?,
             ])
         } else {
-            if rows.win.rank() == 2 {
+            if max_same::try_max_same(&rows.win, x, &mut y) {
+                // A size-keeping 2-D window, over whole planes.
+            } else if rows.win.rank() == 2 {
                 max2d::max_2d(&rows.win, x, &mut y);
             } else {
                 kernels::max(rows, x, &mut y);

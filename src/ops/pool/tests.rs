@@ -125,9 +125,38 @@ fn window_attrs(g: &Geo) -> Vec<(&'static str, Attribute)> {
     ]
 }
 
+/// Windows that keep the plane's size (stride 1, pads adding up to the
+/// kernel less one: the whole-plane MaxPool path), with the pads split
+/// evenly, unevenly and all on one side, kernels of one to seven taps, and
+/// kernels taller or wider than the plane.
+fn size_keeping_cases() -> Vec<(Vec<usize>, Geo)> {
+    let cases: [([usize; 4], [usize; 2], [usize; 4]); 7] = [
+        ([2, 3, 7, 9], [3, 3], [1, 1, 1, 1]),
+        ([1, 1, 5, 24], [3, 3], [1, 1, 1, 1]),
+        ([1, 2, 6, 5], [2, 4], [0, 1, 1, 2]),
+        ([1, 2, 4, 3], [5, 3], [4, 0, 0, 2]),
+        ([1, 3, 3, 2], [5, 4], [2, 1, 2, 2]),
+        ([1, 1, 6, 6], [7, 2], [3, 1, 3, 0]),
+        ([1, 2, 4, 4], [1, 1], [0, 0, 0, 0]),
+    ];
+    cases
+        .iter()
+        .map(|(shape, k, pads)| {
+            let geo = Geo {
+                k: k.to_vec(),
+                s: vec![1, 1],
+                d: vec![1, 1],
+                pads: pads.to_vec(),
+                ceil: false,
+            };
+            (shape.to_vec(), geo)
+        })
+        .collect()
+}
+
 #[test]
 fn random_geometries_match_reference() {
-    let cases: Vec<(Vec<usize>, Geo)> = vec![
+    let mut cases: Vec<(Vec<usize>, Geo)> = vec![
         (
             vec![2, 3, 11],
             Geo {
@@ -256,6 +285,7 @@ fn random_geometries_match_reference() {
             },
         ),
     ];
+    cases.extend(size_keeping_cases());
     for (ci, (shape, g)) in cases.iter().enumerate() {
         let n: usize = shape.iter().product();
         let clean = data(n, ci as u64);
@@ -532,6 +562,7 @@ fn thread_count_does_not_change_results() {
         build_op("AveragePool", &window_attrs(&g), 22, &[]).unwrap(),
         build_op("LpPool", &window_attrs(&g), 22, &[]).unwrap(),
         build_two_outputs("MaxPool", &window_attrs(&g), 22),
+        build_op("MaxPool", &window_attrs(&g), 22, &[]).unwrap(),
         build_op("GlobalAveragePool", &[], 22, &[]).unwrap(),
     ];
     for o in &ops {
