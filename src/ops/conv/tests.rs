@@ -752,6 +752,33 @@ fn conv_fused_activations() {
         .map(|v| v.max(0.0))
         .collect();
     assert_tensor_close(&y[0], &want, 1e-4, 1e-4);
+    // So does the implicit-GEMM path (10 input channels, 3×3, stride 1),
+    // which applies them to each block before storing it: 21 outputs end
+    // in a partial block of channels; with and without a bias.
+    let (xs3, ws3) = ([1, 10, 7, 9], [21, 10, 3, 3]);
+    let x3 = rand64(xs3.iter().product(), 10);
+    let w3 = rand64(ws3.iter().product(), 11);
+    let b3 = rand64(21, 12);
+    let (xt3, wt3, bt3) = (t32(&xs3, &x3), t32(&ws3, &w3), t32(&[21], &b3));
+    let pads = ("pads", ints(&[1, 0, 1, 2]));
+    let g3 = Geo {
+        pad_begin: vec![1, 0],
+        ..geo(2)
+    };
+    for bias in [true, false] {
+        let bb = bias.then_some(&b3[..]);
+        let plain = ref_conv(&x3, &xs3, &w3, &ws3, bb, &g3, &[7, 9]);
+        let attrs = [
+            pads.clone(),
+            ("activation", string("Clip")),
+            ("activation_min", Attribute::Float(-0.5)),
+            ("activation_max", Attribute::Float(0.25)),
+        ];
+        let inputs = [Some(&xt3), Some(&wt3), bias.then_some(&bt3)];
+        let y = run("Conv", 13, &attrs, &inputs).unwrap();
+        let clip: Vec<f64> = plain.iter().map(|v| v.clamp(-0.5, 0.25)).collect();
+        assert_tensor_close(&y[0], &clip, 1e-4, 1e-4);
+    }
 }
 
 #[test]
