@@ -47,7 +47,7 @@ thread_local! {
     static SHARED: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
 }
 
-/// Whether this CPU runs the kernel (AVX2 with FMA, no AVX-512).
+/// Whether this CPU runs the kernel (AVX2 with FMA).
 pub(super) fn available() -> bool {
     super::implicit::cpu_has_kernel()
 }
