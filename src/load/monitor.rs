@@ -193,9 +193,12 @@ impl LoadMonitor {
     /// A baseline is taken synchronously here, so memory pressure, other
     /// processes' runnable threads (the median of 5 readings 1 ms apart:
     /// this first value stands until the next sample) and a later host push
-    /// are reflected at once; the CPU and run-queue sources need an
-    /// interval, so they count from the first background sample,
-    /// [`FIRST_SAMPLE_AFTER`] (or one `period`, if shorter) later. Until any
+    /// are reflected at once; the run-queue source needs an interval, so it
+    /// counts from the first background sample, [`FIRST_SAMPLE_AFTER`] (or
+    /// one `period`, if shorter) later, and the system and per-CPU CPU
+    /// figures from the first sample at least
+    /// [`CPU_WINDOW`](super::sample::CPU_WINDOW) after start (sysinfo
+    /// renews them no more often). Until any
     /// enabled source has a value,
     /// [`utilisation`](Self::utilisation) is 0.
     pub fn start(config: LoadConfig) -> Arc<LoadMonitor> {

@@ -162,13 +162,31 @@ pub struct Sample {
     pub per_cpu: Vec<f64>,
 }
 
-/// Takes samples: holds the sysinfo handle and the previous snapshot.
+/// How long sysinfo's CPU figures must age before a refresh renews them:
+/// its own minimum refresh interval and a margin (it starts its clock
+/// after reading, we before asking).
+pub const CPU_WINDOW: Duration =
+    Duration::from_millis(sysinfo::MINIMUM_CPU_UPDATE_INTERVAL.as_millis() as u64 + 10);
+
+/// Takes samples: holds the sysinfo handle and the previous snapshots.
+///
+/// Run-queue wait is differenced between consecutive samples. System and
+/// per-CPU use come from sysinfo, which renews them at most every
+/// `sysinfo::MINIMUM_CPU_UPDATE_INTERVAL` and whose first figures average
+/// the time since boot; our own CPU time is taken out of them over the
+/// same window (from the snapshot of our threads at sysinfo's previous
+/// renewal), and samples in between carry no CPU figures. Mismatched
+/// windows read a since-boot 75 % minus our last 20 ms as others' load:
+/// a bench on an idle machine ran its first 300 ms on one thread.
 pub struct Sampler {
     system: System,
     tasks: Option<TaskSnapshot>,
     last: Instant,
     exclude: Option<u32>,
     primed: bool,
+    /// Our threads when sysinfo last renewed its CPU figures, and when.
+    cpu_tasks: Option<TaskSnapshot>,
+    cpu_last: Instant,
     runnable_reads: usize,
     runnable_gap: Duration,
 }
@@ -186,14 +204,18 @@ impl Sampler {
     /// CPU and run-queue values need a second sample (an interval).
     pub fn new() -> Sampler {
         let mut system = System::new();
+        let cpu_last = Instant::now();
         system.refresh_cpu_usage();
         system.refresh_memory();
+        let tasks = read_tasks();
         Sampler {
             system,
-            tasks: read_tasks(),
+            cpu_tasks: tasks.clone(),
+            tasks,
             last: Instant::now(),
             exclude: None,
             primed: false,
+            cpu_last,
             runnable_reads: 1,
             runnable_gap: Duration::ZERO,
         }
@@ -227,66 +249,102 @@ impl Sampler {
         Some(clamp01(self.system.used_memory() as f64 / total as f64))
     }
 
-    /// Takes one sample, differencing against the previous one.
+    /// Takes one sample, differencing against the previous one (and the
+    /// CPU figures against sysinfo's previous renewal, when they are due).
     pub fn sample(&mut self) -> Sample {
         let now = Instant::now();
-        let interval_ns =
-            u64::try_from(now.duration_since(self.last).as_nanos()).unwrap_or(u64::MAX);
+        let interval_ns = nanos(now.duration_since(self.last));
         self.last = now;
-        self.system.refresh_cpu_usage();
         self.system.refresh_memory();
-        let cpus = self.system.cpus();
-        let ncpu = cpus.len();
-        let mut per_cpu: Vec<f64> = cpus
-            .iter()
-            .map(|c| clamp01(c.cpu_usage() as f64 / 100.0))
-            .collect();
-        let raw = (ncpu > 0).then(|| clamp01(self.system.global_cpu_usage() as f64 / 100.0));
         let tasks = read_tasks();
         let delta = match (&self.tasks, &tasks) {
-            (Some(p), Some(c)) => {
-                // Our own threads are not load on the CPUs they ran on:
-                // counted, they made the CPU a pool was pinned to look the
-                // busiest, so the next run moved the pool to the other CPU
-                // and back, each time with cold caches.
-                let own = own_run_by_cpu(p, c, ncpu);
-                others_per_cpu(&mut per_cpu, &own, interval_ns);
-                Some(task_delta(p, c, self.exclude))
-            }
+            (Some(p), Some(c)) => Some(task_delta(p, c, self.exclude)),
             _ => None,
+        };
+        let primed = std::mem::replace(&mut self.primed, true);
+        let run_queue = delta
+            .filter(|_| primed)
+            .map(|d| run_queue_contention(d.wait_ns, interval_ns, d.active));
+        let cpu = if now.duration_since(self.cpu_last) >= CPU_WINDOW {
+            self.cpu_window(now, tasks.as_ref())
+        } else {
+            CpuWindow::default()
         };
         self.tasks = tasks;
-        let primed = std::mem::replace(&mut self.primed, true);
-        let own_cpu = match delta {
-            Some(d) if primed && ncpu > 0 && interval_ns > 0 => Some(clamp01(
-                d.own_run_ns as f64 / (interval_ns as f64 * ncpu as f64),
-            )),
-            _ => None,
-        };
-        let (system_cpu_raw, system_cpu, run_queue) = if primed {
-            let system_cpu = raw.map(|r| match delta {
-                Some(d) => others_cpu(r, d.own_run_ns, interval_ns, ncpu),
-                None => r,
-            });
-            let rq = delta.map(|d| run_queue_contention(d.wait_ns, interval_ns, d.active));
-            (raw, system_cpu, rq)
-        } else {
-            (None, None, None)
-        };
         Sample {
-            system_cpu_raw,
-            own_cpu,
-            system_cpu,
+            system_cpu_raw: cpu.raw,
+            own_cpu: cpu.own,
+            system_cpu: cpu.others,
             run_queue,
             runnable: others_runnable_median(
-                if ncpu > 0 { ncpu } else { num_cpus::get() },
+                match self.system.cpus().len() {
+                    0 => num_cpus::get(),
+                    n => n,
+                },
                 self.runnable_reads,
                 self.runnable_gap,
             ),
             memory_used: self.memory_now(),
-            per_cpu: if primed { per_cpu } else { Vec::new() },
+            per_cpu: cpu.per_cpu,
         }
     }
+
+    /// Renews sysinfo's CPU figures (taken at `now`) and takes our threads'
+    /// time over the same window out of them. The window starts at the
+    /// previous renewal, the first at [`Sampler::new`] (whose own figures,
+    /// averaging the time since boot, are never read).
+    fn cpu_window(&mut self, now: Instant, tasks: Option<&TaskSnapshot>) -> CpuWindow {
+        let interval_ns = nanos(now.duration_since(self.cpu_last));
+        self.system.refresh_cpu_usage();
+        self.cpu_last = now;
+        let prev = std::mem::replace(&mut self.cpu_tasks, tasks.cloned());
+        if interval_ns == 0 {
+            return CpuWindow::default();
+        }
+        let cpus = self.system.cpus();
+        let ncpu = cpus.len();
+        if ncpu == 0 {
+            return CpuWindow::default();
+        }
+        let mut per_cpu: Vec<f64> = cpus
+            .iter()
+            .map(|c| clamp01(c.cpu_usage() as f64 / 100.0))
+            .collect();
+        let raw = clamp01(self.system.global_cpu_usage() as f64 / 100.0);
+        let Some((p, c)) = prev.as_ref().zip(tasks) else {
+            return CpuWindow {
+                raw: Some(raw),
+                others: Some(raw),
+                own: None,
+                per_cpu,
+            };
+        };
+        // Our own threads are not load on the CPUs they ran on: counted,
+        // they made the CPU a pool was pinned to look the busiest, so the
+        // next run moved the pool to the other CPU and back, each time with
+        // cold caches.
+        others_per_cpu(&mut per_cpu, &own_run_by_cpu(p, c, ncpu), interval_ns);
+        let own_ns = task_delta(p, c, self.exclude).own_run_ns;
+        CpuWindow {
+            raw: Some(raw),
+            others: Some(others_cpu(raw, own_ns, interval_ns, ncpu)),
+            own: Some(clamp01(own_ns as f64 / (interval_ns as f64 * ncpu as f64))),
+            per_cpu,
+        }
+    }
+}
+
+/// The CPU figures of one sysinfo window (all empty between renewals).
+#[derive(Debug, Default)]
+struct CpuWindow {
+    raw: Option<f64>,
+    others: Option<f64>,
+    own: Option<f64>,
+    per_cpu: Vec<f64>,
+}
+
+fn nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
 
 impl Default for Sampler {
@@ -389,6 +447,12 @@ mod tests {
         let first = s.sample();
         assert_eq!(first.system_cpu, None);
         std::thread::sleep(Duration::from_millis(30));
+        // Within sysinfo's refresh interval: run-queue figures, no CPU ones
+        // (sysinfo would hand back the figures it has, from another window).
+        let early = s.sample();
+        assert_eq!((early.system_cpu, early.own_cpu), (None, None), "{early:?}");
+        assert!(early.per_cpu.is_empty(), "{early:?}");
+        std::thread::sleep(CPU_WINDOW);
         let x = s.sample();
         for v in [
             x.system_cpu_raw,
@@ -442,6 +506,10 @@ mod tests {
         };
         // Our busy thread got some CPU in 300 ms, and it is what was taken off.
         assert!(own > 0.1 / cpus as f64, "{x:?}");
+        // The system figure covers the same window, so it includes us (to
+        // the 10 ms tick of /proc/stat); a stale one, such as sysinfo's
+        // first (the average since boot), need not.
+        assert!(raw + 0.1 >= own, "{x:?}");
         assert!(others <= raw, "{x:?}");
         assert!((others - (raw - own).max(0.0)).abs() < 1e-9, "{x:?}");
     }
