@@ -115,9 +115,15 @@ fn bench_decide(c: &mut Criterion) {
     c.bench_function("decide (observe + decide, 4 siblings, m = 8)", |b| {
         b.iter(|| {
             let (n, band) = sched.observe();
-            black_box(sched.decide(n, band, 8, false, black_box(&times), &|s, k| {
-                times[s] / k as f64
-            }))
+            black_box(sched.decide(
+                n,
+                band,
+                8,
+                false,
+                black_box(&times),
+                &|s, k| times[s] / k as f64,
+                None,
+            ))
         })
     });
 }

@@ -171,3 +171,57 @@ fn sessions_share_a_given_load_monitor() {
     let own = build(SessionBuilder::new());
     assert!(!Arc::ptr_eq(own.scheduler().monitor(), &monitor));
 }
+
+#[test]
+fn parallel_forks_measure_their_overhead() {
+    // The makespan check charges a fork what forking measured to cost
+    // (waking the pools' threads, handing results back): recorded from
+    // the second parallel run on, never by serial runs.
+    let _turn = QUIET.lock().unwrap_or_else(|p| p.into_inner());
+    let model = chains_model(2, 2);
+    let overhead_after = |mode: Mode| {
+        let session = SessionBuilder::new()
+            .cpus(2)
+            .mode(mode)
+            .pin_threads(false)
+            .build_from_bytes(&model)
+            .expect("valid model");
+        let plan = session
+            .plan_for(&[std::sync::Arc::new(input())])
+            .expect("a plan");
+        session.run([("x", input())]).expect("runs");
+        let first = plan.fork_overhead(0);
+        session.run([("x", input())]).expect("runs");
+        (first, plan.fork_overhead(0))
+    };
+    let (first, second) = overhead_after(Mode::Parallel);
+    assert_eq!(first, None, "the warm-up run is not measured");
+    assert!(second.is_some_and(|s| s > 0.0 && s < 1.0), "{second:?}");
+    assert_eq!(overhead_after(Mode::Serial), (None, None));
+}
+
+#[test]
+fn one_slow_run_moves_a_node_time_by_at_most_a_quarter() {
+    // A node that waited for a sleeping thread once must not double its
+    // estimate: each run counts at most twice the known time.
+    let _turn = QUIET.lock().unwrap_or_else(|p| p.into_inner());
+    let session = SessionBuilder::new()
+        .cpus(2)
+        .mode(Mode::Serial)
+        .pin_threads(false)
+        .build_from_bytes(&chains_model(1, 1))
+        .expect("valid model");
+    let plan = session
+        .plan_for(&[std::sync::Arc::new(input())])
+        .expect("a plan");
+    session.run([("x", input())]).expect("runs");
+    plan.record(0, 2, 1_000);
+    let speedup = |k: usize| k as f64;
+    let before = plan.node_seconds_at(0, 2, &speedup);
+    plan.record(0, 2, 1_000_000_000);
+    let after = plan.node_seconds_at(0, 2, &speedup);
+    assert!(
+        after > before && after <= before * 1.25 + 1e-12,
+        "{before} -> {after}"
+    );
+}

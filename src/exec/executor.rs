@@ -10,6 +10,7 @@ use super::{Plan, ValueStore};
 use crate::analysis::Step;
 use crate::error::{Error, Result};
 use crate::graph::{wrap, ValueId};
+use crate::sched::makespan::parallel_makespan;
 use crate::sched::{Decision, ForkReport, Pool, PoolPlan, Scheduler};
 use crate::tensor::Tensor;
 use std::sync::{Arc, Mutex};
@@ -115,9 +116,15 @@ fn run_steps(
                 let times = run.plan.sibling_times(*fork, &speedup);
                 let seconds_at =
                     |s: usize, k: usize| run.plan.sibling_seconds_at(*fork, s, k, &speedup);
-                let decision = run
-                    .sched
-                    .decide(n, band, pool.size, nested, &times, &seconds_at);
+                let decision = run.sched.decide(
+                    n,
+                    band,
+                    pool.size,
+                    nested,
+                    &times,
+                    &seconds_at,
+                    run.plan.fork_overhead(*fork),
+                );
                 let report = ForkReport {
                     fork: *fork,
                     load: n,
@@ -151,7 +158,13 @@ fn run_steps(
                     }
                     Decision::Parallel(plans) => {
                         let pin = run.sched.pins(n, band);
-                        run_parallel(run, plans, siblings, pool, pin)?
+                        run_parallel(run, plans, siblings, pool, pin)?;
+                        // What the pools' node times (just recorded) do
+                        // not account for is the cost of forking.
+                        let busy = parallel_makespan(plans, &seconds_at, 0.0);
+                        let wall = start.elapsed().as_secs_f64();
+                        let over = ((wall - busy).max(0.0) * 1e9) as u64;
+                        run.plan.record_fork_overhead(*fork, over);
                     }
                 }
                 if let (false, Some(w)) = (same_pool, warm) {

@@ -31,6 +31,11 @@ pub struct Plan {
     /// times are not recorded, so that one cold outlier cannot steer the
     /// makespan check for good.
     warmed: AtomicBool,
+    /// Measured cost of forking in parallel, per fork, in nanoseconds
+    /// (smoothed; 0 = none yet): a parallel fork's wall time less the
+    /// makespan its pools' node times account for (waking the pools'
+    /// threads, handing the results back).
+    fork_overhead: Vec<AtomicU64>,
     /// How many times each value is read by nodes or returned as an output.
     pub uses: Vec<u32>,
     /// Forks, siblings and the step tree.
@@ -83,6 +88,7 @@ impl Plan {
             uses[o] += 1;
         }
         let structure = find_structure(&graph);
+        let fork_overhead = structure.forks.iter().map(|_| AtomicU64::new(0)).collect();
         let slots = max_threads.clamp(1, MAX_MEASURED_THREADS);
         let measured = (0..graph.nodes.len() * slots)
             .map(|_| AtomicU64::new(0))
@@ -95,6 +101,7 @@ impl Plan {
             measured,
             slots,
             warmed: AtomicBool::new(false),
+            fork_overhead,
             uses,
             structure,
         })
@@ -115,12 +122,42 @@ impl Plan {
     /// (smoothed with the earlier ones). Thread counts beyond the plan's
     /// slots, and the runs before the first has finished, are not kept.
     pub fn record(&self, i: usize, threads: usize, nanos: u64) {
+        if let Some(slot) = self.slot(i, threads) {
+            // One run counts at most twice the time known so far: a node
+            // that waited for a pool's sleeping thread to wake (the first
+            // after a fork, 0.3-1 ms in a VM) would otherwise double its
+            // estimate, and a fork that then runs in parallel never runs
+            // the node on that thread count again to correct it.
+            let known = slot.load(Ordering::Relaxed);
+            let nanos = if known > 0 {
+                nanos.min(known.saturating_mul(2))
+            } else {
+                nanos
+            };
+            self.smooth_into(slot, nanos);
+        }
+    }
+
+    /// Records the overhead of a parallel run of fork `f`: `nanos` of its
+    /// wall time that its pools' node times do not account for (smoothed
+    /// like node times; not kept before the first run has finished).
+    pub fn record_fork_overhead(&self, f: usize, nanos: u64) {
+        if let Some(slot) = self.fork_overhead.get(f) {
+            self.smooth_into(slot, nanos);
+        }
+    }
+
+    /// The measured overhead of running fork `f` in parallel, in seconds;
+    /// `None` before one was recorded.
+    pub fn fork_overhead(&self, f: usize) -> Option<f64> {
+        let ns = self.fork_overhead.get(f)?.load(Ordering::Relaxed);
+        (ns > 0).then_some(ns as f64 * 1e-9)
+    }
+
+    fn smooth_into(&self, slot: &AtomicU64, nanos: u64) {
         if !self.warmed.load(Ordering::Relaxed) {
             return;
         }
-        let Some(slot) = self.slot(i, threads) else {
-            return;
-        };
         let old = slot.load(Ordering::Relaxed);
         let new = if old == 0 {
             nanos

@@ -171,7 +171,10 @@ impl Scheduler {
     /// from a pool of `available` threads (`nested` when that pool is itself
     /// a sibling's). `seconds_at(s, k)` estimates sibling `s` on `k` threads
     /// for the makespan check, which `adaptive` mode applies when the policy
-    /// enables it; `parallel` mode always forks.
+    /// enables it; `parallel` mode always forks. The check charges forking
+    /// the policy's `fork_overhead`, or `measured_overhead` (seconds, from
+    /// earlier parallel runs of this fork) where that is larger.
+    #[allow(clippy::too_many_arguments)]
     pub fn decide(
         &self,
         n: f64,
@@ -180,6 +183,7 @@ impl Scheduler {
         nested: bool,
         times: &[f64],
         seconds_at: SiblingSeconds,
+        measured_overhead: Option<f64>,
     ) -> Decision {
         let policy = &self.config.policy;
         let serial = Decision::Serial { threads: available };
@@ -202,7 +206,7 @@ impl Scheduler {
             times.len(),
             serial_threads,
             seconds_at,
-            policy.fork_overhead,
+            policy.fork_overhead.max(measured_overhead.unwrap_or(0.0)),
         )
     }
 
@@ -272,6 +276,24 @@ mod tests {
             load: LoadConfig::default(),
         };
         Scheduler::new(config, LoadMonitor::fixed(0.0)).unwrap()
+    }
+
+    /// A measured fork overhead larger than the policy's own is charged:
+    /// balanced siblings that fork on the model alone run serially once
+    /// forking has measured slow.
+    #[test]
+    fn a_measured_fork_overhead_can_keep_a_fork_serial() {
+        let s = scheduler(2, false);
+        let t = [1e-3, 1e-3];
+        let speedup = |k: usize| s.config().policy.speedup(k);
+        let at = |i: usize, k: usize| t[i] / speedup(k);
+        let decide = |measured| s.decide(0.0, Band::Low, 2, false, &t, &at, measured);
+        assert!(matches!(decide(None), Decision::Parallel(_)));
+        assert!(matches!(decide(Some(1e-6)), Decision::Parallel(_)));
+        assert!(matches!(
+            decide(Some(1e-3)),
+            Decision::Serial { threads: 2 }
+        ));
     }
 
     /// Pools are pinned in the low band only while other processes use
