@@ -236,12 +236,46 @@ fn pad_planes(p: &ConvPlan, lay: &Layout, xi: &[f32], xp: &mut [f32]) {
                 };
                 let first_col = pl.min(lay.wp);
                 let cols = wd.min(lay.wp - first_col);
-                row[..first_col].fill(0.0);
-                row[first_col..first_col + cols].copy_from_slice(&src[sr * wd..sr * wd + cols]);
-                row[first_col + cols..].fill(0.0);
+                let (left, rest) = row.split_at_mut(first_col);
+                let (data, right) = rest.split_at_mut(cols);
+                zero_short(left);
+                copy_short(data, &src[sr * wd..sr * wd + cols]);
+                zero_short(right);
             }
         }
     });
+}
+
+/// `dst.copy_from_slice(src)` for the short rows of small planes, in
+/// 8-float moves: as a `memcpy` call per 24-float row (with a `memset`
+/// call for each one-float pad) the copy took 22 % of two threads' time on
+/// 32-channel 3×3 layers on 24×24.
+#[inline(always)]
+fn copy_short(dst: &mut [f32], src: &[f32]) {
+    let mut d = dst.chunks_exact_mut(8);
+    let mut s = src.chunks_exact(8);
+    for (a, b) in (&mut d).zip(&mut s) {
+        let a: &mut [f32; 8] = a.try_into().expect("8 floats");
+        *a = b.try_into().expect("8 floats");
+    }
+    for (a, b) in d.into_remainder().iter_mut().zip(s.remainder()) {
+        *a = *b;
+    }
+}
+
+/// Zeroes `dst`: a few floats (a window's pad) one by one, without a
+/// `memset` call; longer spans with one.
+#[inline(always)]
+fn zero_short(dst: &mut [f32]) {
+    if dst.len() > 8 {
+        dst.fill(0.0);
+        return;
+    }
+    for v in dst {
+        // SAFETY: `v` is a valid, exclusive reference. The volatile write
+        // keeps the compiler from turning the loop back into a call.
+        unsafe { std::ptr::write_volatile(v, 0.0) };
+    }
 }
 
 /// One image's sums: every (channel block, position block) pair.
