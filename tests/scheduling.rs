@@ -53,6 +53,24 @@ fn input() -> Tensor {
     Tensor::F32(ndarray::ArrayD::from_shape_vec(vec![ROWS, WIDTH], data).expect("shape"))
 }
 
+/// A session of `model` on two unpinned CPUs in `mode`, and its plan for
+/// [`input`]'s shape (the one its runs use).
+fn unpinned_two_cpus(
+    model: &[u8],
+    mode: Mode,
+) -> (ramify::Session, std::sync::Arc<ramify::exec::Plan>) {
+    let session = SessionBuilder::new()
+        .cpus(2)
+        .mode(mode)
+        .pin_threads(false)
+        .build_from_bytes(model)
+        .expect("valid model");
+    let plan = session
+        .plan_for(&[std::sync::Arc::new(input())])
+        .expect("a plan");
+    (session, plan)
+}
+
 /// The fork decisions and output of `runs` runs on 2 CPUs at load 0.
 fn decisions(model: &[u8], mode: Mode, check: bool, runs: usize) -> (Vec<Decision>, Tensor) {
     let _turn = QUIET.lock().unwrap_or_else(|p| p.into_inner());
@@ -114,15 +132,7 @@ fn the_first_run_is_a_warm_up_and_is_not_measured() {
     // check for good: its slow serial times were never measured again
     // once the fork went parallel. Node times count from the second run.
     let _turn = QUIET.lock().unwrap_or_else(|p| p.into_inner());
-    let session = SessionBuilder::new()
-        .cpus(2)
-        .mode(Mode::Serial)
-        .pin_threads(false)
-        .build_from_bytes(&chains_model(1, 2))
-        .expect("valid model");
-    let plan = session
-        .plan_for(&[std::sync::Arc::new(input())])
-        .expect("a plan");
+    let (session, plan) = unpinned_two_cpus(&chains_model(1, 2), Mode::Serial);
     let speedup = |k: usize| k as f64;
     let modelled = |plan: &ramify::exec::Plan| {
         (0..plan.graph.nodes.len())
@@ -180,15 +190,7 @@ fn parallel_forks_measure_their_overhead() {
     let _turn = QUIET.lock().unwrap_or_else(|p| p.into_inner());
     let model = chains_model(2, 2);
     let overhead_after = |mode: Mode| {
-        let session = SessionBuilder::new()
-            .cpus(2)
-            .mode(mode)
-            .pin_threads(false)
-            .build_from_bytes(&model)
-            .expect("valid model");
-        let plan = session
-            .plan_for(&[std::sync::Arc::new(input())])
-            .expect("a plan");
+        let (session, plan) = unpinned_two_cpus(&model, mode);
         session.run([("x", input())]).expect("runs");
         let first = plan.fork_overhead(0);
         session.run([("x", input())]).expect("runs");
@@ -205,15 +207,7 @@ fn one_slow_run_moves_a_node_time_by_at_most_a_quarter() {
     // A node that waited for a sleeping thread once must not double its
     // estimate: each run counts at most twice the known time.
     let _turn = QUIET.lock().unwrap_or_else(|p| p.into_inner());
-    let session = SessionBuilder::new()
-        .cpus(2)
-        .mode(Mode::Serial)
-        .pin_threads(false)
-        .build_from_bytes(&chains_model(1, 1))
-        .expect("valid model");
-    let plan = session
-        .plan_for(&[std::sync::Arc::new(input())])
-        .expect("a plan");
+    let (session, plan) = unpinned_two_cpus(&chains_model(1, 1), Mode::Serial);
     session.run([("x", input())]).expect("runs");
     plan.record(0, 2, 1_000);
     let speedup = |k: usize| k as f64;
