@@ -147,6 +147,15 @@ impl Plan {
         }
     }
 
+    /// Records the overhead of fork `f` measured by a fork with no work,
+    /// kept only while no real one has been recorded (on any run: it stands
+    /// for the fork before the first real measurement).
+    pub fn probe_fork_overhead(&self, f: usize, nanos: u64) {
+        if let Some(slot) = self.fork_overhead.get(f) {
+            let _ = slot.compare_exchange(0, nanos.max(1), Ordering::Relaxed, Ordering::Relaxed);
+        }
+    }
+
     /// The measured overhead of running fork `f` in parallel, in seconds;
     /// `None` before one was recorded.
     pub fn fork_overhead(&self, f: usize) -> Option<f64> {

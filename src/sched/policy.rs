@@ -26,7 +26,9 @@ pub struct PolicyConfig {
     /// run it [`speedup`](Self::speedup)`(k) = 1 + (k−1)·e` times faster
     /// (default 0.7). Used where no node time was measured at k threads.
     pub intra_op_efficiency: f64,
-    /// Seconds one parallel fork costs (waking the pools, joining); default 20 µs.
+    /// Seconds one parallel fork costs at least (waking the pools,
+    /// joining); default 20 µs. The executor measures each fork's real
+    /// overhead (first with an empty fork) and charges the larger.
     pub fork_overhead: f64,
 }
 

@@ -173,7 +173,8 @@ impl Scheduler {
     /// for the makespan check, which `adaptive` mode applies when the policy
     /// enables it; `parallel` mode always forks. The check charges forking
     /// the policy's `fork_overhead`, or `measured_overhead` (seconds, from
-    /// earlier parallel runs of this fork) where that is larger.
+    /// earlier parallel runs of this fork, or from the empty fork the
+    /// executor probes before the first) where that is larger.
     #[allow(clippy::too_many_arguments)]
     pub fn decide(
         &self,
