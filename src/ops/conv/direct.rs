@@ -142,14 +142,17 @@ fn direct(
                 cols: ph.cols,
             };
             let yi = &mut y[ni * m * plane..(ni + 1) * m * plane];
-            par_rows(yi, plane, |first, chunk| {
+            // Tasks take whole blocks of CO channels: split by plane, 48
+            // channels made 8 tasks of 6, each a full block and a half one.
+            par_rows(yi, CO * plane, |first, chunk| {
                 for (i, out) in chunk.chunks_mut(CO * plane).enumerate() {
+                    let oc = (first + i) * CO;
                     // SAFETY: the CPU has `isa` (checked by the caller) and
                     // the phases' tails were checked above.
                     unsafe {
                         match isa {
-                            Isa::Avx512 => avx512::planes(&job, first + i * CO, out),
-                            Isa::Avx2 => avx2::planes(&job, first + i * CO, out),
+                            Isa::Avx512 => avx512::planes(&job, oc, out),
+                            Isa::Avx2 => avx2::planes(&job, oc, out),
                         }
                     }
                 }
