@@ -179,7 +179,13 @@ impl Products<'_> {
         let strip_len = k * NR;
         scratch(&SHARED, self.count * strips * strip_len, |shared| {
             let sp = SendPtr(shared.as_mut_ptr());
-            let per = (CHUNK_FLOATS / strip_len).max(1);
+            // At most a chunk per task, and at least one task per thread:
+            // one thread packing all 256 channels of a 12×12 plane while
+            // the other waited cost 1×1 layers their second thread.
+            let threads = rayon::current_num_threads();
+            let per = (CHUNK_FLOATS / strip_len)
+                .min(strips.div_ceil(threads))
+                .max(1);
             let pack_tasks = strips.div_ceil(per);
             par_for(self.count * pack_tasks, |t| {
                 let (i, first) = (t / pack_tasks, (t % pack_tasks) * per);
