@@ -210,10 +210,11 @@ fn decide_fork(
     if let Some(w) = warm {
         w.pause();
     }
-    run_parallel(run, &idle, &[], pool, run.sched.pins(n, band))?;
+    let probed = run_parallel(run, &idle, &[], pool, run.sched.pins(n, band));
     if let Some(w) = warm {
         w.resume();
     }
+    probed?;
     run.plan
         .probe_fork_overhead(fork, start.elapsed().as_nanos() as u64);
     Ok(decide(run.plan.fork_overhead(fork)))
