@@ -303,10 +303,23 @@ impl ProductLayout {
 impl Band<'_> {
     /// Splits `n` items into parallel tasks of at least `TASK_ELEMS` written
     /// elements (`per_item` each) and runs `f` on each range.
+    ///
+    /// Where that makes several tasks, their count is rounded up to a
+    /// multiple of the pool's threads and the items spread evenly: 48
+    /// channels made tasks of 11, 11, 11, 11 and 4, so on two threads one
+    /// ran three of them while the other waited.
     fn par_items(n: usize, per_item: usize, f: impl Fn(std::ops::Range<usize>) + Sync + Send) {
         let per_task = TASK_ELEMS.div_ceil(per_item.max(1)).max(1);
-        let tasks = n.div_ceil(per_task);
-        par_for(tasks, |t| f(t * per_task..((t + 1) * per_task).min(n)));
+        let mut tasks = n.div_ceil(per_task);
+        if tasks > 1 {
+            tasks = tasks
+                .next_multiple_of(rayon::current_num_threads().max(1))
+                .min(n);
+        }
+        let per_task = n.div_ceil(tasks.max(1)).max(1);
+        par_for(n.div_ceil(per_task), |t| {
+            f(t * per_task..((t + 1) * per_task).min(n))
+        });
     }
 
     /// `V[c][p][t]`: the transformed input tiles of every channel.
