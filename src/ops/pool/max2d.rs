@@ -53,6 +53,9 @@ impl Geometry {
     }
 }
 
+/// Bytes of padded rows a block of output rows gathers before its taps.
+const BLOCK_BYTES: usize = 8 << 10;
+
 /// MaxPool of 2-D planes `x` into `y` (every element of `y` is written).
 pub(super) fn max_2d<T: MaxElem>(win: &Window, x: &[T], y: &mut [T]) {
     let g = Geometry::new(win);
@@ -63,47 +66,79 @@ pub(super) fn max_2d<T: MaxElem>(win: &Window, x: &[T], y: &mut [T]) {
     // Input column c lands at padded column pl + c; columns past the last
     // window are never read.
     let (lead, cols) = (g.pl.min(g.padded), g.wd.min(g.padded.saturating_sub(g.pl)));
+    let block = (BLOCK_BYTES / std::mem::size_of::<T>() / g.padded).clamp(1, g.oh);
     par_rows(y, out_len, |first, chunk| {
-        let mut pad = vec![T::LOWEST; g.padded];
+        let mut pad = vec![T::LOWEST; g.padded * block];
         let xs = &x[first * in_len..(first * in_len + chunk.len() / out_len * in_len)];
         max_planes(&g, lead, cols, xs, chunk, &mut pad);
     });
 }
 
 multiversion! {
-    /// Every plane of `x` into the matching plane of `y`, one output row at
-    /// a time (one dispatch per chunk of planes: the rows are short).
+    /// Every plane of `x` into the matching plane of `y`, in blocks of
+    /// output rows: first the vertical maxima of every row of the block,
+    /// each into its own padded row of `pad`, then the taps of each: the
+    /// taps read their row at offsets its stores did not start at, and
+    /// read back at once such loads wait for the stores to complete
+    /// (Inception's 3×3 stride-2 pool on 24×24: 49 → 42 µs on Zen 4).
     fn max_planes<T: MaxElem>(g: &Geometry, lead: usize, cols: usize, x: &[T], y: &mut [T], pad: &mut [T]) {
         let (in_len, out_len) = (g.h * g.wd, g.ow * g.oh);
+        let block = pad.len() / g.padded;
         // Indexed by output plane, so that every output is written even
         // when the input planes are empty (all padding).
         for (p, out) in y.chunks_exact_mut(out_len).enumerate() {
             let xp = &x[p * in_len..(p + 1) * in_len];
-            for (oy, orow) in out.chunks_exact_mut(g.ow).enumerate() {
-                let row = |ky: usize| {
-                    let r = (oy * g.sh + ky * g.dh).checked_sub(g.pt).filter(|&r| r < g.h)?;
-                    Some(&xp[r * g.wd..r * g.wd + cols])
-                };
-                let dst = &mut pad[lead..lead + cols];
-                dst.fill(T::LOWEST);
-                let mut ky = 0;
-                while ky < g.kh {
-                    match (row(ky), ky + 1 < g.kh, ky + 2 < g.kh) {
-                        (a, true, true) => {
-                            max3(dst, a, row(ky + 1), row(ky + 2));
-                            ky += 3;
-                        }
-                        (a, true, false) => {
-                            max3(dst, a, row(ky + 1), None);
-                            ky += 2;
-                        }
-                        (a, _, _) => {
-                            max3(dst, a, None, None);
-                            ky += 1;
-                        }
-                    }
+            for (b, orows) in out.chunks_mut(g.ow * block).enumerate() {
+                let oy0 = b * block;
+                for (i, prow) in pad.chunks_exact_mut(g.padded).take(orows.len() / g.ow).enumerate() {
+                    vertical(g, xp, oy0 + i, &mut prow[lead..lead + cols]);
                 }
-                max_taps(orow, pad, g.kw, g.dw, g.sw);
+                for (orow, prow) in orows.chunks_exact_mut(g.ow).zip(pad.chunks_exact(g.padded)) {
+                    max_taps(orow, prow, g.kw, g.dw, g.sw);
+                }
+            }
+        }
+    }
+}
+
+/// `dst` = the element-wise max of the input rows of plane `xp` that output
+/// row `oy`'s window covers (the type's lowest value where it covers none).
+#[inline(always)]
+fn vertical<T: MaxElem>(g: &Geometry, xp: &[T], oy: usize, dst: &mut [T]) {
+    let cols = dst.len();
+    let row = |ky: usize| {
+        let r = (oy * g.sh + ky * g.dh)
+            .checked_sub(g.pt)
+            .filter(|&r| r < g.h)?;
+        Some(&xp[r * g.wd..r * g.wd + cols])
+    };
+    if g.kh == 3 {
+        if let (Some(a), Some(b), Some(c)) = (row(0), row(1), row(2)) {
+            // Inside the plane: the three rows' max, written without a
+            // fill first (twice as fast on small planes). It starts at the
+            // lowest value all the same, so that a NaN never wins.
+            let (a, b, c) = (&a[..cols], &b[..cols], &c[..cols]);
+            for (((d, &a), &b), &c) in dst.iter_mut().zip(a).zip(b).zip(c) {
+                *d = T::LOWEST.max_of(a).max_of(b).max_of(c);
+            }
+            return;
+        }
+    }
+    dst.fill(T::LOWEST);
+    let mut ky = 0;
+    while ky < g.kh {
+        match (row(ky), ky + 1 < g.kh, ky + 2 < g.kh) {
+            (a, true, true) => {
+                max3(dst, a, row(ky + 1), row(ky + 2));
+                ky += 3;
+            }
+            (a, true, false) => {
+                max3(dst, a, row(ky + 1), None);
+                ky += 2;
+            }
+            (a, _, _) => {
+                max3(dst, a, None, None);
+                ky += 1;
             }
         }
     }
