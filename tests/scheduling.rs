@@ -225,3 +225,41 @@ fn one_slow_run_moves_a_node_time_by_at_most_a_quarter() {
         "{before} -> {after}"
     );
 }
+
+#[test]
+fn one_cpu_pools_run_as_tasks_of_the_runs_pool() {
+    // On 2 CPUs every parallel plan gives each pool one CPU: the run's own
+    // pool of two threads runs them (no thread is started for siblings),
+    // and the output keeps serial execution's bits.
+    let _turn = QUIET.lock().unwrap_or_else(|p| p.into_inner());
+    let model = chains_model(2, 2);
+    let (session, _) = unpinned_two_cpus(&model, Mode::Parallel);
+    for _ in 0..3 {
+        let (_, report) = session.run_with_report([("x", input())]).expect("runs");
+        assert!(parallel_one_cpu_each(&report.forks[0].decision));
+    }
+    assert_eq!(session.scheduler().pools().thread_count(), 2);
+    // On 3 CPUs the plan has a pool of two: the siblings get pools of
+    // their own.
+    let three = SessionBuilder::new()
+        .cpus(3)
+        .mode(Mode::Parallel)
+        .pin_threads(false)
+        .build_from_bytes(&model)
+        .expect("valid model");
+    let (out, report) = three.run_with_report([("x", input())]).expect("runs");
+    let Decision::Parallel(plans) = &report.forks[0].decision else {
+        panic!("{:?}", report.forks[0].decision);
+    };
+    assert_eq!(plans.iter().map(|p| p.cpus).sum::<usize>(), 3);
+    assert!(three.scheduler().pools().thread_count() > 3);
+    let serial = SessionBuilder::new()
+        .cpus(1)
+        .mode(Mode::Serial)
+        .build_from_bytes(&model)
+        .expect("valid model");
+    let (want, _) = serial.run_with_report([("x", input())]).expect("runs");
+    let (got, _) = session.run_with_report([("x", input())]).expect("runs");
+    assert_eq!(got[0].1, want[0].1);
+    assert_eq!(out[0].1, want[0].1);
+}

@@ -1,8 +1,12 @@
 //! The executor: walks a plan's step tree. Plain steps run one node on the
 //! current pool; at a fork it asks the scheduler for a decision and runs the
 //! siblings serially on the current pool or in parallel on their own pools
-//! (fork-join through nested rayon scopes). Inputs come from the value store
-//! or the plan's constants; each value is released after its last reader.
+//! (fork-join through nested rayon scopes). Where every pool of a parallel
+//! plan has one CPU and the current pool has a thread for each, its own
+//! (spinning) threads stand for those pools: each pool's siblings run as
+//! one task, their operators held to one thread. Inputs come from the value
+//! store or the plan's constants; each value is released after its last
+//! reader.
 
 use super::trace::{Recorder, Trace};
 use super::warm::Warm;
@@ -10,6 +14,7 @@ use super::{Plan, ValueStore};
 use crate::analysis::Step;
 use crate::error::{Error, Result};
 use crate::graph::{wrap, ValueId};
+use crate::ops::util::with_thread_cap;
 use crate::sched::makespan::parallel_makespan;
 use crate::sched::{Decision, ForkReport, Pool, PoolPlan, Scheduler};
 use crate::tensor::Tensor;
@@ -76,7 +81,14 @@ pub fn run(
     let pool = sched.pool(0, 0, threads, pin, &cpus)?;
     pool.pool.install(|| {
         let warm = Warm::start(&pool);
-        run_steps(&run, &plan.structure.steps, &pool, false, Some(&warm))
+        run_steps(
+            &run,
+            &plan.structure.steps,
+            &pool,
+            pool.size,
+            false,
+            Some(&warm),
+        )
     })?;
     plan.finish_run();
     let outputs = collect_outputs(plan, &run.store)?;
@@ -89,12 +101,15 @@ pub fn run(
     })
 }
 
-/// Runs `steps` on `pool`; `warm` keeps that pool's workers spinning and is
-/// paused while a fork hands its CPUs to other pools.
+/// Runs `steps` on `pool`, each operator on `threads` of its threads (all
+/// of them, or one for a sibling run as a task of the pool); `warm` keeps
+/// that pool's workers spinning and is paused while a fork hands its CPUs
+/// to other pools.
 fn run_steps(
     run: &Run,
     steps: &[Step],
     pool: &Arc<Pool>,
+    threads: usize,
     nested: bool,
     warm: Option<&Warm>,
 ) -> Result<()> {
@@ -102,7 +117,7 @@ fn run_steps(
         match step {
             Step::Node(i) => {
                 let start = Instant::now();
-                run_node(run.plan, &run.store, *i, pool.size)?;
+                run_node(run.plan, &run.store, *i, threads)?;
                 if let Some(t) = &run.trace {
                     let node = &run.plan.graph.nodes[*i];
                     t.record(&node.name, &node.op_type, start, None);
@@ -110,7 +125,13 @@ fn run_steps(
             }
             Step::Fork { fork, siblings } => {
                 let (n, band) = run.sched.observe();
-                let decision = decide_fork(run, *fork, n, band, pool, nested, warm)?;
+                let lane = Lane {
+                    pool,
+                    threads,
+                    nested,
+                    warm,
+                };
+                let decision = decide_fork(run, *fork, n, band, &lane)?;
                 let start = Instant::now();
                 let speedup = |k: usize| run.sched.config().policy.speedup(k);
                 let seconds_at =
@@ -125,30 +146,29 @@ fn run_steps(
                     .lock()
                     .unwrap_or_else(|p| p.into_inner())
                     .push(report.clone());
-                let same_pool =
-                    matches!(decision, Decision::Serial { threads } if threads == pool.size);
+                let same_pool = lane.keeps(&decision);
                 if let (false, Some(w)) = (same_pool, warm) {
                     w.pause();
                 }
                 match &decision {
-                    Decision::Serial { threads } if *threads == pool.size => {
+                    Decision::Serial { threads: t } if *t == threads => {
                         for s in siblings {
-                            run_steps(run, s, pool, nested, warm)?;
+                            run_steps(run, s, pool, threads, nested, warm)?;
                         }
                     }
-                    Decision::Serial { threads } => {
+                    Decision::Serial { threads: t } => {
                         let pin = run.sched.pins(n, band);
-                        let cpus = run.sched.least_loaded_cpus(*threads, pin);
-                        let p = run.sched.pool(pool.id, 0, *threads, pin, &cpus)?;
+                        let cpus = run.sched.least_loaded_cpus(*t, pin);
+                        let p = run.sched.pool(pool.id, 0, *t, pin, &cpus)?;
                         p.pool.install(|| {
                             siblings
                                 .iter()
-                                .try_for_each(|s| run_steps(run, s, &p, nested, None))
+                                .try_for_each(|s| run_steps(run, s, &p, *t, nested, None))
                         })?;
                     }
                     Decision::Parallel(plans) => {
                         let pin = run.sched.pins(n, band);
-                        run_parallel(run, plans, siblings, pool, pin)?;
+                        run_fork(run, plans, siblings, &lane, pin)?;
                         // What the pools' node times (just recorded) do
                         // not account for is the cost of forking.
                         let busy = parallel_makespan(plans, &seconds_at, 0.0);
@@ -169,28 +189,67 @@ fn run_steps(
     Ok(())
 }
 
+/// Where a run of steps is: its pool, the threads its operators use, whether
+/// that pool is a sibling's, and the spinners of the pool, if any.
+struct Lane<'a> {
+    pool: &'a Arc<Pool>,
+    threads: usize,
+    nested: bool,
+    warm: Option<&'a Warm>,
+}
+
+impl Lane<'_> {
+    /// Whether `decision` runs the siblings on this lane's own threads
+    /// (whose spinners then keep spinning): serially on as many threads,
+    /// or in parallel as tasks of its pool.
+    fn keeps(&self, decision: &Decision) -> bool {
+        match decision {
+            Decision::Serial { threads } => *threads == self.threads,
+            Decision::Parallel(plans) => self.hosts(plans),
+        }
+    }
+
+    /// Whether the pool's own threads can stand for the plan's pools: every
+    /// pool has one CPU and the lane's pool has a thread for each. Each
+    /// pool's siblings then run as one task of the lane's pool, with their
+    /// operators held to one thread. A fork costs what waking a spinning
+    /// worker costs, instead of waking each sibling pool's sleeping thread
+    /// (200-700 µs on a 2-vCPU VM), and no thread runs that the lane's
+    /// pool does not already own.
+    fn hosts(&self, plans: &[PoolPlan]) -> bool {
+        self.threads == self.pool.size
+            && plans.len() <= self.pool.size
+            && plans.iter().all(|p| p.cpus == 1)
+    }
+}
+
 /// The scheduler's decision at `fork`. Before the fork's overhead has been
 /// measured, a parallel decision first forks once with no work (waking the
 /// pools and joining them, as a real fork does) and is then taken again
-/// with that overhead: on a 2-vCPU VM a fork costs 200-700 µs, against the
-/// policy's 20 µs, and the first runs of a session otherwise forked when
-/// running serially was faster.
+/// with that overhead: on a 2-vCPU VM a fork on sibling pools costs
+/// 200-700 µs, against the policy's 20 µs, and the first runs of a session
+/// otherwise forked when running serially was faster.
 fn decide_fork(
     run: &Run,
     fork: usize,
     n: f64,
     band: crate::sched::Band,
-    pool: &Arc<Pool>,
-    nested: bool,
-    warm: Option<&Warm>,
+    lane: &Lane,
 ) -> Result<Decision> {
     let policy = &run.sched.config().policy;
     let speedup = |k: usize| policy.speedup(k);
     let times = run.plan.sibling_times(fork, &speedup);
     let seconds_at = |s: usize, k: usize| run.plan.sibling_seconds_at(fork, s, k, &speedup);
     let decide = |overhead| {
-        run.sched
-            .decide(n, band, pool.size, nested, &times, &seconds_at, overhead)
+        run.sched.decide(
+            n,
+            band,
+            lane.threads,
+            lane.nested,
+            &times,
+            &seconds_at,
+            overhead,
+        )
     };
     let decision = decide(run.plan.fork_overhead(fork));
     let Decision::Parallel(plans) = &decision else {
@@ -207,11 +266,12 @@ fn decide_fork(
         })
         .collect();
     let start = Instant::now();
-    if let Some(w) = warm {
+    let paused = lane.warm.filter(|_| !lane.hosts(&idle));
+    if let Some(w) = paused {
         w.pause();
     }
-    let probed = run_parallel(run, &idle, &[], pool, run.sched.pins(n, band));
-    if let Some(w) = warm {
+    let probed = run_fork(run, &idle, &[], lane, run.sched.pins(n, band));
+    if let Some(w) = paused {
         w.resume();
     }
     probed?;
@@ -220,13 +280,65 @@ fn decide_fork(
     Ok(decide(run.plan.fork_overhead(fork)))
 }
 
+/// Runs the siblings of a parallel decision: as tasks of the lane's pool
+/// where it [hosts](Lane::hosts) the plan, else on the plan's own pools.
+fn run_fork(
+    run: &Run,
+    plans: &[PoolPlan],
+    siblings: &[Vec<Step>],
+    lane: &Lane,
+    pin: bool,
+) -> Result<()> {
+    if lane.hosts(plans) {
+        run_hosted(run, plans, siblings, lane.pool);
+    } else {
+        run_parallel(run, plans, siblings, lane.pool, pin);
+    }
+    match run.error.lock().unwrap_or_else(|p| p.into_inner()).take() {
+        Some(e) => Err(e),
+        None => Ok(()),
+    }
+}
+
+/// Runs each plan's siblings as one task of `pool` (the current pool), with
+/// their operators held to one thread.
+fn run_hosted(run: &Run, plans: &[PoolPlan], siblings: &[Vec<Step>], pool: &Arc<Pool>) {
+    rayon::scope(|scope| {
+        for p in plans {
+            scope.spawn(move |_| {
+                with_thread_cap(1, || run_siblings(run, &p.siblings, siblings, pool, 1))
+            });
+        }
+    });
+}
+
+/// Runs siblings `mine` one after another on `pool`, `threads` threads per
+/// operator, stopping at the run's first error (recorded in `run`).
+fn run_siblings(
+    run: &Run,
+    mine: &[usize],
+    siblings: &[Vec<Step>],
+    pool: &Arc<Pool>,
+    threads: usize,
+) {
+    for &s in mine {
+        if run.failed() {
+            break;
+        }
+        if let Err(e) = run_steps(run, &siblings[s], pool, threads, true, None) {
+            run.fail(e);
+            break;
+        }
+    }
+}
+
 fn run_parallel(
     run: &Run,
     plans: &[PoolPlan],
     siblings: &[Vec<Step>],
     parent: &Arc<Pool>,
     pin: bool,
-) -> Result<()> {
+) {
     let total: usize = plans.iter().map(|p| p.cpus).sum();
     let cpus = run.sched.least_loaded_cpus(total, pin);
     let mut assigned = Vec::with_capacity(plans.len());
@@ -234,16 +346,12 @@ fn run_parallel(
     for (position, p) in plans.iter().enumerate() {
         let chunk = cpus.get(offset..offset + p.cpus).unwrap_or(&[]);
         offset += p.cpus;
-        assigned.push((
-            run.sched.pool(parent.id, position, p.cpus, pin, chunk)?,
-            p.siblings.as_slice(),
-        ));
+        match run.sched.pool(parent.id, position, p.cpus, pin, chunk) {
+            Ok(pool) => assigned.push((pool, p.siblings.as_slice())),
+            Err(e) => return run.fail(e),
+        }
     }
     spawn_on_pools(run, &assigned, siblings);
-    match run.error.lock().unwrap_or_else(|p| p.into_inner()).take() {
-        Some(e) => Err(e),
-        None => Ok(()),
-    }
 }
 
 /// Starts each pool's siblings in its own rayon scope, nesting the scopes so
@@ -253,17 +361,7 @@ fn spawn_on_pools(run: &Run, assigned: &[(Arc<Pool>, &[usize])], siblings: &[Vec
         return;
     };
     pool.pool.in_place_scope(|scope| {
-        scope.spawn(|_| {
-            for &s in mine.iter() {
-                if run.failed() {
-                    break;
-                }
-                if let Err(e) = run_steps(run, &siblings[s], pool, true, None) {
-                    run.fail(e);
-                    break;
-                }
-            }
-        });
+        scope.spawn(|_| run_siblings(run, mine, siblings, pool, pool.size));
         spawn_on_pools(run, rest, siblings);
     });
 }

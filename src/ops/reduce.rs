@@ -27,7 +27,7 @@ pub(crate) fn par_outputs<T: Send>(
 ) {
     use rayon::prelude::*;
     let n = out.len();
-    let threads = rayon::current_num_threads();
+    let threads = super::util::op_threads();
     let work = n.saturating_mul(work_per_output.max(1));
     if threads <= 1 || n < 2 || work < super::util::MIN_PARALLEL_GRAIN {
         f(0, out);

@@ -174,6 +174,36 @@ macro_rules! numeric_map {
     };
 }
 
+thread_local! {
+    /// The most threads an operator started on this thread may split its
+    /// work for (0: no cap beyond the pool's).
+    static THREAD_CAP: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// The threads the operator being run splits its work for: the current
+/// rayon pool's, or fewer under [`with_thread_cap`].
+pub fn op_threads() -> usize {
+    let pool = rayon::current_num_threads();
+    match THREAD_CAP.with(std::cell::Cell::get) {
+        0 => pool,
+        cap => cap.min(pool),
+    }
+}
+
+/// Runs `f` with the operators it starts on this thread split for at most
+/// `cap` threads (at least 1): the executor runs a one-CPU sibling as a
+/// task of a larger pool this way. The previous cap is restored after.
+pub fn with_thread_cap<R>(cap: usize, f: impl FnOnce() -> R) -> R {
+    struct Restore(usize);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            THREAD_CAP.with(|c| c.set(self.0));
+        }
+    }
+    let _restore = Restore(THREAD_CAP.with(|c| c.replace(cap.max(1))));
+    f()
+}
+
 /// Minimum work items per parallel task, so tiny operators stay on one thread.
 pub const MIN_PARALLEL_GRAIN: usize = 1 << 14;
 
@@ -185,7 +215,7 @@ pub fn par_rows<T: Send>(out: &mut [T], row: usize, f: impl Fn(usize, &mut [T]) 
     use rayon::prelude::*;
     let row = row.max(1);
     let rows = out.len() / row;
-    let threads = rayon::current_num_threads();
+    let threads = op_threads();
     if threads <= 1 || out.len() < MIN_PARALLEL_GRAIN || rows < 2 {
         f(0, out);
         return;
@@ -202,7 +232,7 @@ pub fn par_rows<T: Send>(out: &mut [T], row: usize, f: impl Fn(usize, &mut [T]) 
 /// rayon pool, for element-wise work whose row structure does not matter.
 pub fn par_spans<T: Send>(out: &mut [T], f: impl Fn(usize, &mut [T]) + Sync) {
     use rayon::prelude::*;
-    let threads = rayon::current_num_threads();
+    let threads = op_threads();
     if threads <= 1 || out.len() < 2 * MIN_PARALLEL_GRAIN {
         f(0, out);
         return;
@@ -237,6 +267,38 @@ mod tests {
         assert_eq!(axis("t", 0, 1).unwrap(), 0);
         assert!(axis("t", 4, 4).is_err());
         assert!(axis("t", -5, 4).is_err());
+    }
+
+    /// Operators split for the pool's threads, or for the cap while one
+    /// is set; the previous cap comes back after, even after a panic.
+    #[test]
+    fn a_thread_cap_holds_operators_to_fewer_threads() {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(3)
+            .build()
+            .unwrap();
+        pool.install(|| {
+            assert_eq!(op_threads(), 3);
+            with_thread_cap(1, || {
+                assert_eq!(op_threads(), 1);
+                with_thread_cap(2, || assert_eq!(op_threads(), 2));
+                assert_eq!(op_threads(), 1);
+                // A cap above the pool's threads leaves the pool's.
+                with_thread_cap(8, || assert_eq!(op_threads(), 3));
+            });
+            let caught = std::panic::catch_unwind(|| with_thread_cap(1, || panic!("in op")));
+            assert!(caught.is_err());
+            assert_eq!(op_threads(), 3);
+            // A capped row split runs as one call.
+            let mut v = vec![0u8; 1 << 16];
+            let calls = std::sync::atomic::AtomicUsize::new(0);
+            with_thread_cap(1, || {
+                par_rows(&mut v, 16, |_, _| {
+                    calls.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                })
+            });
+            assert_eq!(calls.into_inner(), 1);
+        });
     }
 
     #[test]

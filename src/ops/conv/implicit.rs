@@ -259,7 +259,7 @@ fn implicit(
         taps,
     };
     let (in_plane, out_plane) = (win.input[0] * win.input[1], oh * ow);
-    let split = Split::new(out_plane, p.m, rayon::current_num_threads());
+    let split = Split::new(out_plane, p.m, crate::ops::util::op_threads());
     for ni in 0..p.n {
         let xi = &x[ni * p.c * in_plane..(ni + 1) * p.c * in_plane];
         let yi = SendPtr(y[ni * p.m * out_plane..(ni + 1) * p.m * out_plane].as_mut_ptr());

@@ -143,7 +143,7 @@ impl Products<'_> {
         }
         // Split the strips (then the panels) so each thread gets a few
         // tasks; the last two strips overlap, so they stay together.
-        let want = 4 * rayon::current_num_threads();
+        let want = 4 * crate::ops::util::op_threads();
         let per_product = want.div_ceil(self.count).max(1);
         let strip_tasks = per_product.min((n / MIN_TASK_COLUMNS).max(1)).min(strips);
         let panel_tasks = per_product
@@ -182,7 +182,7 @@ impl Products<'_> {
             // At most a chunk per task, and at least one task per thread:
             // one thread packing all 256 channels of a 12×12 plane while
             // the other waited cost 1×1 layers their second thread.
-            let threads = rayon::current_num_threads();
+            let threads = crate::ops::util::op_threads();
             let per = (CHUNK_FLOATS / strip_len)
                 .min(strips.div_ceil(threads))
                 .max(1);

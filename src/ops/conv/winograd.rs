@@ -313,7 +313,7 @@ impl Band<'_> {
         let mut tasks = n.div_ceil(per_task);
         if tasks > 1 {
             tasks = tasks
-                .next_multiple_of(rayon::current_num_threads().max(1))
+                .next_multiple_of(crate::ops::util::op_threads().max(1))
                 .min(n);
         }
         let per_task = n.div_ceil(tasks.max(1)).max(1);

@@ -264,7 +264,7 @@ impl GemmFloat for f64 {
 /// Runs `f(i)` for every `i < n`, in parallel on the current rayon pool when
 /// it has more than one thread. Tasks must write disjoint outputs.
 pub(crate) fn par_for(n: usize, f: impl Fn(usize) + Sync + Send) {
-    if n <= 1 || rayon::current_num_threads() <= 1 {
+    if n <= 1 || crate::ops::util::op_threads() <= 1 {
         (0..n).for_each(f);
     } else {
         (0..n).into_par_iter().with_max_len(1).for_each(f);

@@ -5,7 +5,7 @@
 
 use super::Real;
 use crate::ops::unary::kernel::Float;
-use crate::ops::util::{par_rows, MIN_PARALLEL_GRAIN};
+use crate::ops::util::{op_threads, par_rows, MIN_PARALLEL_GRAIN};
 use rayon::prelude::*;
 
 /// The sum of `f(x)` over a row in a fixed order: eight interleaved partial
@@ -45,7 +45,7 @@ pub(crate) fn stats<T: Float, C: Real>(
             (C::zero(), sum(row, |v: C| v * v) / n)
         }
     };
-    if rows < 2 || rows.saturating_mul(len) < MIN_PARALLEL_GRAIN {
+    if rows < 2 || rows.saturating_mul(len) < MIN_PARALLEL_GRAIN || op_threads() <= 1 {
         (0..rows).map(one).collect()
     } else {
         let min = (MIN_PARALLEL_GRAIN / len.max(1)).max(1);

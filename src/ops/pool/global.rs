@@ -129,7 +129,7 @@ impl Global {
             return y;
         }
         let len = x.len() / planes;
-        if x.len() >= MIN_PARALLEL_GRAIN && rayon::current_num_threads() > 1 && planes > 1 {
+        if x.len() >= MIN_PARALLEL_GRAIN && crate::ops::util::op_threads() > 1 && planes > 1 {
             let min = (MIN_PARALLEL_GRAIN / len.max(1)).max(1);
             y.par_iter_mut()
                 .with_min_len(min)

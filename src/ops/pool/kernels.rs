@@ -177,7 +177,7 @@ pub(super) fn max_with_indices<T: MaxElem>(
             *i = base + local as i64;
         }
     };
-    let big = y.len() >= MIN_PARALLEL_GRAIN && rayon::current_num_threads() > 1;
+    let big = y.len() >= MIN_PARALLEL_GRAIN && crate::ops::util::op_threads() > 1;
     if big {
         y.par_chunks_mut(out_len)
             .zip(idx.par_chunks_mut(out_len))

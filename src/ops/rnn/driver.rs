@@ -194,8 +194,16 @@ pub(super) fn run<K: Cell, C: Scalar>(
     let clip = node.common.clip.map(|c| C::from(c).unwrap_or_else(C::zero));
     let per_dir = K::ACTS.len();
     let c_len = if K::HAS_C { b * h } else { 0 };
+    // The directions run in parallel unless the operator is held to one
+    // thread.
+    let per_task = if crate::ops::util::op_threads() > 1 {
+        1
+    } else {
+        dirs.max(1)
+    };
     let results: Vec<DirOut<C>> = (0..dirs)
         .into_par_iter()
+        .with_min_len(per_task)
         .map(|di| {
             let inp = DirIn {
                 w: &w[di * gh * d.input..(di + 1) * gh * d.input],
