@@ -263,3 +263,36 @@ fn one_cpu_pools_run_as_tasks_of_the_runs_pool() {
     assert_eq!(got[0].1, want[0].1);
     assert_eq!(out[0].1, want[0].1);
 }
+
+#[test]
+fn every_eighth_run_explores_the_option_turned_down() {
+    // 1:9 runs serially on 2 CPUs; one run in eight forks all the same, so
+    // that the parallel times stay measured, with the same output bits.
+    let (seen, _) = decisions(&chains_model(1, 9), Mode::Adaptive, true, 17);
+    let forked: Vec<usize> = (0..seen.len())
+        .filter(|&i| parallel_one_cpu_each(&seen[i]))
+        .collect();
+    assert_eq!(forked, [7, 15], "{seen:?}");
+    for (i, d) in seen.iter().enumerate() {
+        if !forked.contains(&i) {
+            assert_eq!(*d, Decision::Serial { threads: 2 }, "run {i}");
+        }
+    }
+}
+
+#[test]
+fn one_fast_run_undoes_most_of_a_slow_one() {
+    // Other processes only ever slow a node down: a faster run counts three
+    // quarters, so an estimate a slow run raised comes back at once.
+    let _turn = QUIET.lock().unwrap_or_else(|p| p.into_inner());
+    let (session, plan) = unpinned_two_cpus(&chains_model(1, 1), Mode::Serial);
+    session.run([("x", input())]).expect("runs");
+    let speedup = |k: usize| k as f64;
+    plan.record(0, 2, 1_000_000);
+    plan.record(0, 2, 2_000_000);
+    let slow = plan.node_seconds_at(0, 2, &speedup);
+    assert!((slow - 1.25e-3).abs() < 1e-9, "{slow}");
+    plan.record(0, 2, 1_000_000);
+    let back = plan.node_seconds_at(0, 2, &speedup);
+    assert!((back - 1.0625e-3).abs() < 1e-9, "{back}");
+}

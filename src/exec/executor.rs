@@ -27,6 +27,8 @@ struct Run<'a> {
     store: ValueStore,
     sched: &'a Scheduler,
     reports: Mutex<Vec<ForkReport>>,
+    /// Whether this run explores (see [`Plan::explores`]).
+    explores: bool,
     error: Mutex<Option<Error>>,
     trace: Option<Recorder>,
 }
@@ -68,6 +70,7 @@ pub fn run(
         store: ValueStore::new(plan),
         sched,
         reports: Mutex::new(Vec::new()),
+        explores: plan.explores(),
         error: Mutex::new(None),
         trace: traced.then(Recorder::new),
     };
@@ -223,13 +226,35 @@ impl Lane<'_> {
     }
 }
 
-/// The scheduler's decision at `fork`. Before the fork's overhead has been
-/// measured, a parallel decision first forks once with no work (waking the
+/// The decision at `fork`: the scheduler's, or on an exploring run (see
+/// [`Plan::explores`]) the option it turned down. Before the fork's
+/// overhead has been measured, a parallel decision first forks once with no work (waking the
 /// pools and joining them, as a real fork does) and is then taken again
 /// with that overhead: on a 2-vCPU VM a fork on sibling pools costs
 /// 200-700 µs, against the policy's 20 µs, and the first runs of a session
 /// otherwise forked when running serially was faster.
 fn decide_fork(
+    run: &Run,
+    fork: usize,
+    n: f64,
+    band: crate::sched::Band,
+    lane: &Lane,
+) -> Result<Decision> {
+    let decision = checked_decision(run, fork, n, band, lane)?;
+    if !run.explores {
+        return Ok(decision);
+    }
+    let speedup = |k: usize| run.sched.config().policy.speedup(k);
+    let times = run.plan.sibling_times(fork, &speedup);
+    Ok(run
+        .sched
+        .alternative(n, band, lane.threads, lane.nested, &times, &decision)
+        .unwrap_or(decision))
+}
+
+/// The scheduler's decision at `fork`, probing the fork's overhead first
+/// where it is unknown (see [`decide_fork`]).
+fn checked_decision(
     run: &Run,
     fork: usize,
     n: f64,

@@ -31,6 +31,8 @@ pub struct Plan {
     /// times are not recorded, so that one cold outlier cannot steer the
     /// makespan check for good.
     warmed: AtomicBool,
+    /// Runs finished.
+    runs: AtomicU64,
     /// Measured cost of forking in parallel, per fork, in nanoseconds
     /// (smoothed; 0 = none yet): a parallel fork's wall time less the
     /// makespan its pools' node times account for (waking the pools'
@@ -101,6 +103,7 @@ impl Plan {
             measured,
             slots,
             warmed: AtomicBool::new(false),
+            runs: AtomicU64::new(0),
             fork_overhead,
             uses,
             structure,
@@ -116,6 +119,16 @@ impl Plan {
     /// the next run on.
     pub fn finish_run(&self) {
         self.warmed.store(true, Ordering::Relaxed);
+        self.runs.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Whether a run starting now explores: every [`EXPLORE_EVERY`]-th
+    /// run after the first, each fork takes the option the makespan check
+    /// turned down, so that its times stay measured. All forks explore in
+    /// the same run, which leaves the other runs untouched.
+    pub fn explores(&self) -> bool {
+        let runs = self.runs.load(Ordering::Relaxed);
+        runs > 0 && runs % EXPLORE_EVERY == EXPLORE_EVERY - 1
     }
 
     /// Records a run of node `i` on `threads` threads that took `nanos`
@@ -163,15 +176,19 @@ impl Plan {
         (ns > 0).then_some(ns as f64 * 1e-9)
     }
 
+    /// Folds `nanos` into `slot`: a faster run counts three quarters, a
+    /// slower one a quarter. Other processes and the host only ever slow a
+    /// run down, so the estimate follows the fast runs and a slow outlier
+    /// fades after one good run.
     fn smooth_into(&self, slot: &AtomicU64, nanos: u64) {
         if !self.warmed.load(Ordering::Relaxed) {
             return;
         }
         let old = slot.load(Ordering::Relaxed);
-        let new = if old == 0 {
-            nanos
-        } else {
-            (old.saturating_mul(3).saturating_add(nanos)) / 4
+        let new = match old {
+            0 => nanos,
+            old if nanos < old => (old.saturating_add(nanos.saturating_mul(3))) / 4,
+            old => (old.saturating_mul(3).saturating_add(nanos)) / 4,
         };
         slot.store(new.max(1), Ordering::Relaxed);
     }
@@ -230,6 +247,9 @@ impl Plan {
         })
     }
 }
+
+/// One run in this many explores (see [`Plan::explores`]).
+pub const EXPLORE_EVERY: u64 = 8;
 
 /// Node times are kept for runs on at most this many threads.
 pub const MAX_MEASURED_THREADS: usize = 64;

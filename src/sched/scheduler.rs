@@ -211,6 +211,47 @@ impl Scheduler {
         )
     }
 
+    /// The option the makespan check turned down in favour of `decision`,
+    /// for an exploring run to try: in `adaptive` mode only, the policy's
+    /// parallel plan where `decision` runs serially, or serial execution
+    /// where it forks. `None` where the policy itself runs serially (the
+    /// band, too few CPUs) or the mode fixes the choice. Run now and then,
+    /// it refreshes the times of the option not taken: they are measured
+    /// only when it runs, and one slow run would otherwise keep it out
+    /// for good.
+    pub fn alternative(
+        &self,
+        n: f64,
+        band: Band,
+        available: usize,
+        nested: bool,
+        times: &[f64],
+        decision: &Decision,
+    ) -> Option<Decision> {
+        let policy = &self.config.policy;
+        if self.config.mode != Mode::Adaptive || !policy.makespan_check {
+            return None;
+        }
+        let (plan, serial_threads) = if nested {
+            (
+                apportion(available as f64, times).map(Decision::Parallel),
+                available,
+            )
+        } else {
+            match decide(n, band, policy, times) {
+                d @ Decision::Parallel(_) => (Some(d), policy.serial_threads(band)),
+                Decision::Serial { .. } => (None, policy.serial_threads(band)),
+            }
+        };
+        let plan = plan?;
+        match decision {
+            Decision::Serial { .. } => Some(plan),
+            Decision::Parallel(_) => Some(Decision::Serial {
+                threads: serial_threads,
+            }),
+        }
+    }
+
     /// Whether pools are pinned at load `n` in `band`: only while the
     /// device is idle (other processes use less than [`IDLE_CPUS`] CPUs in
     /// all). Under any load the OS must stay free to move our threads off
@@ -295,6 +336,47 @@ mod tests {
             decide(Some(1e-3)),
             Decision::Serial { threads: 2 }
         ));
+    }
+
+    /// An exploring run gets the option the makespan check turned down:
+    /// the policy's parallel plan for a serial decision and serial for a
+    /// parallel one; nothing where the band or the mode decides alone.
+    #[test]
+    fn the_alternative_is_the_option_the_check_turned_down() {
+        let s = scheduler(2, false);
+        let t = [1e-3, 1e-3];
+        let parallel = s.decide(0.0, Band::Low, 2, false, &t, &|i, _| t[i], None);
+        let Decision::Parallel(plans) = &parallel else {
+            panic!("balanced siblings fork: {parallel:?}");
+        };
+        assert_eq!(plans.len(), 2);
+        let serial = Decision::Serial { threads: 2 };
+        let alt = |band, d: &Decision| s.alternative(0.0, band, 2, false, &t, d);
+        assert_eq!(alt(Band::Low, &serial), Some(parallel.clone()));
+        assert_eq!(alt(Band::Low, &parallel), Some(serial.clone()));
+        assert_eq!(alt(Band::High, &Decision::Serial { threads: 1 }), None);
+        // A nested fork on two threads may fork on them; on one it may not.
+        assert!(matches!(
+            s.alternative(0.0, Band::Low, 2, true, &t, &serial),
+            Some(Decision::Parallel(_))
+        ));
+        let one = Decision::Serial { threads: 1 };
+        assert_eq!(s.alternative(0.0, Band::Low, 1, true, &t, &one), None);
+        for mode in [Mode::Serial, Mode::Parallel] {
+            let config = SchedulerConfig {
+                mode,
+                ..s.config().clone()
+            };
+            let fixed = Scheduler::new(config, LoadMonitor::fixed(0.0)).unwrap();
+            assert_eq!(
+                fixed.alternative(0.0, Band::Low, 2, false, &t, &serial),
+                None
+            );
+        }
+        let mut unchecked = s.config().clone();
+        unchecked.policy.makespan_check = false;
+        let s = Scheduler::new(unchecked, LoadMonitor::fixed(0.0)).unwrap();
+        assert_eq!(s.alternative(0.0, Band::Low, 2, false, &t, &serial), None);
     }
 
     /// Pools are pinned in the low band only while other processes use
