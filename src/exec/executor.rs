@@ -84,14 +84,13 @@ pub fn run(
     let pool = sched.pool(0, 0, threads, pin, &cpus)?;
     pool.pool.install(|| {
         let warm = Warm::start(&pool);
-        run_steps(
-            &run,
-            &plan.structure.steps,
-            &pool,
-            pool.size,
-            false,
-            Some(&warm),
-        )
+        let lane = Lane {
+            pool: &pool,
+            threads: pool.size,
+            nested: false,
+            warm: Some(&warm),
+        };
+        run_steps(&run, &plan.structure.steps, &lane)
     })?;
     plan.finish_run();
     let outputs = collect_outputs(plan, &run.store)?;
@@ -104,18 +103,10 @@ pub fn run(
     })
 }
 
-/// Runs `steps` on `pool`, each operator on `threads` of its threads (all
-/// of them, or one for a sibling run as a task of the pool); `warm` keeps
-/// that pool's workers spinning and is paused while a fork hands its CPUs
-/// to other pools.
-fn run_steps(
-    run: &Run,
-    steps: &[Step],
-    pool: &Arc<Pool>,
-    threads: usize,
-    nested: bool,
-    warm: Option<&Warm>,
-) -> Result<()> {
+/// Runs `steps` on `lane`; its spinners are paused while a fork hands its
+/// CPUs to other pools.
+fn run_steps(run: &Run, steps: &[Step], lane: &Lane) -> Result<()> {
+    let (pool, threads, warm) = (lane.pool, lane.threads, lane.warm);
     for step in steps {
         match step {
             Step::Node(i) => {
@@ -128,13 +119,7 @@ fn run_steps(
             }
             Step::Fork { fork, siblings } => {
                 let (n, band) = run.sched.observe();
-                let lane = Lane {
-                    pool,
-                    threads,
-                    nested,
-                    warm,
-                };
-                let decision = decide_fork(run, *fork, n, band, &lane)?;
+                let decision = decide_fork(run, *fork, n, band, lane)?;
                 let start = Instant::now();
                 let speedup = |k: usize| run.sched.config().policy.speedup(k);
                 let seconds_at =
@@ -156,22 +141,26 @@ fn run_steps(
                 match &decision {
                     Decision::Serial { threads: t } if *t == threads => {
                         for s in siblings {
-                            run_steps(run, s, pool, threads, nested, warm)?;
+                            run_steps(run, s, lane)?;
                         }
                     }
                     Decision::Serial { threads: t } => {
                         let pin = run.sched.pins(n, band);
                         let cpus = run.sched.least_loaded_cpus(*t, pin);
                         let p = run.sched.pool(pool.id, 0, *t, pin, &cpus)?;
+                        let serial = Lane {
+                            pool: &p,
+                            threads: *t,
+                            nested: lane.nested,
+                            warm: None,
+                        };
                         p.pool.install(|| {
-                            siblings
-                                .iter()
-                                .try_for_each(|s| run_steps(run, s, &p, *t, nested, None))
+                            siblings.iter().try_for_each(|s| run_steps(run, s, &serial))
                         })?;
                     }
                     Decision::Parallel(plans) => {
                         let pin = run.sched.pins(n, band);
-                        run_fork(run, plans, siblings, &lane, pin)?;
+                        run_fork(run, plans, siblings, lane, pin)?;
                         // What the pools' node times (just recorded) do
                         // not account for is the cost of forking.
                         let busy = parallel_makespan(plans, &seconds_at, 0.0);
@@ -192,8 +181,9 @@ fn run_steps(
     Ok(())
 }
 
-/// Where a run of steps is: its pool, the threads its operators use, whether
-/// that pool is a sibling's, and the spinners of the pool, if any.
+/// Where a run of steps runs: its pool, the threads its operators use (all
+/// of the pool's, or one for siblings run as a task of the pool), whether
+/// it runs a sibling, and the pool's spinners, if this run started them.
 struct Lane<'a> {
     pool: &'a Arc<Pool>,
     threads: usize,
@@ -228,11 +218,11 @@ impl Lane<'_> {
 
 /// The decision at `fork`: the scheduler's, or on an exploring run (see
 /// [`Plan::explores`]) the option it turned down. Before the fork's
-/// overhead has been measured, a parallel decision first forks once with no work (waking the
-/// pools and joining them, as a real fork does) and is then taken again
-/// with that overhead: on a 2-vCPU VM a fork on sibling pools costs
-/// 200-700 µs, against the policy's 20 µs, and the first runs of a session
-/// otherwise forked when running serially was faster.
+/// overhead has been measured, a parallel decision first forks once with
+/// no work (waking the pools and joining them, as a real fork does) and is
+/// then taken again with that overhead: on a 2-vCPU VM a fork on sibling
+/// pools costs 200-700 µs, against the policy's 20 µs, and the first runs
+/// of a session otherwise forked when running serially was faster.
 fn decide_fork(
     run: &Run,
     fork: usize,
@@ -346,11 +336,17 @@ fn run_siblings(
     pool: &Arc<Pool>,
     threads: usize,
 ) {
+    let lane = Lane {
+        pool,
+        threads,
+        nested: true,
+        warm: None,
+    };
     for &s in mine {
         if run.failed() {
             break;
         }
-        if let Err(e) = run_steps(run, &siblings[s], pool, threads, true, None) {
+        if let Err(e) = run_steps(run, &siblings[s], &lane) {
             run.fail(e);
             break;
         }

@@ -188,16 +188,15 @@ impl Scheduler {
     ) -> Decision {
         let policy = &self.config.policy;
         let serial = Decision::Serial { threads: available };
-        let nested_plan =
-            || apportion(available as f64, times).map_or(serial.clone(), Decision::Parallel);
         let (decision, serial_threads) = match self.config.mode {
             Mode::Serial => return serial,
-            Mode::Parallel if nested => return nested_plan(),
+            Mode::Parallel if nested => {
+                return apportion(available as f64, times).map_or(serial, Decision::Parallel)
+            }
             Mode::Parallel => {
                 return apportion(policy.cpus as f64, times).map_or(serial, Decision::Parallel)
             }
-            Mode::Adaptive if nested => (nested_plan(), available),
-            Mode::Adaptive => (decide(n, band, policy, times), policy.serial_threads(band)),
+            Mode::Adaptive => self.adaptive_plan(n, band, available, nested, times),
         };
         if !policy.makespan_check {
             return decision;
@@ -209,6 +208,27 @@ impl Scheduler {
             seconds_at,
             policy.fork_overhead.max(measured_overhead.unwrap_or(0.0)),
         )
+    }
+
+    /// Adaptive mode's decision before the makespan check, with the threads
+    /// serial execution would use: the method's, or for a nested fork the
+    /// pool's `available` threads apportioned.
+    fn adaptive_plan(
+        &self,
+        n: f64,
+        band: Band,
+        available: usize,
+        nested: bool,
+        times: &[f64],
+    ) -> (Decision, usize) {
+        let policy = &self.config.policy;
+        if nested {
+            let serial = Decision::Serial { threads: available };
+            let plan = apportion(available as f64, times).map_or(serial, Decision::Parallel);
+            (plan, available)
+        } else {
+            (decide(n, band, policy, times), policy.serial_threads(band))
+        }
     }
 
     /// The option the makespan check turned down in favour of `decision`,
@@ -228,22 +248,13 @@ impl Scheduler {
         times: &[f64],
         decision: &Decision,
     ) -> Option<Decision> {
-        let policy = &self.config.policy;
-        if self.config.mode != Mode::Adaptive || !policy.makespan_check {
+        if self.config.mode != Mode::Adaptive || !self.config.policy.makespan_check {
             return None;
         }
-        let (plan, serial_threads) = if nested {
-            (
-                apportion(available as f64, times).map(Decision::Parallel),
-                available,
-            )
-        } else {
-            match decide(n, band, policy, times) {
-                d @ Decision::Parallel(_) => (Some(d), policy.serial_threads(band)),
-                Decision::Serial { .. } => (None, policy.serial_threads(band)),
-            }
-        };
-        let plan = plan?;
+        let (plan, serial_threads) = self.adaptive_plan(n, band, available, nested, times);
+        if !matches!(plan, Decision::Parallel(_)) {
+            return None;
+        }
         match decision {
             Decision::Serial { .. } => Some(plan),
             Decision::Parallel(_) => Some(Decision::Serial {
