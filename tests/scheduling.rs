@@ -6,7 +6,7 @@
 mod common;
 
 use common::*;
-use ramify::sched::Decision;
+use ramify::sched::{Decision, ForkReport};
 use ramify::{Mode, SessionBuilder, Tensor};
 
 const ROWS: usize = 64;
@@ -73,6 +73,19 @@ fn unpinned_two_cpus(
 
 /// The fork decisions and output of `runs` runs on 2 CPUs at load 0.
 fn decisions(model: &[u8], mode: Mode, check: bool, runs: usize) -> (Vec<Decision>, Tensor) {
+    let (reports, mut outputs) = fork_reports(model, mode, check, runs);
+    let seen = reports.into_iter().map(|r| r.decision).collect();
+    (seen, outputs.pop().expect("an output"))
+}
+
+/// The fork report and output of each of `runs` runs of `model` with one
+/// fork, on 2 CPUs at load 0.
+fn fork_reports(
+    model: &[u8],
+    mode: Mode,
+    check: bool,
+    runs: usize,
+) -> (Vec<ForkReport>, Vec<Tensor>) {
     let _turn = QUIET.lock().unwrap_or_else(|p| p.into_inner());
     let session = SessionBuilder::new()
         .cpus(2)
@@ -82,15 +95,14 @@ fn decisions(model: &[u8], mode: Mode, check: bool, runs: usize) -> (Vec<Decisio
         .makespan_check(check)
         .build_from_bytes(model)
         .expect("valid model");
-    let mut seen = Vec::new();
-    let mut out = None;
+    let (mut reports, mut outputs) = (Vec::new(), Vec::new());
     for _ in 0..runs {
-        let (outputs, report) = session.run_with_report([("x", input())]).expect("runs");
+        let (out, report) = session.run_with_report([("x", input())]).expect("runs");
         assert_eq!(report.forks.len(), 1, "one fork per run");
-        seen.push(report.forks[0].decision.clone());
-        out = outputs.into_iter().next().map(|(_, t)| t);
+        reports.extend(report.forks);
+        outputs.push(out.into_iter().next().expect("an output").1);
     }
-    (seen, out.expect("an output"))
+    (reports, outputs)
 }
 
 fn parallel_one_cpu_each(d: &Decision) -> bool {
@@ -266,18 +278,28 @@ fn one_cpu_pools_run_as_tasks_of_the_runs_pool() {
 
 #[test]
 fn every_eighth_run_explores_the_option_turned_down() {
-    // 1:9 runs serially on 2 CPUs; one run in eight forks all the same, so
-    // that the parallel times stay measured, with the same output bits.
-    let (seen, _) = decisions(&chains_model(1, 9), Mode::Adaptive, true, 17);
-    let forked: Vec<usize> = (0..seen.len())
-        .filter(|&i| parallel_one_cpu_each(&seen[i]))
+    // One run in eight takes, at every fork, the option the makespan check
+    // turned down (on 2 CPUs: serial on both, or one CPU each), so that
+    // its times stay measured. Which one the check picks depends on the
+    // times measured here (a busy CPU made it fork); which runs explore,
+    // and that they take the other option, does not.
+    let (reports, outputs) = fork_reports(&chains_model(1, 9), Mode::Adaptive, true, 17);
+    let explored: Vec<usize> = (0..reports.len())
+        .filter(|&i| reports[i].explored_from.is_some())
         .collect();
-    assert_eq!(forked, [7, 15], "{seen:?}");
-    for (i, d) in seen.iter().enumerate() {
-        if !forked.contains(&i) {
-            assert_eq!(*d, Decision::Serial { threads: 2 }, "run {i}");
-        }
+    assert_eq!(explored, [7, 15], "{reports:?}");
+    let serial = Decision::Serial { threads: 2 };
+    for i in explored {
+        let (taken, checked) = (&reports[i].decision, reports[i].explored_from.as_ref());
+        let options = [taken, checked.expect("explored")];
+        assert!(options.contains(&&serial), "run {i}: {options:?}");
+        assert!(
+            options.into_iter().any(parallel_one_cpu_each),
+            "run {i}: {options:?}"
+        );
     }
+    // Exploring or not, serial or parallel: the same bits.
+    assert!(outputs.iter().all(|o| *o == outputs[0]));
 }
 
 #[test]

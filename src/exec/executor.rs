@@ -119,7 +119,7 @@ fn run_steps(run: &Run, steps: &[Step], lane: &Lane) -> Result<()> {
             }
             Step::Fork { fork, siblings } => {
                 let (n, band) = run.sched.observe();
-                let decision = decide_fork(run, *fork, n, band, lane)?;
+                let (decision, explored_from) = decide_fork(run, *fork, n, band, lane)?;
                 let start = Instant::now();
                 let speedup = |k: usize| run.sched.config().policy.speedup(k);
                 let seconds_at =
@@ -129,6 +129,7 @@ fn run_steps(run: &Run, steps: &[Step], lane: &Lane) -> Result<()> {
                     load: n,
                     band,
                     decision: decision.clone(),
+                    explored_from,
                 };
                 run.reports
                     .lock()
@@ -217,7 +218,8 @@ impl Lane<'_> {
 }
 
 /// The decision at `fork`: the scheduler's, or on an exploring run (see
-/// [`Plan::explores`]) the option it turned down. Before the fork's
+/// [`Plan::explores`]) the option it turned down, with the scheduler's
+/// beside it. Before the fork's
 /// overhead has been measured, a parallel decision first forks once with
 /// no work (waking the pools and joining them, as a real fork does) and is
 /// then taken again with that overhead: on a 2-vCPU VM a fork on sibling
@@ -229,17 +231,20 @@ fn decide_fork(
     n: f64,
     band: crate::sched::Band,
     lane: &Lane,
-) -> Result<Decision> {
+) -> Result<(Decision, Option<Decision>)> {
     let decision = checked_decision(run, fork, n, band, lane)?;
     if !run.explores {
-        return Ok(decision);
+        return Ok((decision, None));
     }
     let speedup = |k: usize| run.sched.config().policy.speedup(k);
     let times = run.plan.sibling_times(fork, &speedup);
-    Ok(run
+    let other = run
         .sched
-        .alternative(n, band, lane.threads, lane.nested, &times, &decision)
-        .unwrap_or(decision))
+        .alternative(n, band, lane.threads, lane.nested, &times, &decision);
+    Ok(match other {
+        Some(other) => (other, Some(decision)),
+        None => (decision, None),
+    })
 }
 
 /// The scheduler's decision at `fork`, probing the fork's overhead first

@@ -84,6 +84,10 @@ pub struct ForkReport {
     pub band: Band,
     /// The decision taken.
     pub decision: Decision,
+    /// On an exploring run, the decision the makespan check made, which
+    /// this run turned down for `decision` so that its times are measured
+    /// again; `None` on every other run.
+    pub explored_from: Option<Decision>,
 }
 
 /// Decides at forks and owns the pools.

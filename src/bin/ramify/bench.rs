@@ -106,14 +106,23 @@ pub fn mean(v: &[f64]) -> f64 {
 }
 
 fn decision_key(f: &ramify::sched::ForkReport) -> String {
-    let what = match &f.decision {
+    let describe = |d: &Decision| match d {
         Decision::Parallel(p) => format!(
             "parallel {:?}",
             p.iter().map(|p| p.cpus).collect::<Vec<_>>()
         ),
         Decision::Serial { threads } => format!("serial on {threads}"),
     };
-    format!("fork {:>3} band {:<4} {what}", f.fork, f.band.to_string())
+    let what = describe(&f.decision);
+    let explored = match &f.explored_from {
+        Some(d) => format!(" (exploring; the check chose {})", describe(d)),
+        None => String::new(),
+    };
+    format!(
+        "fork {:>3} band {:<4} {what}{explored}",
+        f.fork,
+        f.band.to_string()
+    )
 }
 
 /// Time for the load monitor to settle on a new background load.
