@@ -461,7 +461,8 @@ impl Band<'_> {
                     for tx in (0..across).step_by(LANES) {
                         // Lanes past the row's last tile are not written out.
                         let t = r * across + tx;
-                        V::output(&prod[k * layout.chan + t..], layout.pos, &mut blk);
+                        let tiles = LANES.min(across - tx);
+                        V::output(&prod[k * layout.chan + t..], layout.pos, tiles, &mut blk);
                         let x0 = tx * V::OUT;
                         let n = (V::OUT * LANES).min(ow - x0);
                         for (i, line) in blk.iter().enumerate().take(avail) {

@@ -11,8 +11,10 @@ use super::{check_conv, geo, rand64, ref_conv, t32, Geo};
 use crate::ops::gemm::fused::Activation;
 use crate::ops::gemm::testutil::{assert_close, bits, build_op, ints, string};
 
-/// The three transforms of one tile equal the m×m direct correlation.
-fn one_tile<V: Variant>() {
+/// The three transforms of one tile equal the m×m direct correlation, in
+/// a block of `tiles` (the others reading zero padding): a full block of
+/// lanes, or half of one.
+fn one_tile<V: Variant>(tiles: usize) {
     let (m, n) = (V::OUT, V::OUT + 2);
     let lanes = transform::LANES;
     let d = rand64(n * n, 41);
@@ -25,14 +27,15 @@ fn one_tile<V: Variant>() {
         height: n,
         y0: 0,
         x0: 0,
-        tiles: 1,
+        tiles,
     };
-    // One tile in lane 0 of a block; the other lanes read zero padding.
+    // One tile in lane 0 of a block; the other lanes read zero padding (or
+    // past a half block, are not written).
     let mut v = vec![f64::NAN; V::POSITIONS * lanes];
     V::input(&blk, &mut v, lanes);
     let prod: Vec<f64> = (0..v.len()).map(|i| u[i / lanes] * v[i]).collect();
     let mut out = [[f64::NAN; transform::MAX_OUT * transform::LANES]; transform::MAX_OUT];
-    V::output(&prod, lanes, &mut out);
+    V::output(&prod, lanes, tiles, &mut out);
     let y: Vec<f64> = (0..m * m).map(|o| out[o / m][o % m]).collect();
     let mut want = vec![0.0; m * m];
     for (o, w) in want.iter_mut().enumerate() {
@@ -46,8 +49,10 @@ fn one_tile<V: Variant>() {
 
 #[test]
 fn transforms_of_one_tile_equal_direct_correlation() {
-    one_tile::<F4>();
-    one_tile::<F2>();
+    for tiles in [1, transform::LANES] {
+        one_tile::<F4>(tiles);
+        one_tile::<F2>(tiles);
+    }
 }
 
 /// Plans a 3×3 convolution of `xs` with `ws` and the given pads.
@@ -110,7 +115,10 @@ fn each_algorithm_takes_the_shapes_it_pays_for() {
 /// padding, asymmetric padding, two images and two groups, in f64 and f32.
 fn awkward_shapes<V: Variant>(algo: Algo) {
     type Case<'a> = (&'a [usize], &'a [usize], [usize; 4], usize, &'a [usize]);
-    let cases: [Case; 8] = [
+    // Rows of up to 8 tiles take half blocks of lanes; 70 columns make full
+    // blocks and a half one after them.
+    let cases: [Case; 9] = [
+        (&[1, 8, 10, 70], &[8, 8, 3, 3], [1, 1, 1, 1], 1, &[10, 70]),
         (&[2, 8, 17, 19], &[8, 8, 3, 3], [1, 1, 1, 1], 1, &[17, 19]),
         (&[1, 16, 22, 22], &[12, 16, 3, 3], [0; 4], 1, &[20, 20]),
         (&[1, 9, 18, 18], &[10, 9, 3, 3], [0, 2, 1, 0], 1, &[17, 18]),

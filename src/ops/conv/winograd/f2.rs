@@ -26,21 +26,16 @@ impl Variant for F2 {
     fn input<T: Float>(blk: &InputBlock<T>, v: &mut [T], stride: usize) {
         input(blk, v, stride)
     }
-    fn output<T: Float>(m: &[T], stride: usize, out: &mut OutBlock<T>) {
-        output(m, stride, out)
+    fn output<T: Float>(m: &[T], stride: usize, tiles: usize, out: &mut OutBlock<T>) {
+        output(m, stride, tiles, out)
     }
 }
 
-/// Four rows of `LANES` tiles.
-type Quad<T> = Lanes<T, IN_TILE>;
-/// Two rows of `LANES` tiles.
-type Pair<T> = Lanes<T, OUT_TILE>;
-
 /// `Bᵀ·z` for four vectors of lanes.
 #[inline(always)]
-fn bt<T: Float>(z: &Quad<T>) -> Quad<T> {
-    let mut o = [[T::zero(); LANES]; IN_TILE];
-    for l in 0..LANES {
+fn bt<T: Float, const L: usize>(z: &Lanes<T, IN_TILE, L>) -> Lanes<T, IN_TILE, L> {
+    let mut o = [[T::zero(); L]; IN_TILE];
+    for l in 0..L {
         let (z0, z1, z2, z3) = (z[0][l], z[1][l], z[2][l], z[3][l]);
         o[0][l] = z0 - z2;
         o[1][l] = z1 + z2;
@@ -52,9 +47,9 @@ fn bt<T: Float>(z: &Quad<T>) -> Quad<T> {
 
 /// `Aᵀ·m` for four vectors of lanes.
 #[inline(always)]
-fn at<T: Float>(m: &Quad<T>) -> Pair<T> {
-    let mut o = [[T::zero(); LANES]; OUT_TILE];
-    for l in 0..LANES {
+fn at<T: Float, const L: usize>(m: &Lanes<T, IN_TILE, L>) -> Lanes<T, OUT_TILE, L> {
+    let mut o = [[T::zero(); L]; OUT_TILE];
+    for l in 0..L {
         let (m0, m1, m2, m3) = (m[0][l], m[1][l], m[2][l], m[3][l]);
         o[0][l] = m0 + m1 + m2;
         o[1][l] = m1 - m2 - m3;
@@ -74,13 +69,24 @@ fn g3<T: Float>(v: [T; 3]) -> [T; IN_TILE] {
 multiversion! {
     /// [`Variant::input`] for F(2×2, 3×3).
     fn input<T: Float>(blk: &InputBlock<T>, v: &mut [T], stride: usize) {
-        input_block::<T, IN_TILE, OUT_TILE, { OUT_TILE * LANES + 2 }>(blk, v, stride, bt)
+        // Rows of few tiles (6 on a 24×24 plane) take blocks of half the
+        // lanes: a full block computed and wrote 16 lanes for 6 tiles.
+        const HALF: usize = LANES / 2;
+        if blk.tiles <= HALF {
+            input_block::<T, IN_TILE, OUT_TILE, { OUT_TILE * HALF + 2 }, HALF>(blk, v, stride, bt)
+        } else {
+            input_block::<T, IN_TILE, OUT_TILE, { OUT_TILE * LANES + 2 }, LANES>(blk, v, stride, bt)
+        }
     }
 }
 
 multiversion! {
     /// [`Variant::output`] for F(2×2, 3×3).
-    fn output<T: Float>(m: &[T], stride: usize, out: &mut OutBlock<T>) {
-        output_block::<T, IN_TILE, OUT_TILE>(m, stride, out, at)
+    fn output<T: Float>(m: &[T], stride: usize, tiles: usize, out: &mut OutBlock<T>) {
+        if tiles <= LANES / 2 {
+            output_block::<T, IN_TILE, OUT_TILE, { LANES / 2 }>(m, stride, out, at)
+        } else {
+            output_block::<T, IN_TILE, OUT_TILE, LANES>(m, stride, out, at)
+        }
     }
 }

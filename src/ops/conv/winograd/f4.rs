@@ -25,22 +25,17 @@ impl Variant for F4 {
     fn input<T: Float>(blk: &InputBlock<T>, v: &mut [T], stride: usize) {
         input(blk, v, stride)
     }
-    fn output<T: Float>(m: &[T], stride: usize, out: &mut OutBlock<T>) {
-        output(m, stride, out)
+    fn output<T: Float>(m: &[T], stride: usize, tiles: usize, out: &mut OutBlock<T>) {
+        output(m, stride, tiles, out)
     }
 }
 
-/// Six rows of `LANES` tiles.
-type Six<T> = Lanes<T, IN_TILE>;
-/// Four rows of `LANES` tiles.
-type Four<T> = Lanes<T, OUT_TILE>;
-
 /// `Bᵀ·z` for six vectors of lanes.
 #[inline(always)]
-fn bt<T: Float>(z: &Six<T>) -> Six<T> {
+fn bt<T: Float, const L: usize>(z: &Lanes<T, IN_TILE, L>) -> Lanes<T, IN_TILE, L> {
     let (two, four, five) = (c::<T>(2.0), c::<T>(4.0), c::<T>(5.0));
-    let mut o = [[T::zero(); LANES]; IN_TILE];
-    for l in 0..LANES {
+    let mut o = [[T::zero(); L]; IN_TILE];
+    for l in 0..L {
         let (z0, z1, z2, z3, z4, z5) = (z[0][l], z[1][l], z[2][l], z[3][l], z[4][l], z[5][l]);
         o[0][l] = four * z0 - five * z2 + z4;
         o[1][l] = (z3 + z4) - four * (z1 + z2);
@@ -54,10 +49,10 @@ fn bt<T: Float>(z: &Six<T>) -> Six<T> {
 
 /// `Aᵀ·m` for six vectors of lanes.
 #[inline(always)]
-fn at<T: Float>(m: &Six<T>) -> Four<T> {
+fn at<T: Float, const L: usize>(m: &Lanes<T, IN_TILE, L>) -> Lanes<T, OUT_TILE, L> {
     let (two, four, eight) = (c::<T>(2.0), c::<T>(4.0), c::<T>(8.0));
-    let mut o = [[T::zero(); LANES]; OUT_TILE];
-    for l in 0..LANES {
+    let mut o = [[T::zero(); L]; OUT_TILE];
+    for l in 0..L {
         let (m0, m1, m2, m3, m4, m5) = (m[0][l], m[1][l], m[2][l], m[3][l], m[4][l], m[5][l]);
         let (s12, d12, s34, d34) = (m1 + m2, m1 - m2, m3 + m4, m3 - m4);
         o[0][l] = m0 + s12 + s34;
@@ -92,13 +87,24 @@ fn weight<T: Float>(g: &[T], u: &mut [T], stride: usize) {
 multiversion! {
     /// [`Variant::input`] for F(4×4, 3×3).
     fn input<T: Float>(blk: &InputBlock<T>, v: &mut [T], stride: usize) {
-        input_block::<T, IN_TILE, OUT_TILE, { OUT_TILE * LANES + 2 }>(blk, v, stride, bt)
+        // Rows of few tiles (6 on a 24×24 plane) take blocks of half the
+        // lanes: a full block computed and wrote 16 lanes for 6 tiles.
+        const HALF: usize = LANES / 2;
+        if blk.tiles <= HALF {
+            input_block::<T, IN_TILE, OUT_TILE, { OUT_TILE * HALF + 2 }, HALF>(blk, v, stride, bt)
+        } else {
+            input_block::<T, IN_TILE, OUT_TILE, { OUT_TILE * LANES + 2 }, LANES>(blk, v, stride, bt)
+        }
     }
 }
 
 multiversion! {
     /// [`Variant::output`] for F(4×4, 3×3).
-    fn output<T: Float>(m: &[T], stride: usize, out: &mut OutBlock<T>) {
-        output_block::<T, IN_TILE, OUT_TILE>(m, stride, out, at)
+    fn output<T: Float>(m: &[T], stride: usize, tiles: usize, out: &mut OutBlock<T>) {
+        if tiles <= LANES / 2 {
+            output_block::<T, IN_TILE, OUT_TILE, { LANES / 2 }>(m, stride, out, at)
+        } else {
+            output_block::<T, IN_TILE, OUT_TILE, LANES>(m, stride, out, at)
+        }
     }
 }

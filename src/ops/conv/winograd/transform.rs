@@ -25,14 +25,16 @@ pub(crate) trait Variant {
     /// `u[p * stride]`.
     fn weight<T: Float>(g: &[T], u: &mut [T], stride: usize);
     /// Transforms a block of input tiles, writing position `p` of lane `l`
-    /// to `v[p * stride + l]` for every one of the `LANES` lanes: lanes past
-    /// the block's tiles hold transforms of zero padding, and `v` must have
-    /// room for them.
+    /// to `v[p * stride + l]` for every one of the `LANES` lanes (half as
+    /// many where the block has at most that many tiles): lanes past the
+    /// block's tiles hold transforms of zero padding, and `v` must have room
+    /// for them.
     fn input<T: Float>(blk: &InputBlock<T>, v: &mut [T], stride: usize);
     /// Transforms a block of `LANES` output tiles whose position `p` of
     /// tile `l` is `m[p * stride + l]` into their results, side by side in
-    /// `out`.
-    fn output<T: Float>(m: &[T], stride: usize, out: &mut OutBlock<T>);
+    /// `out`: at least the first `tiles` (all of them, or half where
+    /// `tiles` is at most half).
+    fn output<T: Float>(m: &[T], stride: usize, tiles: usize, out: &mut OutBlock<T>);
 }
 
 /// A constant of the transforms.
@@ -106,26 +108,33 @@ pub(crate) fn kernel<T: Float, const N: usize>(
     }
 }
 
-/// Rows of lanes: `[row][lane]`.
-pub(crate) type Lanes<T, const R: usize> = [[T; LANES]; R];
+/// Rows of lanes: `[row][lane]`, `L` lanes (a block of [`LANES`] tiles, or
+/// of half as many on rows of few tiles).
+pub(crate) type Lanes<T, const R: usize, const L: usize = LANES> = [[T; L]; R];
 
 /// [`Variant::input`] for input tiles of side `N` and output tiles of side
-/// `M`, with `bt` applying Bᵀ to N rows of lanes; `S` = M·LANES + 2 is the
+/// `M`, with `bt` applying Bᵀ to N rows of `L` lanes; `S` = M·L + 2 is the
 /// input row segment a block reads.
 #[inline(always)]
-pub(crate) fn input_block<T: Float, const N: usize, const M: usize, const S: usize>(
+pub(crate) fn input_block<
+    T: Float,
+    const N: usize,
+    const M: usize,
+    const S: usize,
+    const L: usize,
+>(
     blk: &InputBlock<T>,
     v: &mut [T],
     stride: usize,
-    bt: impl Fn(&Lanes<T, N>) -> Lanes<T, N>,
+    bt: impl Fn(&Lanes<T, N, L>) -> Lanes<T, N, L>,
 ) {
     let mut seg = [T::zero(); S];
     // cols[i][r]: column i of the row-transformed tiles, input row r.
-    let mut cols = [[[T::zero(); LANES]; N]; N];
+    let mut cols = [[[T::zero(); L]; N]; N];
     for r in 0..N {
         read_segment(blk, blk.y0 + r as isize, M * blk.tiles + 2, &mut seg);
         // Bᵀ on this row's tiles: (Bᵀ·seg[M·l..M·l + N])_i for tile l.
-        let taps: Lanes<T, N> = std::array::from_fn(|j| std::array::from_fn(|l| seg[M * l + j]));
+        let taps: Lanes<T, N, L> = std::array::from_fn(|j| std::array::from_fn(|l| seg[M * l + j]));
         for (col, lanes) in cols.iter_mut().zip(bt(&taps)) {
             col[r] = lanes;
         }
@@ -134,33 +143,34 @@ pub(crate) fn input_block<T: Float, const N: usize, const M: usize, const S: usi
     for (i, col) in cols.iter().enumerate() {
         for (a, lanes) in bt(col).iter().enumerate() {
             let at = (a * N + i) * stride;
-            v[at..at + LANES].copy_from_slice(lanes);
+            v[at..at + L].copy_from_slice(lanes);
         }
     }
 }
 
 /// [`Variant::output`] for input tiles of side `N` and output tiles of side
-/// `M`, with `at` applying Aᵀ to N rows of lanes.
+/// `M`, with `at` applying Aᵀ to N rows of `L` lanes (the first `L` tiles
+/// of `out`).
 #[inline(always)]
-pub(crate) fn output_block<T: Float, const N: usize, const M: usize>(
+pub(crate) fn output_block<T: Float, const N: usize, const M: usize, const L: usize>(
     m: &[T],
     stride: usize,
     out: &mut OutBlock<T>,
-    at: impl Fn(&Lanes<T, N>) -> Lanes<T, M>,
+    at: impl Fn(&Lanes<T, N, L>) -> Lanes<T, M, L>,
 ) {
     // cols[a][j]: Aᵀ along row a of every tile, column j.
-    let mut cols = [[[T::zero(); LANES]; M]; N];
+    let mut cols = [[[T::zero(); L]; M]; N];
     for (a, col) in cols.iter_mut().enumerate() {
-        let mut pos = [[T::zero(); LANES]; N];
+        let mut pos = [[T::zero(); L]; N];
         for (i, lanes) in pos.iter_mut().enumerate() {
             let from = (a * N + i) * stride;
-            lanes.copy_from_slice(&m[from..from + LANES]);
+            lanes.copy_from_slice(&m[from..from + L]);
         }
         *col = at(&pos);
     }
     // Aᵀ down the columns: output (i, j) of tile l is y[i][l] for column j.
     for j in 0..M {
-        let mut down = [[T::zero(); LANES]; N];
+        let mut down = [[T::zero(); L]; N];
         for (a, lanes) in down.iter_mut().enumerate() {
             *lanes = cols[a][j];
         }
