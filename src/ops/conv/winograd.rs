@@ -35,11 +35,12 @@ const MIN_TILES_F4: usize = 25;
 /// small for F(4×4, 3×3) (at 7×7, 16 tiles, im2col wins).
 const MIN_TILES_F2: usize = 36;
 /// Fewest channels per group, on each side, for F(2×2, 3×3): its 16 GEMMs
-/// are thin. Against im2col inside the models: SqueezeNet's 48 or 64 input
-/// channels on 13×13, 7–20 % slower; the example model's 128 on 12×12,
-/// 10–30 % slower (Inception v1's 128–160 on 14×14, even); ResNet's 256 on
-/// 14×14, 15–20 % faster.
-const MIN_CHANNELS_F2: usize = 256;
+/// are thin. With the 512-bit panel block and the half-lane transforms it
+/// beats implicit GEMM from 64 channels (Zen 4, single conv + Relu on
+/// 12×12, 7 alternated rounds, 1 / 2 threads: 128→128 396 → 312 /
+/// 249 → 198 µs, 96→128 305 → 245 / 201 → 179, 64→128 211 → 177 /
+/// 152 → 143). At 256 it was chosen while the transforms were slower.
+const MIN_CHANNELS_F2: usize = 64;
 /// Elements of transformed input and products held per band (1 MiB of
 /// f32). At 8 MiB, SqueezeNet's 16→64 layers on 55×55 took one band whose
 /// 1.8 MB of products left L2 before the output transform read them back;

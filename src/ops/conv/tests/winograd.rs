@@ -73,7 +73,7 @@ fn each_algorithm_takes_the_shapes_it_pays_for() {
     let f4 = Some(Algo::F4x4);
     let f2 = Some(Algo::F2x2);
     // 25 tiles of 4×4 at 20×20; 16 at 14×14 and 13×13, where the 49 tiles
-    // of 2×2 go to F(2×2) with 256 channels or more on each side; 36 of
+    // of 2×2 go to F(2×2) with 64 channels or more on each side; 36 of
     // them at 11×11, 25 at 10×10.
     let wide = [256, 256, 3, 3];
     assert_eq!(winograd::choose(&p(&[1, 8, 20, 20], &[8, 8, 3, 3], 1)), f4);
@@ -81,16 +81,17 @@ fn each_algorithm_takes_the_shapes_it_pays_for() {
     assert_eq!(winograd::choose(&p(&[1, 256, 13, 13], &wide, 1)), f2);
     assert_eq!(winograd::choose(&p(&[1, 256, 11, 11], &wide, 1)), f2);
     assert_eq!(winograd::choose(&p(&[1, 256, 10, 10], &wide, 1)), None);
-    // The example model's 128 channels on 12×12 stay on im2col.
+    // The example model's 128 and 64 channels on 12×12 (36 tiles of 2×2).
     let mid = [128, 128, 3, 3];
-    assert_eq!(winograd::choose(&p(&[1, 128, 12, 12], &mid, 1)), None);
-    let narrow_in = [256, 128, 3, 3];
-    let narrow_out = [128, 256, 3, 3];
-    assert_eq!(winograd::choose(&p(&[1, 128, 14, 14], &narrow_in, 1)), None);
+    assert_eq!(winograd::choose(&p(&[1, 128, 12, 12], &mid, 1)), f2);
     assert_eq!(
-        winograd::choose(&p(&[1, 256, 14, 14], &narrow_out, 1)),
-        None
+        winograd::choose(&p(&[1, 64, 12, 12], &[128, 64, 3, 3], 1)),
+        f2
     );
+    let narrow_in = [64, 48, 3, 3];
+    let narrow_out = [48, 64, 3, 3];
+    assert_eq!(winograd::choose(&p(&[1, 48, 14, 14], &narrow_in, 1)), None);
+    assert_eq!(winograd::choose(&p(&[1, 64, 14, 14], &narrow_out, 1)), None);
     // Too few output or input channels per group.
     assert_eq!(
         winograd::choose(&p(&[1, 8, 20, 20], &[4, 8, 3, 3], 1)),
