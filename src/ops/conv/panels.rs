@@ -166,20 +166,23 @@ impl Products<'_> {
             .div_ceil(strip_tasks)
             .min(panels.div_ceil(2))
             .max(1);
-        let (strips_per, panels_per) = (strips.div_ceil(strip_tasks), panels.div_ceil(panel_tasks));
-        let (strip_tasks, panel_tasks) = (strips.div_ceil(strips_per), panels.div_ceil(panels_per));
         let epi = Epilogue::of(self.act);
         let yp = SendPtr(y.as_mut_ptr());
         let tasks = self.count * strip_tasks * panel_tasks;
+        // Near-equal shares: with ceil-sized ones, 36 strips in 8 tasks
+        // were 7 of 5 and one of 1, and neither of two threads could take
+        // less than 20 of them (inception_b/1x1, 2 CPUs).
         let ranges = |t: usize| {
             let (i, rest) = (
                 t / (strip_tasks * panel_tasks),
                 t % (strip_tasks * panel_tasks),
             );
             let (st, pt) = (rest / panel_tasks, rest % panel_tasks);
-            let strip_range = task_range(st * strips_per, strips_per, strips);
-            let panel_range = pt * panels_per..((pt + 1) * panels_per).min(panels);
-            (i, strip_range, panel_range)
+            (
+                i,
+                task_range(st, strip_tasks, strips),
+                pair_range(pt, panel_tasks, panels),
+            )
         };
         if panel_tasks == 1 {
             // Each strip is one task's: it packs its own, chunk by chunk.
@@ -352,18 +355,27 @@ fn chunks(
         .map(move |first| first..(first + per).min(end))
 }
 
-/// Items `start .. start + per` of `total`, clipped; the last item, which
-/// overlaps the one before it, always joins that one's range.
-fn task_range(start: usize, per: usize, total: usize) -> std::ops::Range<usize> {
-    if start >= total || (start > 0 && start + 1 == total) {
-        return 0..0;
-    }
-    let end = (start + per).min(total);
-    if end + 1 == total {
-        start..total
-    } else {
-        start..end
-    }
+/// Range `t` of `tasks` near-equal ranges of `total` items (sizes differ by
+/// at most one); the last item, which overlaps the one before it, always
+/// shares that one's range.
+fn task_range(t: usize, tasks: usize, total: usize) -> std::ops::Range<usize> {
+    let bound = |i: usize| {
+        let b = i * total / tasks.max(1);
+        if b + 1 == total && total > 1 {
+            b - 1
+        } else {
+            b
+        }
+    };
+    bound(t)..bound(t + 1)
+}
+
+/// Range `t` of `tasks` near-equal ranges of `total` panels, cut between
+/// pairs so that the 512-bit block runs two at a time.
+fn pair_range(t: usize, tasks: usize, total: usize) -> std::ops::Range<usize> {
+    let pairs = total.div_ceil(2);
+    let bound = |i: usize| (2 * (i * pairs / tasks.max(1))).min(total);
+    bound(t)..bound(t + 1)
 }
 
 /// The activation applied in registers, or after each block's store.
@@ -595,16 +607,31 @@ mod tests {
             }
             assert!(seen.iter().all(|&v| v >= 1), "{n}: {seen:?}");
         }
-        for total in 2..12 {
-            for per in 1..5 {
-                let ranges: Vec<_> = (0..total)
-                    .step_by(per)
-                    .map(|s| task_range(s, per, total))
-                    .collect();
-                assert_eq!(ranges.iter().map(|r| r.len()).sum::<usize>(), total);
-                assert!(ranges
-                    .iter()
-                    .any(|r| r.contains(&(total - 2)) && r.contains(&(total - 1))));
+        for total in 1..40 {
+            for tasks in 1..10 {
+                let ranges: Vec<_> = (0..tasks).map(|t| task_range(t, tasks, total)).collect();
+                let pairs: Vec<_> = (0..tasks).map(|t| pair_range(t, tasks, total)).collect();
+                for rs in [&ranges, &pairs] {
+                    // In order, each item once.
+                    assert_eq!(rs[0].start, 0);
+                    assert_eq!(rs[tasks - 1].end, total);
+                    assert!(rs.windows(2).all(|w| w[0].end == w[1].start));
+                }
+                assert!(
+                    total < 2
+                        || ranges
+                            .iter()
+                            .any(|r| r.contains(&(total - 2)) && r.contains(&(total - 1)))
+                );
+                // Near-equal: one item apart (two where the last item joins
+                // its neighbour; a pair apart for panels).
+                let lens = |rs: &[std::ops::Range<usize>]| {
+                    let l: Vec<_> = rs.iter().map(|r| r.len()).collect();
+                    l.iter().max().unwrap() - l.iter().min().unwrap()
+                };
+                assert!(lens(&ranges) <= 2, "{total} / {tasks}: {ranges:?}");
+                assert!(lens(&pairs) <= 2, "{total} / {tasks}: {pairs:?}");
+                assert!(pairs.iter().all(|r| r.start % 2 == 0));
             }
         }
     }
