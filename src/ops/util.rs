@@ -247,6 +247,22 @@ pub fn par_spans<T: Send>(out: &mut [T], f: impl Fn(usize, &mut [T]) + Sync) {
         .for_each(|(i, chunk)| f(i * span, chunk));
 }
 
+/// `s` as the f32 slice it is, when `T` is f32.
+pub(crate) fn as_f32<T: 'static>(s: &[T]) -> Option<&[f32]> {
+    (std::any::TypeId::of::<T>() == std::any::TypeId::of::<f32>())
+        // SAFETY: T is f32: same layout and length.
+        .then(|| unsafe { std::slice::from_raw_parts(s.as_ptr().cast::<f32>(), s.len()) })
+}
+
+/// `out` as the f32 slice it is, when `T` is f32.
+pub(crate) fn as_f32_mut<T: 'static>(out: &mut [T]) -> Option<&mut [f32]> {
+    (std::any::TypeId::of::<T>() == std::any::TypeId::of::<f32>())
+        // SAFETY: T is f32: same layout and length.
+        .then(|| unsafe {
+            std::slice::from_raw_parts_mut(out.as_mut_ptr().cast::<f32>(), out.len())
+        })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -163,7 +163,7 @@ impl Avx2Planes {
         act: Option<Activation>,
         out: &mut [T],
     ) {
-        use super::direct::{as_f32, as_f32_mut};
+        use crate::ops::util::{as_f32, as_f32_mut};
         let (Some(wk), Some(phases), Some(out)) = (as_f32(wk), as_f32(phases), as_f32_mut(out))
         else {
             unreachable!("avx2_kernel checked that T is f32");

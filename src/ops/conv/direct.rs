@@ -15,8 +15,7 @@ use super::conv_op::ConvPlan;
 use super::phases::{clear_phases, fill_phases, Phases, TAIL};
 use crate::ops::gemm::engine::GemmFloat;
 use crate::ops::gemm::fused::Activation;
-use crate::ops::util::par_rows;
-use std::any::TypeId;
+use crate::ops::util::{as_f32, as_f32_mut, par_rows};
 
 /// Most input channels (per group) a layer may have to take this path.
 const MAX_CHANNELS: usize = 4;
@@ -159,22 +158,6 @@ fn direct(
             });
         }
     });
-}
-
-/// `s` as the f32 slice it is, when `T` is f32.
-pub(super) fn as_f32<T: 'static>(s: &[T]) -> Option<&[f32]> {
-    (TypeId::of::<T>() == TypeId::of::<f32>())
-        // SAFETY: T is f32: same layout and length.
-        .then(|| unsafe { std::slice::from_raw_parts(s.as_ptr().cast::<f32>(), s.len()) })
-}
-
-/// `out` as the f32 slice it is, when `T` is f32.
-pub(super) fn as_f32_mut<T: 'static>(out: &mut [T]) -> Option<&mut [f32]> {
-    (TypeId::of::<T>() == TypeId::of::<f32>())
-        // SAFETY: T is f32: same layout and length.
-        .then(|| unsafe {
-            std::slice::from_raw_parts_mut(out.as_mut_ptr().cast::<f32>(), out.len())
-        })
 }
 
 /// A direct kernel module for one instruction set: `$width` lanes per

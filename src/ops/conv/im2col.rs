@@ -7,7 +7,6 @@
 //! not depend on the thread count.
 
 use super::conv_op::{epilogue, ConvPlan};
-use super::direct::{as_f32, as_f32_mut};
 use super::finish_row;
 use super::implicit::PackCache;
 use super::lines::Lines;
@@ -18,6 +17,7 @@ use crate::ops::gemm::engine::{Batched, GemmFloat, Mat, SendPtr};
 use crate::ops::gemm::fused::Activation;
 use crate::ops::gemm::simd::multiversion;
 use crate::ops::util::par_rows;
+use crate::ops::util::{as_f32, as_f32_mut};
 
 const OP: &str = "Conv";
 

@@ -146,7 +146,7 @@ pub(super) fn try_implicit<T: GemmFloat>(
     cache: &PackCache,
     cacheable: bool,
 ) -> bool {
-    use super::direct::{as_f32, as_f32_mut};
+    use crate::ops::util::{as_f32, as_f32_mut};
     if !suits(p) || !cpu_has_kernel() {
         return false;
     }

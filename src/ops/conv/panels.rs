@@ -59,7 +59,7 @@ pub(super) fn available() -> bool {
 
 /// Whether products of `T` run here: f32 on a CPU that has the kernel.
 pub(super) fn takes<T: 'static>() -> bool {
-    super::direct::as_f32::<T>(&[]).is_some() && available()
+    crate::ops::util::as_f32::<T>(&[]).is_some() && available()
 }
 
 /// Rows of panel `i` of `rows` rows: 6, or fewer for the last panel.

@@ -31,7 +31,7 @@ pub(super) fn try_pointwise<T: 'static>(
 ) -> bool {
     #[cfg(target_arch = "x86_64")]
     {
-        use super::direct::{as_f32, as_f32_mut};
+        use crate::ops::util::{as_f32, as_f32_mut};
         if !suits(p) {
             return false;
         }

@@ -10,11 +10,11 @@
 //! depend on the thread count.
 
 use super::conv_op::ConvPlan;
-use super::direct::as_f32;
 use super::finish_row;
 use super::panels;
 use crate::ops::gemm::engine::{par_for, Batched, GemmFloat, Mat, SendPtr};
 use crate::ops::gemm::fused::Activation;
+use crate::ops::util::as_f32;
 use std::any::Any;
 use std::sync::OnceLock;
 
@@ -366,7 +366,7 @@ impl Band<'_> {
         #[cfg(target_arch = "x86_64")]
         if panels::takes::<T>() {
             if let (Some(u), Some(v), Some(prod)) =
-                (as_f32(u), as_f32(v), super::direct::as_f32_mut(prod))
+                (as_f32(u), as_f32(v), crate::ops::util::as_f32_mut(prod))
             {
                 let at = |i: usize| {
                     let (pos, g) = (i / group, i % group);
