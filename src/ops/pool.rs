@@ -15,6 +15,7 @@ mod avg_rows;
 mod global;
 mod kernels;
 mod max2d;
+mod max_s2;
 mod max_same;
 mod rows;
 #[cfg(test)]
@@ -195,6 +196,8 @@ impl Pool {
         } else {
             if max_same::try_max_same(&rows.win, x, &mut y) {
                 // A size-keeping 2-D window, over whole planes.
+            } else if max_s2::try_max_s2(&rows.win, x, &mut y) {
+                // A 3×3 window at stride 2, f32 on AVX-512.
             } else if rows.win.rank() == 2 {
                 max2d::max_2d(&rows.win, x, &mut y);
             } else {

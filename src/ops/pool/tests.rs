@@ -221,6 +221,41 @@ fn random_geometries_match_reference() {
             },
         ),
         (
+            // The AVX-512 3×3 stride-2 kernel: two blocks of 16 inner
+            // outputs and one more, padded windows at both ends.
+            vec![1, 3, 11, 70],
+            Geo {
+                k: vec![3, 3],
+                s: vec![2, 2],
+                d: vec![1, 1],
+                pads: vec![1, 1, 1, 1],
+                ceil: false,
+            },
+        ),
+        (
+            // The same with two columns of padding on one side, none on
+            // the other, and a partial last window.
+            vec![1, 2, 10, 36],
+            Geo {
+                k: vec![3, 3],
+                s: vec![2, 2],
+                d: vec![1, 1],
+                pads: vec![2, 0, 0, 2],
+                ceil: true,
+            },
+        ),
+        (
+            // Rows too narrow for any inner window.
+            vec![2, 1, 5, 2],
+            Geo {
+                k: vec![3, 3],
+                s: vec![2, 2],
+                d: vec![1, 1],
+                pads: vec![1, 1, 1, 1],
+                ceil: true,
+            },
+        ),
+        (
             // The fused three-tap, three-row path of the 2-D max kernel.
             vec![1, 2, 8, 9],
             Geo {

@@ -1,0 +1,192 @@
+//! MaxPool with 3×3 windows at stride 2 (the stems and reductions of
+//! Inception, ResNet and their kin) over f32 planes, on AVX-512: each
+//! output row is computed straight from its (up to) three input rows, 16
+//! outputs at a time. The 33 input columns of 16 windows are loaded from
+//! each row and maxed vertically in registers; two permutes then split
+//! them into the windows' left and middle columns, and a one-lane shift
+//! gives the right ones. Padding columns are masked-off lanes that load as
+//! −∞. No padded row is written and read back, as in [`super::max2d`],
+//! which stays the kernel for other windows, types and CPUs. As in every
+//! max kernel here, a NaN never replaces the running max, which starts at
+//! −∞.
+#![cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+
+use super::kernels::MaxElem;
+use crate::ops::conv::geom::Window;
+use crate::ops::util::{as_f32, as_f32_mut, par_rows};
+
+/// Runs the pool of 2-D planes `x` into `y` when the window is 3×3 at
+/// stride 2 without dilation, `T` is f32 and the CPU has AVX-512; returns
+/// whether it did (writing every element of `y`).
+pub(super) fn try_max_s2<T: MaxElem + 'static>(win: &Window, x: &[T], y: &mut [T]) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    if win.rank() == 2
+        && win.kernel == [3, 3]
+        && win.strides == [2, 2]
+        && win.dilations == [1, 1]
+        && crate::ops::gemm::simd::has_avx512()
+    {
+        if let (Some(x), Some(y)) = (as_f32(x), as_f32_mut(y)) {
+            let g = Geometry::new(win);
+            let (in_len, out_len) = (g.h * g.wd, g.oh * g.ow);
+            if out_len > 0 {
+                let blocks = g.blocks();
+                par_rows(y, out_len, |first, chunk| {
+                    let planes = chunk.len() / out_len;
+                    let xs = &x[first * in_len..(first + planes) * in_len];
+                    for (xp, yp) in xs.chunks_exact(in_len).zip(chunk.chunks_exact_mut(out_len)) {
+                        // SAFETY: the CPU has AVX-512 (checked above).
+                        unsafe { avx512::plane(&g, &blocks, xp, yp) };
+                    }
+                });
+            }
+            return true;
+        }
+    }
+    let _ = (win, x, y);
+    false
+}
+
+/// The sizes of one plane's pool.
+#[derive(Debug, Clone, Copy)]
+struct Geometry {
+    h: usize,
+    wd: usize,
+    oh: usize,
+    ow: usize,
+    /// Padding above and left.
+    pt: usize,
+    pl: usize,
+}
+
+impl Geometry {
+    fn new(win: &Window) -> Geometry {
+        Geometry {
+            h: win.input[0],
+            wd: win.input[1],
+            oh: win.output[0],
+            ow: win.output[1],
+            pt: win.pad_begin[0],
+            pl: win.pad_begin[1],
+        }
+    }
+
+    /// The input rows output row `oy`'s window covers (at most three).
+    fn rows(&self, oy: usize) -> std::ops::Range<usize> {
+        let first = (2 * oy).saturating_sub(self.pt).min(self.h);
+        first..(2 * oy + 3).saturating_sub(self.pt).min(self.h)
+    }
+
+    /// The lanes of a 16-column vector from column `c` that lie inside a
+    /// row (the others are padding).
+    fn inside(&self, c: isize) -> u16 {
+        let lo = (-c).clamp(0, 16) as u32;
+        let hi = (self.wd as isize - c).clamp(0, 16) as u32;
+        below(hi) & !below(lo)
+    }
+
+    /// The blocks of 16 outputs (the last one shorter) of every row.
+    fn blocks(&self) -> Vec<Block> {
+        (0..self.ow)
+            .step_by(16)
+            .map(|j| {
+                // The windows of outputs j .. j + 16 read columns b .. b + 32.
+                let b = (2 * j) as isize - self.pl as isize;
+                Block {
+                    j,
+                    b,
+                    masks: [self.inside(b), self.inside(b + 16), self.inside(b + 32) & 1],
+                    keep: below((self.ow - j).min(16) as u32),
+                }
+            })
+            .collect()
+    }
+}
+
+/// The first `n` (at most 16) lanes.
+fn below(n: u32) -> u16 {
+    if n >= 16 {
+        u16::MAX
+    } else {
+        (1u16 << n) - 1
+    }
+}
+
+/// One block of 16 outputs of a row.
+#[derive(Debug, Clone, Copy)]
+struct Block {
+    /// First output.
+    j: usize,
+    /// First input column its windows read (negative in the padding).
+    b: isize,
+    /// The lanes inside the row of columns `b ..`, `b + 16 ..` and of
+    /// column `b + 32` (lane 0).
+    masks: [u16; 3],
+    /// The outputs it writes.
+    keep: u16,
+}
+
+#[cfg(target_arch = "x86_64")]
+mod avx512 {
+    use super::{Block, Geometry, MaxElem};
+    use std::arch::x86_64::*;
+
+    /// Every output of one plane: `xp` (h × wd) into `yp` (oh × ow), by
+    /// `blocks` of each row.
+    ///
+    /// # Safety
+    /// The CPU must have AVX-512F.
+    #[target_feature(enable = "avx512f")]
+    pub(super) unsafe fn plane(g: &Geometry, blocks: &[Block], xp: &[f32], yp: &mut [f32]) {
+        assert!(xp.len() >= g.h * g.wd && yp.len() >= g.oh * g.ow);
+        for oy in 0..g.oh {
+            let rows = g.rows(oy);
+            let out = yp.as_mut_ptr().add(oy * g.ow);
+            let at = |r: usize| xp.as_ptr().wrapping_add(r * g.wd);
+            let n = rows.len();
+            let p = [at(rows.start), at(rows.start + 1), at(rows.start + 2)];
+            if n == 3 {
+                // Inside the plane: the row loop unrolled.
+                for k in blocks {
+                    block(k, &p, out);
+                }
+            } else {
+                for k in blocks {
+                    block(k, &p[..n], out);
+                }
+            }
+        }
+    }
+
+    /// The outputs of block `k` of a row from the input rows starting at
+    /// `rows`, written from `out`.
+    #[target_feature(enable = "avx512f")]
+    #[inline]
+    unsafe fn block(k: &Block, rows: &[*const f32], out: *mut f32) {
+        // Lanes 0, 2, .. 30 and 1, 3, .. 31 of two vectors.
+        let even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+        let odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+        let lowest = _mm512_set1_ps(f32::LOWEST);
+        let [m0, m1, m2] = k.masks;
+        let (mut lo, mut hi, mut next) = (lowest, lowest, lowest);
+        for &row in rows {
+            // Lanes are read only inside the row (the masks); padding
+            // loads as −∞, which never wins.
+            let p = row.wrapping_offset(k.b);
+            lo = _mm512_max_ps(_mm512_mask_loadu_ps(lowest, m0, p), lo);
+            hi = _mm512_max_ps(_mm512_mask_loadu_ps(lowest, m1, p.wrapping_add(16)), hi);
+            next = _mm512_max_ps(_mm512_mask_loadu_ps(lowest, m2, p.wrapping_add(32)), next);
+        }
+        let left = _mm512_permutex2var_ps(lo, even, hi);
+        let middle = _mm512_permutex2var_ps(lo, odd, hi);
+        // Right columns: the next window's left one, the last from column
+        // b + 32.
+        let right = _mm512_castsi512_ps(_mm512_alignr_epi32(
+            _mm512_castps_si512(next),
+            _mm512_castps_si512(left),
+            1,
+        ));
+        let m = _mm512_max_ps(_mm512_max_ps(left, middle), right);
+        _mm512_mask_storeu_ps(out.add(k.j), k.keep, m);
+    }
+}
