@@ -84,6 +84,10 @@ struct Job<'a> {
     offsets: &'a [usize],
     w: &'a [f32],
     b: Option<&'a [f32]>,
+    /// Relu or Clip as the bounds each sum is clamped to before its store
+    /// (bit for bit [`Activation::eval`]); other activations run as a pass
+    /// over each block of planes.
+    bounds: Option<(f32, f32)>,
     act: Option<Activation>,
     oh: usize,
     ow: usize,
@@ -135,6 +139,11 @@ fn direct(
                 offsets: &offsets[..taps],
                 w,
                 b,
+                bounds: match act {
+                    Some(Activation::Relu) => Some((0.0, f32::INFINITY)),
+                    Some(Activation::Clip(lo, hi)) => Some((lo, hi)),
+                    _ => None,
+                },
                 act,
                 oh,
                 ow,
@@ -167,7 +176,7 @@ macro_rules! direct_kernel {
     (
         $(#[$meta:meta])*
         mod $name:ident, $feature:literal, $width:literal,
-        $zero:ident, $set1:ident, $loadu:ident, $fma:ident,
+        $zero:ident, $set1:ident, $loadu:ident, $fma:ident, $max:ident, $min:ident,
         $store:item
     ) => {
         $(#[$meta])*
@@ -236,7 +245,7 @@ macro_rules! direct_kernel {
                 j += n;
             }
         }
-        if let Some(a) = job.act {
+        if let (Some(a), None) = (job.act, job.bounds) {
             for p in out.chunks_exact_mut(plane.max(1)) {
                 a.apply(p);
             }
@@ -280,6 +289,12 @@ macro_rules! direct_kernel {
                 if lo >= n {
                     break;
                 }
+                // max(lo, x) then min(hi, ·) keep a NaN and the sign of a
+                // zero, as Activation::eval does.
+                let reg = match job.bounds {
+                    Some((l, h)) => $min($set1(h), $max($set1(l), reg)),
+                    None => reg,
+                };
                 store(out.add(c * plane + lo), reg, n - lo);
             }
         }
@@ -292,7 +307,8 @@ direct_kernel! {
     /// The f32 kernel for AVX-512: four output channels × two vectors of 16
     /// outputs in 8 registers, one fused multiply-add per tap and register.
     mod avx512, "avx512f", 16,
-    _mm512_setzero_ps, _mm512_set1_ps, _mm512_loadu_ps, _mm512_fmadd_ps,
+    _mm512_setzero_ps, _mm512_set1_ps, _mm512_loadu_ps, _mm512_fmadd_ps, _mm512_max_ps,
+    _mm512_min_ps,
     /// Writes the first `n` (≥ 1) lanes of `reg` at `p`.
     #[target_feature(enable = "avx512f")]
     #[inline]
@@ -306,7 +322,8 @@ direct_kernel! {
     /// The f32 kernel for AVX2: four output channels × two vectors of 8
     /// outputs in 8 registers, one fused multiply-add per tap and register.
     mod avx2, "avx2,fma", 8,
-    _mm256_setzero_ps, _mm256_set1_ps, _mm256_loadu_ps, _mm256_fmadd_ps,
+    _mm256_setzero_ps, _mm256_set1_ps, _mm256_loadu_ps, _mm256_fmadd_ps, _mm256_max_ps,
+    _mm256_min_ps,
     /// Writes the first `n` (≥ 1) lanes of `reg` at `p`.
     #[target_feature(enable = "avx2,fma")]
     #[inline]

@@ -721,6 +721,24 @@ fn conv_fused_activations() {
     .unwrap();
     let clip: Vec<f64> = plain.iter().map(|v| v.clamp(-0.5, 0.25)).collect();
     assert_tensor_close(&y[0], &clip, 1e-4, 1e-4);
+    // Three input channels take the direct kernel on AVX-512, which clamps
+    // Relu and Clip in registers; other activations run as a pass.
+    let y = run(
+        "Conv",
+        13,
+        &[
+            ("pads", ints(&[1, 1, 1, 1])),
+            ("activation", string("LeakyRelu")),
+            ("activation_alpha", Attribute::Float(0.125)),
+        ],
+        &[Some(&xt), Some(&wt), Some(&bt)],
+    )
+    .unwrap();
+    let leaky: Vec<f64> = plain
+        .iter()
+        .map(|&v| if v < 0.0 { v * 0.125 } else { v })
+        .collect();
+    assert_tensor_close(&y[0], &leaky, 1e-4, 1e-4);
     // Depthwise and pointwise paths apply it too.
     let w1 = rand64(3 * 9, 8);
     let wt1 = t32(&[3, 1, 3, 3], &w1);
