@@ -154,6 +154,36 @@ fn size_keeping_cases() -> Vec<(Vec<usize>, Geo)> {
         .collect()
 }
 
+/// 3×3 windows at stride 2 (the stride-2 paths of the 2-D max kernel and,
+/// on AVX-512, the kernel of `max_s2`): rows wide enough for the 2-D
+/// kernel's vectorised loop and a remainder; for `max_s2`, two blocks of 16
+/// outputs and one more with padding at both ends, two columns of padding
+/// on one side only, and rows too narrow for a window inside them; pads of
+/// none, one and two, partial last windows (ceil mode).
+fn stride_two_cases() -> Vec<(Vec<usize>, Geo)> {
+    let cases: [([usize; 4], [usize; 4], bool); 6] = [
+        ([2, 2, 9, 8], [1, 1, 1, 1], false),
+        ([1, 3, 13, 47], [0, 0, 0, 0], false),
+        ([1, 2, 9, 40], [1, 1, 1, 1], true),
+        ([1, 3, 11, 70], [1, 1, 1, 1], false),
+        ([1, 2, 10, 36], [2, 0, 0, 2], true),
+        ([2, 1, 5, 2], [1, 1, 1, 1], true),
+    ];
+    cases
+        .iter()
+        .map(|&(shape, pads, ceil)| {
+            let geo = Geo {
+                k: vec![3, 3],
+                s: vec![2, 2],
+                d: vec![1, 1],
+                pads: pads.to_vec(),
+                ceil,
+            };
+            (shape.to_vec(), geo)
+        })
+        .collect()
+}
+
 #[test]
 fn random_geometries_match_reference() {
     let mut cases: Vec<(Vec<usize>, Geo)> = vec![
@@ -178,80 +208,12 @@ fn random_geometries_match_reference() {
             },
         ),
         (
-            vec![2, 2, 9, 8],
-            Geo {
-                k: vec![3, 3],
-                s: vec![2, 2],
-                d: vec![1, 1],
-                pads: vec![1, 1, 1, 1],
-                ceil: false,
-            },
-        ),
-        (
             vec![1, 3, 7, 9],
             Geo {
                 k: vec![2, 3],
                 s: vec![2, 1],
                 d: vec![2, 1],
                 pads: vec![0, 2, 1, 0],
-                ceil: true,
-            },
-        ),
-        (
-            // The 3-tap, stride-2 path of the 2-D max kernel on rows wide
-            // enough for its vectorised loop and a remainder.
-            vec![1, 3, 13, 47],
-            Geo {
-                k: vec![3, 3],
-                s: vec![2, 2],
-                d: vec![1, 1],
-                pads: vec![0, 0, 0, 0],
-                ceil: false,
-            },
-        ),
-        (
-            // The same, padded, with a partial last window.
-            vec![1, 2, 9, 40],
-            Geo {
-                k: vec![3, 3],
-                s: vec![2, 2],
-                d: vec![1, 1],
-                pads: vec![1, 1, 1, 1],
-                ceil: true,
-            },
-        ),
-        (
-            // The AVX-512 3×3 stride-2 kernel: two blocks of 16 inner
-            // outputs and one more, padded windows at both ends.
-            vec![1, 3, 11, 70],
-            Geo {
-                k: vec![3, 3],
-                s: vec![2, 2],
-                d: vec![1, 1],
-                pads: vec![1, 1, 1, 1],
-                ceil: false,
-            },
-        ),
-        (
-            // The same with two columns of padding on one side, none on
-            // the other, and a partial last window.
-            vec![1, 2, 10, 36],
-            Geo {
-                k: vec![3, 3],
-                s: vec![2, 2],
-                d: vec![1, 1],
-                pads: vec![2, 0, 0, 2],
-                ceil: true,
-            },
-        ),
-        (
-            // Rows too narrow for any inner window.
-            vec![2, 1, 5, 2],
-            Geo {
-                k: vec![3, 3],
-                s: vec![2, 2],
-                d: vec![1, 1],
-                pads: vec![1, 1, 1, 1],
                 ceil: true,
             },
         ),
@@ -321,6 +283,7 @@ fn random_geometries_match_reference() {
         ),
     ];
     cases.extend(size_keeping_cases());
+    cases.extend(stride_two_cases());
     for (ci, (shape, g)) in cases.iter().enumerate() {
         let n: usize = shape.iter().product();
         let clean = data(n, ci as u64);
