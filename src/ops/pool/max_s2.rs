@@ -29,6 +29,10 @@ pub(super) fn try_max_s2<T: MaxElem + 'static>(win: &Window, x: &[T], y: &mut [T
         if let (Some(x), Some(y)) = (as_f32(x), as_f32_mut(y)) {
             let g = Geometry::new(win);
             let (in_len, out_len) = (g.h * g.wd, g.oh * g.ow);
+            if in_len == 0 {
+                // Planes of padding alone: the 2-D kernel writes them.
+                return false;
+            }
             if out_len > 0 {
                 let blocks = g.blocks();
                 par_rows(y, out_len, |first, chunk| {
