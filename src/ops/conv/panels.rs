@@ -8,10 +8,12 @@
 //! accumulators: per step of k it loads two vectors of X, broadcasts 6
 //! weights and does 12 fused multiply-adds (a row's last 8 or fewer columns
 //! take a block of one vector, and the last panel, when the rows are not a
-//! multiple of 6, a block of only its rows). X is packed a strip of 16
-//! columns at a time (by the task that uses the strip, or once for all
-//! the tasks that share it), and each panel of W runs over a chunk of
-//! strips that stays in L2. Bias, residual and Relu or Clip are applied in
+//! multiple of 6, a block of only its rows). Where X is small (within L2,
+//! rows within a page) the blocks read it in place, and the blocks are cut
+//! into near-equal runs with no pass before them. Else X is packed a
+//! strip of 16 columns at a time (by the task that uses the strip, or once
+//! for all the tasks that share it), and each panel of W runs over a chunk
+//! of strips that stays in L2. Bias, residual and Relu or Clip are applied in
 //! registers before the one store, so no pass over Y follows (other
 //! activations run over each stored block). The `gemm` crate packed both
 //! operands on every call and left the epilogue to a second pass; on the
@@ -42,6 +44,16 @@ const CHUNK_FLOATS: usize = 48 * 1024;
 /// Columns one task covers at least: below this, the split costs more
 /// than it saves.
 const MIN_TASK_COLUMNS: usize = 4 * NR;
+/// Largest span of one product's X (floats) that the blocks read in place,
+/// without packing its strips: 1 MiB, the L2. On 12×12 planes (256
+/// channels: 147 KB) the packing took 7 % of a 1×1 layer on one thread,
+/// and on two its own parallel pass and the wait for it.
+const IN_PLACE_FLOATS: usize = 256 * 1024;
+/// Largest pitch of X read in place: a page (4 KiB), so a strip's rows
+/// share pages. At 56×56 (12.5 KB a row) each row was a new page for the
+/// TLB and the prefetchers, and a 64→64 1×1 layer ran 6 % (one thread)
+/// to 24 % (two) slower than with packed strips.
+const IN_PLACE_PITCH: usize = 1024;
 
 thread_local! {
     /// Each thread's packed strips, apart from the scratch of the callers
@@ -135,16 +147,19 @@ impl Products<'_> {
     /// checked against its slice.)
     #[cfg(target_arch = "x86_64")]
     pub(super) unsafe fn run(&self, y: &mut [f32]) {
-        self.run_on(y, zmm_blocks())
+        let in_place = (self.k - 1) * self.x_pitch + self.n <= IN_PLACE_FLOATS
+            && self.x_pitch <= IN_PLACE_PITCH;
+        self.run_on(y, zmm_blocks(), in_place)
     }
 
     /// [`Products::run`] with the 512-bit block for whole strips where
-    /// `zmm` (and the CPU has it), else the 256-bit one.
+    /// `zmm` (and the CPU has it), else the 256-bit one; reading X in place
+    /// where `in_place`, else from packed strips.
     ///
     /// # Safety
     /// As for [`Products::run`].
     #[cfg(target_arch = "x86_64")]
-    unsafe fn run_on(&self, y: &mut [f32], zmm: bool) {
+    unsafe fn run_on(&self, y: &mut [f32], zmm: bool, in_place: bool) {
         let zmm = zmm && zmm_blocks();
         let (rows, k, n) = (self.rows, self.k, self.n);
         let (strips, panels) = (n.div_ceil(NR), rows.div_ceil(MR));
@@ -157,17 +172,32 @@ impl Products<'_> {
             assert!(self.bias.is_none_or(|b| b.len() >= at.bias + rows));
             assert!(self.packed.len() >= (at.w + 1) * panels * k * MR);
         }
+        let want = 4 * crate::ops::util::op_threads();
+        let epi = Epilogue::of(self.act);
+        let yp = SendPtr(y.as_mut_ptr());
+        if in_place {
+            // Blocks in order, pair of panels by pair, strip by strip, cut
+            // into near-equal runs (a run never ends between the two
+            // overlapping last strips).
+            let per_product = want.div_ceil(self.count).min(strips * panels.div_ceil(2));
+            par_for(self.count * per_product, |t| {
+                let (i, run) = (t / per_product, t % per_product);
+                let at = (self.at)(i);
+                for (pair, these) in block_run(run, per_product, strips, panels) {
+                    let panel_range = 2 * pair..(2 * pair + 2).min(panels);
+                    self.multiply(&at, these, Strips::InPlace, panel_range, yp, &epi, zmm);
+                }
+            });
+            return;
+        }
         // Split the strips (then the panels) so each thread gets a few
         // tasks; the last two strips overlap, so they stay together.
-        let want = 4 * crate::ops::util::op_threads();
         let per_product = want.div_ceil(self.count).max(1);
         let strip_tasks = per_product.min((n / MIN_TASK_COLUMNS).max(1)).min(strips);
         let panel_tasks = per_product
             .div_ceil(strip_tasks)
             .min(panels.div_ceil(2))
             .max(1);
-        let epi = Epilogue::of(self.act);
-        let yp = SendPtr(y.as_mut_ptr());
         let tasks = self.count * strip_tasks * panel_tasks;
         // Near-equal shares: with ceil-sized ones, 36 strips in 8 tasks
         // were 7 of 5 and one of 1, and neither of two threads could take
@@ -226,7 +256,7 @@ impl Products<'_> {
                     let start = (i * strips + here.start) * strip_len;
                     let packed_x = &shared[start..start + here.len() * strip_len];
                     let panels = panel_range.clone();
-                    self.multiply(&at, here, packed_x, panels, yp, &epi, zmm);
+                    self.multiply(&at, here, Strips::Packed(packed_x), panels, yp, &epi, zmm);
                 }
             });
         });
@@ -252,12 +282,13 @@ impl Products<'_> {
         scratch(&STRIPS, k * NR * chunk.min(strip_range.len()), |packed_x| {
             for here in chunks(strip_range, chunk) {
                 pack_strips(x, self.x_pitch, n, here.clone(), packed_x);
-                self.multiply(at, here, packed_x, panel_range.clone(), yp, epi, zmm);
+                let x = Strips::Packed(packed_x);
+                self.multiply(at, here, x, panel_range.clone(), yp, epi, zmm);
             }
         });
     }
 
-    /// The blocks of `strips` (packed one after another in `packed_x`) ×
+    /// The blocks of `strips` (read from `x`) ×
     /// `panel_range` of one product, each panel (each pair of panels, for
     /// the 512-bit block: `zmm`, which the caller checked the CPU has) over
     /// all the strips.
@@ -267,7 +298,7 @@ impl Products<'_> {
         &self,
         at: &At,
         strips: std::ops::Range<usize>,
-        packed_x: &[f32],
+        x: Strips,
         panel_range: std::ops::Range<usize>,
         yp: SendPtr<f32>,
         epi: &Epilogue,
@@ -283,18 +314,28 @@ impl Products<'_> {
             let w = &self.packed[(at.w * panels + i) * k * MR..][..count * k * MR];
             i += count;
             let bias = self.bias.map(|b| &b[at.bias + r..at.bias + r + rows]);
-            for (s, strip) in strips.clone().zip(packed_x.chunks_exact(k * NR)) {
+            for s in strips.clone() {
                 let (j, wide) = strip_at(s, n);
                 let y_at = at.y + r * self.y_pitch + j;
                 let resid = self.z.map(|z| z[y_at..].as_ptr());
+                let (xp, xs) = match x {
+                    Strips::Packed(packed) => (
+                        packed[(s - strips.start) * k * NR..][..k * wide].as_ptr(),
+                        wide,
+                    ),
+                    Strips::InPlace => {
+                        let rows = &self.x[at.x + j..at.x + (k - 1) * self.x_pitch + j + wide];
+                        (rows.as_ptr(), self.x_pitch)
+                    }
+                };
                 // SAFETY: the CPU has AVX2 and FMA (the caller of `run`
-                // checked); the strip holds k rows of `wide`, the block's
-                // `rows` rows × `wide` columns lie inside Y (and Z; `run`
-                // checked the extents), and no other task writes them (the
-                // ranges split strips and panels disjointly, and products
-                // do not overlap).
-                let (xs, ys) = (strip.as_ptr(), yp.offset(y_at).0);
-                let args = (xs, self.y_pitch, k, w, bias, resid, ys, epi);
+                // checked); the strip holds k rows of `wide` at pitch `xs`
+                // (sliced above), the block's `rows` rows × `wide` columns
+                // lie inside Y (and Z; `run` checked the extents), and no
+                // other task writes them (the ranges split strips and
+                // panels disjointly, and products do not overlap).
+                let ys = yp.offset(y_at).0;
+                let args = (xp, xs, self.y_pitch, k, w, bias, resid, ys, epi);
                 unsafe { dispatch(rows, wide == NR, zmm, args) };
             }
         }
@@ -378,6 +419,42 @@ fn pair_range(t: usize, tasks: usize, total: usize) -> std::ops::Range<usize> {
     bound(t)..bound(t + 1)
 }
 
+/// Run `t` of `runs` near-equal runs of the blocks of `strips` strips by
+/// `panels` panels, taken pair of panels by pair and strip by strip: for
+/// each pair it touches, the pair and its strips. A run never ends between
+/// the last two strips, which overlap.
+fn block_run(
+    t: usize,
+    runs: usize,
+    strips: usize,
+    panels: usize,
+) -> impl Iterator<Item = (usize, std::ops::Range<usize>)> {
+    let blocks = strips * panels.div_ceil(2);
+    let bound = |i: usize| {
+        let b = i * blocks / runs.max(1);
+        if strips > 1 && b % strips == strips - 1 {
+            b - 1
+        } else {
+            b
+        }
+    };
+    let (first, end) = (bound(t), bound(t + 1));
+    (first / strips..end.div_ceil(strips)).filter_map(move |pair| {
+        let s0 = first.max(pair * strips) - pair * strips;
+        let s1 = end.min((pair + 1) * strips) - pair * strips;
+        (s0 < s1).then_some((pair, s0..s1))
+    })
+}
+
+/// Where the blocks read X's strips.
+#[derive(Clone, Copy)]
+enum Strips<'a> {
+    /// Packed one after another from the first strip of the range.
+    Packed(&'a [f32]),
+    /// In X's own rows.
+    InPlace,
+}
+
 /// The activation applied in registers, or after each block's store.
 enum Epilogue {
     None,
@@ -403,6 +480,7 @@ type BlockArgs<'a> = (
     *const f32,
     usize,
     usize,
+    usize,
     &'a [f32],
     Option<&'a [f32]>,
     Option<*const f32>,
@@ -423,7 +501,7 @@ unsafe fn dispatch(rows: usize, wide: bool, zmm: bool, a: BlockArgs) {
         macro_rules! rows {
             ($($r:literal)*) => {
                 match rows {
-                    $($r => block512::<$r>(a.0, a.1, a.2, a.3, a.4, a.5, a.6, a.7),)*
+                    $($r => block512::<$r>(a.0, a.1, a.2, a.3, a.4, a.5, a.6, a.7, a.8),)*
                     _ => unreachable!("two panels have 1 to {} rows", 2 * MR),
                 }
             };
@@ -432,17 +510,22 @@ unsafe fn dispatch(rows: usize, wide: bool, zmm: bool, a: BlockArgs) {
     }
     if rows > MR {
         // Two panels for the 256-bit block: one after the other.
-        let (x, n, k, w, bias, z, y, epi) = a;
-        dispatch(MR, wide, false, (x, n, k, &w[..k * MR], bias, z, y, epi));
+        let (x, xs, n, k, w, bias, z, y, epi) = a;
+        dispatch(
+            MR,
+            wide,
+            false,
+            (x, xs, n, k, &w[..k * MR], bias, z, y, epi),
+        );
         let (bias, z) = (bias.map(|b| &b[MR..]), z.map(|z| z.add(MR * n)));
-        let rest = (x, n, k, &w[k * MR..], bias, z, y.add(MR * n), epi);
+        let rest = (x, xs, n, k, &w[k * MR..], bias, z, y.add(MR * n), epi);
         return dispatch(rows - MR, wide, false, rest);
     }
     macro_rules! rows {
         ($($r:literal)*) => {
             match (rows, wide) {
-                $(($r, true) => block::<2, $r>(a.0, a.1, a.2, a.3, a.4, a.5, a.6, a.7),
-                ($r, false) => block::<1, $r>(a.0, a.1, a.2, a.3, a.4, a.5, a.6, a.7),)*
+                $(($r, true) => block::<2, $r>(a.0, a.1, a.2, a.3, a.4, a.5, a.6, a.7, a.8),
+                ($r, false) => block::<1, $r>(a.0, a.1, a.2, a.3, a.4, a.5, a.6, a.7, a.8),)*
                 _ => unreachable!("a panel has 1 to {MR} rows"),
             }
         };
@@ -461,11 +544,12 @@ fn zmm_blocks() -> bool {
     false
 }
 
-/// One block: `y[r·n + j] = act(Σ_k w[k·6 + r]·x[k·8V + j] + bias[r] +
+/// One block: `y[r·n + j] = act(Σ_k w[k·6 + r]·x[k·xs + j] + bias[r] +
 /// z[r·n + j])` for R rows r and 8·V columns j.
 ///
 /// # Safety
-/// The CPU must support AVX2 and FMA; `x` must hold `k` rows of 8·V, `w`
+/// The CPU must support AVX2 and FMA; `x` must hold `k` rows of 8·V at
+/// pitch `xs`, `w`
 /// `k` groups of 6, `bias` (if any) R values, and `y` (and `z`) R rows of
 /// pitch `n` with 8·V writable (readable) columns each.
 #[cfg(target_arch = "x86_64")]
@@ -473,6 +557,7 @@ fn zmm_blocks() -> bool {
 #[allow(clippy::too_many_arguments)]
 unsafe fn block<const V: usize, const R: usize>(
     x: *const f32,
+    xs: usize,
     n: usize,
     k: usize,
     w: &[f32],
@@ -485,7 +570,7 @@ unsafe fn block<const V: usize, const R: usize>(
     let mut acc = [[_mm256_setzero_ps(); V]; R];
     let wp = w.as_ptr();
     for kk in 0..k {
-        let xr = x.add(kk * 8 * V);
+        let xr = x.add(kk * xs);
         let mut xv = [_mm256_setzero_ps(); V];
         for (h, v) in xv.iter_mut().enumerate() {
             *v = _mm256_loadu_ps(xr.add(8 * h));
@@ -536,6 +621,7 @@ unsafe fn block<const V: usize, const R: usize>(
 #[allow(clippy::too_many_arguments)]
 unsafe fn block512<const R: usize>(
     x: *const f32,
+    xs: usize,
     n: usize,
     k: usize,
     w: &[f32],
@@ -550,7 +636,7 @@ unsafe fn block512<const R: usize>(
     // Rows past the first panel's take their weights from the second.
     let (w0, w1) = (w.as_ptr(), w.as_ptr().add(if R > MR { k * MR } else { 0 }));
     for kk in 0..k {
-        let xv = _mm512_loadu_ps(x.add(kk * NR));
+        let xv = _mm512_loadu_ps(x.add(kk * xs));
         let (p0, p1) = (w0.add(kk * MR), w1.add(kk * MR));
         for (r, a) in acc.iter_mut().enumerate() {
             let wv = if r < MR { *p0.add(r) } else { *p1.add(r - MR) };
@@ -636,6 +722,41 @@ mod tests {
         }
     }
 
+    /// Runs of blocks take every (pair, strip) block once, in order, in
+    /// near-equal numbers, and keep the last two strips of a pair together.
+    #[test]
+    fn block_runs_cover_every_block_once() {
+        for strips in 1..12 {
+            for panels in 1usize..14 {
+                let pairs = panels.div_ceil(2);
+                for runs in 1..10 {
+                    let got: Vec<Vec<(usize, usize)>> = (0..runs)
+                        .map(|t| {
+                            block_run(t, runs, strips, panels)
+                                .flat_map(|(p, r)| r.map(move |s| (p, s)))
+                                .collect()
+                        })
+                        .collect();
+                    let all: Vec<_> = got.iter().flatten().copied().collect();
+                    let want: Vec<_> = (0..pairs)
+                        .flat_map(|p| (0..strips).map(move |s| (p, s)))
+                        .collect();
+                    assert_eq!(all, want, "{strips} strips, {panels} panels, {runs} runs");
+                    let lens: Vec<_> = got.iter().map(Vec::len).collect();
+                    let spread = lens.iter().max().unwrap() - lens.iter().min().unwrap();
+                    // Equal shares differ by one; moving a bound off the
+                    // last strip changes two runs by one more each.
+                    assert!(spread <= 3, "{strips}/{panels}/{runs}: {lens:?}");
+                    for run in got.iter().filter(|_| strips > 1) {
+                        for &(p, s) in run {
+                            assert!(s != strips - 1 || run.contains(&(p, s - 1)));
+                        }
+                    }
+                }
+            }
+        }
+    }
+
     /// Pitched X and Y, several products, bias and Relu: every output is
     /// the naive sum (to rounding), and outputs outside the blocks stay.
     #[cfg(target_arch = "x86_64")]
@@ -670,21 +791,24 @@ mod tests {
             z: None,
             act: Some(Activation::Relu),
         };
-        let run = |zmm| {
+        let run = |zmm, in_place| {
             let mut y = vec![f32::NAN; count * rows * y_pitch];
             // SAFETY: the kernel is available and the products' Y rows
             // are disjoint.
-            unsafe { job.run_on(&mut y, zmm) };
+            unsafe { job.run_on(&mut y, zmm, in_place) };
             y
         };
-        let y = run(false);
+        let y = run(false, false);
         // The 512-bit block (two panels, whole strips), where the CPU has
-        // it, does the same products in the same order.
-        let same = run(true)
-            .iter()
-            .zip(&y)
-            .all(|(a, b)| a.to_bits() == b.to_bits());
-        assert!(same, "512-bit blocks differ");
+        // it, and X read in place rather than packed do the same products
+        // in the same order.
+        for (zmm, in_place) in [(true, false), (false, true), (true, true)] {
+            let same = run(zmm, in_place)
+                .iter()
+                .zip(&y)
+                .all(|(a, b)| a.to_bits() == b.to_bits());
+            assert!(same, "blocks differ (zmm {zmm}, in place {in_place})");
+        }
         for i in 0..count {
             for r in 0..rows {
                 for j in 0..y_pitch {
