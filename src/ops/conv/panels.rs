@@ -176,15 +176,13 @@ impl Products<'_> {
         let epi = Epilogue::of(self.act);
         let yp = SendPtr(y.as_mut_ptr());
         if in_place {
-            // Blocks in order, pair of panels by pair, strip by strip, cut
-            // into near-equal runs (a run never ends between the two
-            // overlapping last strips).
+            // Blocks in order, strip by strip, pair of panels by pair, cut
+            // into near-equal runs.
             let per_product = want.div_ceil(self.count).min(strips * panels.div_ceil(2));
             par_for(self.count * per_product, |t| {
                 let (i, run) = (t / per_product, t % per_product);
                 let at = (self.at)(i);
-                for (pair, these) in block_run(run, per_product, strips, panels) {
-                    let panel_range = 2 * pair..(2 * pair + 2).min(panels);
+                for (these, panel_range) in block_run(run, per_product, n, panels) {
                     self.multiply(&at, these, Strips::InPlace, panel_range, yp, &epi, zmm);
                 }
             });
@@ -419,30 +417,36 @@ fn pair_range(t: usize, tasks: usize, total: usize) -> std::ops::Range<usize> {
     bound(t)..bound(t + 1)
 }
 
-/// Run `t` of `runs` near-equal runs of the blocks of `strips` strips by
-/// `panels` panels, taken pair of panels by pair and strip by strip: for
-/// each pair it touches, the pair and its strips. A run never ends between
-/// the last two strips, which overlap.
+/// Run `t` of `runs` near-equal runs of the blocks of a product of `n`
+/// columns and `panels` panels, taken strip by strip and, within a strip,
+/// pair of panels by pair: per strip it touches, the strips and panels.
+/// Where the last strip is pulled back over the one before it, the two go
+/// together, so no two tasks write the same outputs.
+///
+/// Strip-major, so a strip of X is read from memory once per run and its
+/// pairs of panels reuse it; pair-major runs read X's strips once per pair
+/// (24×24 planes, 176→64: 594 against 567 µs for 8 layers on two threads).
 fn block_run(
     t: usize,
     runs: usize,
-    strips: usize,
+    n: usize,
     panels: usize,
-) -> impl Iterator<Item = (usize, std::ops::Range<usize>)> {
-    let blocks = strips * panels.div_ceil(2);
-    let bound = |i: usize| {
-        let b = i * blocks / runs.max(1);
-        if strips > 1 && b % strips == strips - 1 {
-            b - 1
-        } else {
-            b
-        }
+) -> impl Iterator<Item = (std::ops::Range<usize>, std::ops::Range<usize>)> {
+    let strips = n.div_ceil(NR);
+    let units = if strips > 1 && !n.is_multiple_of(NR) {
+        strips - 1
+    } else {
+        strips
     };
-    let (first, end) = (bound(t), bound(t + 1));
-    (first / strips..end.div_ceil(strips)).filter_map(move |pair| {
-        let s0 = first.max(pair * strips) - pair * strips;
-        let s1 = end.min((pair + 1) * strips) - pair * strips;
-        (s0 < s1).then_some((pair, s0..s1))
+    let pairs = panels.div_ceil(2);
+    let blocks = units * pairs;
+    let runs = runs.max(1);
+    let (first, end) = (t * blocks / runs, (t + 1) * blocks / runs);
+    (first / pairs..end.div_ceil(pairs)).filter_map(move |u| {
+        let p0 = first.max(u * pairs) - u * pairs;
+        let p1 = end.min((u + 1) * pairs) - u * pairs;
+        let these = if u + 1 == units { u..strips } else { u..u + 1 };
+        (p0 < p1).then_some((these, 2 * p0..(2 * p1).min(panels)))
     })
 }
 
@@ -722,36 +726,47 @@ mod tests {
         }
     }
 
-    /// Runs of blocks take every (pair, strip) block once, in order, in
-    /// near-equal numbers, and keep the last two strips of a pair together.
+    /// Runs of blocks take every (strip, panel) once, in
+    /// near-equal numbers, and keep a pulled-back last strip with the one
+    /// it overlaps.
     #[test]
     fn block_runs_cover_every_block_once() {
-        for strips in 1..12 {
-            for panels in 1usize..14 {
-                let pairs = panels.div_ceil(2);
+        for n in [16usize, 17, 24, 32, 40, 47, 144, 150] {
+            let strips = n.div_ceil(NR);
+            for panels in 1..14 {
                 for runs in 1..10 {
-                    let got: Vec<Vec<(usize, usize)>> = (0..runs)
+                    let got: Vec<Vec<(usize, usize, usize)>> = (0..runs)
                         .map(|t| {
-                            block_run(t, runs, strips, panels)
-                                .flat_map(|(p, r)| r.map(move |s| (p, s)))
+                            block_run(t, runs, n, panels)
+                                .flat_map(|(ss, ps)| {
+                                    let len = ss.len();
+                                    ps.step_by(2)
+                                        .flat_map(move |p| ss.clone().map(move |s| (s, p, len)))
+                                })
                                 .collect()
                         })
                         .collect();
-                    let all: Vec<_> = got.iter().flatten().copied().collect();
-                    let want: Vec<_> = (0..pairs)
-                        .flat_map(|p| (0..strips).map(move |s| (p, s)))
+                    let order: Vec<_> = got.iter().flatten().map(|&(s, p, _)| (s, p)).collect();
+                    let mut want: Vec<_> = (0..strips)
+                        .flat_map(|s| (0..panels).step_by(2).map(move |p| (s, p)))
                         .collect();
-                    assert_eq!(all, want, "{strips} strips, {panels} panels, {runs} runs");
-                    let lens: Vec<_> = got.iter().map(Vec::len).collect();
-                    let spread = lens.iter().max().unwrap() - lens.iter().min().unwrap();
-                    // Equal shares differ by one; moving a bound off the
-                    // last strip changes two runs by one more each.
-                    assert!(spread <= 3, "{strips}/{panels}/{runs}: {lens:?}");
-                    for run in got.iter().filter(|_| strips > 1) {
-                        for &(p, s) in run {
-                            assert!(s != strips - 1 || run.contains(&(p, s - 1)));
-                        }
+                    let mut sorted = order.clone();
+                    sorted.sort_unstable();
+                    want.sort_unstable();
+                    assert_eq!(sorted, want, "{n} columns, {panels} panels, {runs} runs");
+                    // Pulled back: the last strip comes with the one before.
+                    let pulled = strips > 1 && !n.is_multiple_of(NR);
+                    for &(s, _, len) in got.iter().flatten() {
+                        assert_eq!(len, if pulled && s + 2 >= strips { 2 } else { 1 });
                     }
+                    // Near-equal: one block apart, a pulled-back pair counting once.
+                    let lens: Vec<_> = got
+                        .iter()
+                        .map(|r| r.iter().map(|&(_, _, len)| 1.0 / len as f64).sum::<f64>())
+                        .collect();
+                    let spread = lens.iter().cloned().fold(0.0, f64::max)
+                        - lens.iter().cloned().fold(f64::MAX, f64::min);
+                    assert!(spread <= 1.0 + 1e-9, "{n}/{panels}/{runs}: {lens:?}");
                 }
             }
         }
