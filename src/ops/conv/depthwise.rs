@@ -91,7 +91,7 @@ fn depthwise_2d<T: GemmFloat>(
             clear_phases(scratch);
             let (mut now, mut next) = scratch.split_at_mut(phases_len);
             let planes = chunk.len() / plane;
-            fill_phases(&ph, now, channels(first).1, h, wd, pt, pl);
+            fill_phases(&ph, now, 0, channels(first).1, h, wd, pt, pl);
             let mut offsets = [0usize; MAX_TAPS];
             if taps <= MAX_TAPS {
                 for (t, o) in offsets[..taps].iter_mut().enumerate() {
@@ -101,7 +101,7 @@ fn depthwise_2d<T: GemmFloat>(
             for (r, out) in chunk.chunks_mut(plane).enumerate() {
                 let row = first + r;
                 if r + 1 < planes {
-                    fill_phases(&ph, next, channels(row + 1).1, h, wd, pt, pl);
+                    fill_phases(&ph, next, 0, channels(row + 1).1, h, wd, pt, pl);
                 }
                 let (oc, phases) = (channels(row).0, &*now);
                 let init = b.map_or(T::zero(), |b| b[oc]);

@@ -47,6 +47,24 @@ impl Phases {
         }
     }
 
+    /// The columns `lo..hi` of phase column offset `b` that read input
+    /// columns (input column `b + sw·j − pl` for phase column `j`), for an
+    /// input `wd` wide padded by `pl` before.
+    fn in_columns(&self, b: usize, wd: usize, pl: usize) -> (usize, usize) {
+        let lo = pl.saturating_sub(b).div_ceil(self.sw).min(self.cols);
+        let hi = (pl + wd)
+            .saturating_sub(b)
+            .div_ceil(self.sw)
+            .clamp(lo, self.cols);
+        (lo, hi)
+    }
+
+    /// Whether padded row `r` is an input row, for an input `h` high padded
+    /// by `pt` before.
+    fn in_row(r: usize, h: usize, pt: usize) -> bool {
+        r >= pt && r < pt + h
+    }
+
     /// Offset of tap `(ky, kx)` (already dilated) in the phases buffer.
     pub(super) fn tap(&self, ty: usize, tx: usize) -> usize {
         let phase = (ty % self.sh) * self.sw + tx % self.sw;
@@ -61,16 +79,49 @@ pub(super) fn clear_phases<T: GemmFloat>(phases: &mut [T]) {
     phases.fill(T::zero());
 }
 
+/// Zeroes exactly what [`fill_phases`] leaves unwritten in phases `first
+/// ..` (as many as `phases` holds) of one plane (`h × wd`, padded by `pt`
+/// rows and `pl` columns before): the padding and the tails. Where few
+/// planes share a buffer, this replaces [`clear_phases`], and each phase
+/// can be prepared by its own task.
+pub(super) fn clear_padding<T: GemmFloat>(
+    ph: &Phases,
+    phases: &mut [T],
+    first: usize,
+    h: usize,
+    wd: usize,
+    pt: usize,
+    pl: usize,
+) {
+    for (k, dst) in phases.chunks_exact_mut(ph.len).enumerate() {
+        let k = first + k;
+        let (a, b) = (k / ph.sw, k % ph.sw);
+        let (lo, hi) = ph.in_columns(b, wd, pl);
+        let (body, tail) = dst.split_at_mut(ph.rows * ph.cols);
+        tail.fill(T::zero());
+        for (i, row) in body.chunks_exact_mut(ph.cols.max(1)).enumerate() {
+            if lo == hi || !Phases::in_row(a + ph.sh * i, h, pt) {
+                row.fill(T::zero());
+            } else {
+                row[..lo].fill(T::zero());
+                row[hi..].fill(T::zero());
+            }
+        }
+    }
+}
+
 multiversion! {
     /// Splits the `h × wd` plane `xc`, padded by `pt` rows and `pl` columns
-    /// before, into the phases of `ph`, writing only the in-input spans: the
-    /// buffer must have been zeroed by [`clear_phases`] (or hold an earlier
-    /// plane of the same geometry). Compiled for AVX2 where the CPU has it:
-    /// the copies and stride-2 gathers are a large part of a depthwise
-    /// layer's time.
+    /// before, into phases `first ..` of `ph` (as many as `phases` holds),
+    /// writing only the in-input spans: the buffer must have been zeroed by
+    /// [`clear_phases`] or [`clear_padding`] (or hold an earlier plane of
+    /// the same geometry). Compiled for AVX2 where the CPU has it: the
+    /// copies and stride-2 gathers are a large part of a depthwise layer's
+    /// time.
     pub(super) fn fill_phases<T: GemmFloat>(
         ph: &Phases,
         phases: &mut [T],
+        first: usize,
         xc: &[T],
         h: usize,
         wd: usize,
@@ -92,19 +143,16 @@ multiversion! {
             return;
         }
         for (k, dst) in phases.chunks_exact_mut(ph.len).enumerate() {
+            let k = first + k;
             let (a, b) = (k / ph.sw, k % ph.sw);
             // Phase columns j read input column b + sw·j − pl when in range.
-            let lo = pl.saturating_sub(b).div_ceil(ph.sw).min(ph.cols);
-            let hi = (pl + wd)
-                .saturating_sub(b)
-                .div_ceil(ph.sw)
-                .clamp(lo, ph.cols);
+            let (lo, hi) = ph.in_columns(b, wd, pl);
             if lo == hi {
                 continue;
             }
             for (i, row) in dst.chunks_exact_mut(ph.cols).take(ph.rows).enumerate() {
                 let r = a + ph.sh * i;
-                if r < pt || r >= pt + h {
+                if !Phases::in_row(r, h, pt) {
                     continue;
                 }
                 let src = &xc[(r - pt) * wd..(r - pt + 1) * wd];
@@ -171,5 +219,54 @@ fn copy_span<T: Copy>(dst: &mut [T], src: &[T]) {
     }
     if i < n {
         dst[n - COPY_BLOCK..].copy_from_slice(&src[n - COPY_BLOCK..n]);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::conv_op::plan;
+    use super::super::geom::{AutoPad, WindowAttrs};
+    use super::*;
+
+    /// On a buffer full of NaN, [`clear_padding`] then [`fill_phases`] give
+    /// what [`fill_phases`] gives on a zeroed buffer, for strides 1 to 3,
+    /// pads up to past the input and inputs narrower than the window.
+    #[test]
+    fn clearing_the_padding_equals_clearing_everything() {
+        let cases = [
+            // (h, wd, kernel, stride, pads [top, left, bottom, right])
+            (96, 96, 7, 2, [3, 3, 3, 3]),
+            (9, 7, 3, 1, [1, 1, 1, 1]),
+            (8, 11, 3, 2, [0, 1, 2, 0]),
+            (10, 10, 5, 3, [2, 2, 2, 2]),
+            (2, 3, 3, 2, [4, 3, 1, 2]),
+            (1, 1, 3, 1, [2, 2, 2, 2]),
+        ];
+        for (h, wd, k, s, pads) in cases {
+            let attrs = WindowAttrs {
+                kernel: None,
+                strides: Some(vec![s, s]),
+                dilations: None,
+                pads: Some(pads.to_vec()),
+                auto_pad: AutoPad::NotSet,
+            };
+            let p = plan(&attrs, 1, &[1, 1, h, wd], &[1, 1, k, k], None).unwrap();
+            let ph = Phases::new(&p);
+            let x: Vec<f32> = (0..h * wd).map(|i| i as f32 + 1.0).collect();
+            let len = ph.sh * ph.sw * ph.len;
+            let mut want = vec![0f32; len];
+            fill_phases(&ph, &mut want, 0, &x, h, wd, pads[0], pads[1]);
+            // Phase by phase, as the direct kernel's tasks prepare them.
+            let mut got = vec![f32::NAN; len];
+            for (k, dst) in got.chunks_exact_mut(ph.len).enumerate() {
+                clear_padding(&ph, dst, k, h, wd, pads[0], pads[1]);
+                fill_phases(&ph, dst, k, &x, h, wd, pads[0], pads[1]);
+            }
+            let same = got
+                .iter()
+                .zip(&want)
+                .all(|(a, b)| a.to_bits() == b.to_bits());
+            assert!(same, "{h}×{wd}, {k}×{k} stride {s}, pads {pads:?}");
+        }
     }
 }
