@@ -8,9 +8,9 @@
 //! accumulators: per step of k it loads two vectors of X, broadcasts 6
 //! weights and does 12 fused multiply-adds (a row's last 8 or fewer columns
 //! take a block of one vector, and the last panel, when the rows are not a
-//! multiple of 6, a block of only its rows). Where X is small (within L2,
-//! rows within a page) the blocks read it in place, and the blocks are cut
-//! into near-equal runs with no pass before them. Else X is packed a
+//! multiple of 6, a block of only its rows). Where X is a small plane's
+//! channels (within L2, rows end to end) the blocks read it in place, and
+//! the blocks are cut into near-equal runs with no pass before them. Else X is packed a
 //! strip of 16 columns at a time (by the task that uses the strip, or once
 //! for all the tasks that share it), and each panel of W runs over a chunk
 //! of strips that stays in L2. Bias, residual and Relu or Clip are applied in
@@ -49,11 +49,14 @@ const MIN_TASK_COLUMNS: usize = 4 * NR;
 /// channels: 147 KB) the packing took 7 % of a 1×1 layer on one thread,
 /// and on two its own parallel pass and the wait for it.
 const IN_PLACE_FLOATS: usize = 256 * 1024;
-/// Largest pitch of X read in place: a page (4 KiB), so a strip's rows
-/// share pages. At 56×56 (12.5 KB a row) each row was a new page for the
-/// TLB and the prefetchers, and a 64→64 1×1 layer ran 6 % (one thread)
-/// to 24 % (two) slower than with packed strips.
-const IN_PLACE_PITCH: usize = 1024;
+/// Most columns of an X read in place, whose rows must also lie end to
+/// end (a 1×1 layer's input planes): planes up to 16×16. In the example
+/// model (per-node trace, 2 CPUs, 12 rounds) the 12×12 1×1 layers gained
+/// 2–8 µs each, while the 24×24 ones gained nothing and Winograd F(2×2)'s
+/// products (36 columns at a pitch of 832) lost 4–11 µs: their strips'
+/// rows fall into a quarter of the L1 sets. At 56×56 (12.5 KB rows) a
+/// 64→64 layer ran 6 % (one thread) to 24 % (two) slower in place.
+const IN_PLACE_COLUMNS: usize = 256;
 
 thread_local! {
     /// Each thread's packed strips, apart from the scratch of the callers
@@ -147,8 +150,9 @@ impl Products<'_> {
     /// checked against its slice.)
     #[cfg(target_arch = "x86_64")]
     pub(super) unsafe fn run(&self, y: &mut [f32]) {
-        let in_place = (self.k - 1) * self.x_pitch + self.n <= IN_PLACE_FLOATS
-            && self.x_pitch <= IN_PLACE_PITCH;
+        let in_place = self.x_pitch == self.n
+            && self.n <= IN_PLACE_COLUMNS
+            && self.k * self.n <= IN_PLACE_FLOATS;
         self.run_on(y, zmm_blocks(), in_place)
     }
 
@@ -334,7 +338,8 @@ impl Products<'_> {
                 // panels disjointly, and products do not overlap).
                 let ys = yp.offset(y_at).0;
                 let args = (xp, xs, self.y_pitch, k, w, bias, resid, ys, epi);
-                unsafe { dispatch(rows, wide == NR, zmm, args) };
+                let packed = matches!(x, Strips::Packed(_));
+                unsafe { dispatch(rows, wide == NR, zmm, packed, args) };
             }
         }
     }
@@ -494,18 +499,20 @@ type BlockArgs<'a> = (
 
 /// Runs the block of `rows` rows (1 to 12: two panels past 6) and 16
 /// columns (`wide`) or 8: [`block512`] where `zmm` and the strip is wide,
-/// else [`block`] for each panel.
+/// else [`block`] for each panel; `packed` where X's rows are a packed
+/// strip's (the pitch then a constant of the kernel).
 ///
 /// # Safety
 /// As for [`block`] with R = `rows` and V = 2 or 1, `w` holding a panel
 /// per 6 rows; `zmm` only on a CPU with AVX-512F.
 #[cfg(target_arch = "x86_64")]
-unsafe fn dispatch(rows: usize, wide: bool, zmm: bool, a: BlockArgs) {
+unsafe fn dispatch(rows: usize, wide: bool, zmm: bool, packed: bool, a: BlockArgs) {
     if wide && zmm {
         macro_rules! rows {
             ($($r:literal)*) => {
-                match rows {
-                    $($r => block512::<$r>(a.0, a.1, a.2, a.3, a.4, a.5, a.6, a.7, a.8),)*
+                match (rows, packed) {
+                    $(($r, true) => block512::<$r, true>(a.0, a.1, a.2, a.3, a.4, a.5, a.6, a.7, a.8),
+                    ($r, false) => block512::<$r, false>(a.0, a.1, a.2, a.3, a.4, a.5, a.6, a.7, a.8),)*
                     _ => unreachable!("two panels have 1 to {} rows", 2 * MR),
                 }
             };
@@ -515,21 +522,19 @@ unsafe fn dispatch(rows: usize, wide: bool, zmm: bool, a: BlockArgs) {
     if rows > MR {
         // Two panels for the 256-bit block: one after the other.
         let (x, xs, n, k, w, bias, z, y, epi) = a;
-        dispatch(
-            MR,
-            wide,
-            false,
-            (x, xs, n, k, &w[..k * MR], bias, z, y, epi),
-        );
+        let first = (x, xs, n, k, &w[..k * MR], bias, z, y, epi);
+        dispatch(MR, wide, false, packed, first);
         let (bias, z) = (bias.map(|b| &b[MR..]), z.map(|z| z.add(MR * n)));
         let rest = (x, xs, n, k, &w[k * MR..], bias, z, y.add(MR * n), epi);
-        return dispatch(rows - MR, wide, false, rest);
+        return dispatch(rows - MR, wide, false, packed, rest);
     }
     macro_rules! rows {
         ($($r:literal)*) => {
-            match (rows, wide) {
-                $(($r, true) => block::<2, $r>(a.0, a.1, a.2, a.3, a.4, a.5, a.6, a.7, a.8),
-                ($r, false) => block::<1, $r>(a.0, a.1, a.2, a.3, a.4, a.5, a.6, a.7, a.8),)*
+            match (rows, wide, packed) {
+                $(($r, true, true) => block::<2, $r, true>(a.0, a.1, a.2, a.3, a.4, a.5, a.6, a.7, a.8),
+                ($r, false, true) => block::<1, $r, true>(a.0, a.1, a.2, a.3, a.4, a.5, a.6, a.7, a.8),
+                ($r, true, false) => block::<2, $r, false>(a.0, a.1, a.2, a.3, a.4, a.5, a.6, a.7, a.8),
+                ($r, false, false) => block::<1, $r, false>(a.0, a.1, a.2, a.3, a.4, a.5, a.6, a.7, a.8),)*
                 _ => unreachable!("a panel has 1 to {MR} rows"),
             }
         };
@@ -553,13 +558,13 @@ fn zmm_blocks() -> bool {
 ///
 /// # Safety
 /// The CPU must support AVX2 and FMA; `x` must hold `k` rows of 8·V at
-/// pitch `xs`, `w`
+/// pitch `xs` (which is 8·V where `P`, a packed strip), `w`
 /// `k` groups of 6, `bias` (if any) R values, and `y` (and `z`) R rows of
 /// pitch `n` with 8·V writable (readable) columns each.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
 #[allow(clippy::too_many_arguments)]
-unsafe fn block<const V: usize, const R: usize>(
+unsafe fn block<const V: usize, const R: usize, const P: bool>(
     x: *const f32,
     xs: usize,
     n: usize,
@@ -573,6 +578,9 @@ unsafe fn block<const V: usize, const R: usize>(
     use std::arch::x86_64::*;
     let mut acc = [[_mm256_setzero_ps(); V]; R];
     let wp = w.as_ptr();
+    // A packed strip's pitch as a constant: at run time it cost the packed
+    // path 2–8 % (176→64 on 24×24, 64→64 on 56×56, one thread).
+    let xs = if P { 8 * V } else { xs };
     for kk in 0..k {
         let xr = x.add(kk * xs);
         let mut xv = [_mm256_setzero_ps(); V];
@@ -623,7 +631,7 @@ unsafe fn block<const V: usize, const R: usize>(
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
 #[allow(clippy::too_many_arguments)]
-unsafe fn block512<const R: usize>(
+unsafe fn block512<const R: usize, const P: bool>(
     x: *const f32,
     xs: usize,
     n: usize,
@@ -636,6 +644,7 @@ unsafe fn block512<const R: usize>(
 ) {
     use std::arch::x86_64::*;
     let mut acc = [_mm512_setzero_ps(); R];
+    let xs = if P { NR } else { xs };
     assert!(w.len() >= R.div_ceil(MR) * k * MR);
     // Rows past the first panel's take their weights from the second.
     let (w0, w1) = (w.as_ptr(), w.as_ptr().add(if R > MR { k * MR } else { 0 }));
