@@ -9,11 +9,11 @@
 //! weights and does 12 fused multiply-adds (a row's last 8 or fewer columns
 //! take a block of one vector, and the last panel, when the rows are not a
 //! multiple of 6, a block of only its rows). Where X is a small plane's
-//! channels (within L2, rows end to end) the blocks read it in place, and
-//! the blocks are cut into near-equal runs with no pass before them. Else X is packed a
-//! strip of 16 columns at a time (by the task that uses the strip, or once
-//! for all the tasks that share it), and each panel of W runs over a chunk
-//! of strips that stays in L2. Bias, residual and Relu or Clip are applied in
+//! channels (within L2, rows end to end) the blocks read it in place, cut
+//! into near-equal runs with no pass before them. Else X is packed a strip
+//! of 16 columns at a time (by the task that uses the strip, or once for
+//! all the tasks that share it), and each panel of W runs over a chunk of
+//! strips that stays in L2. Bias, residual and Relu or Clip are applied in
 //! registers before the one store, so no pass over Y follows (other
 //! activations run over each stored block). The `gemm` crate packed both
 //! operands on every call and left the epilogue to a second pass; on the
@@ -44,8 +44,8 @@ const CHUNK_FLOATS: usize = 48 * 1024;
 /// Columns one task covers at least: below this, the split costs more
 /// than it saves.
 const MIN_TASK_COLUMNS: usize = 4 * NR;
-/// Largest span of one product's X (floats) that the blocks read in place,
-/// without packing its strips: 1 MiB, the L2. On 12×12 planes (256
+/// Most floats of one product's X that the blocks read in place, without
+/// packing its strips: 1 MiB, the L2. On 12×12 planes (256
 /// channels: 147 KB) the packing took 7 % of a 1×1 layer on one thread,
 /// and on two its own parallel pass and the wait for it.
 const IN_PLACE_FLOATS: usize = 256 * 1024;
