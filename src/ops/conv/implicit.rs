@@ -51,8 +51,13 @@ const MIN_CHANNELS: usize = 8;
 /// Output channels from which Winograd, where it applies, stays ahead: on
 /// Zen 3, DenseNet's 3×3 layers with 32 outputs took 44.6 ms here against
 /// 59.4 ms on Winograd and im2col, while Inception's 192-output layer on
-/// 55×55 took 14.1 ms here against 8.3 ms on Winograd F(4×4, 3×3).
-const WINOGRAD_MIN_OUT: usize = 64;
+/// 55×55 took 14.1 ms here against 8.3 ms on Winograd F(4×4, 3×3). On Zen 4
+/// (8 such layers + Relu on 24×24, 7 to 11 alternated rounds), F(4×4, 3×3)
+/// took 48→48 from 231 to 195 µs per layer on one thread and tied on two
+/// (129 µs), and 32→48 from 160 to 141 µs on one thread but 92 to 98 µs on
+/// two; 32→32 was 8 % slower on one thread and 31 % on two. One thread is
+/// what such layers mostly get: a sibling's pool, or a busy device.
+const WINOGRAD_MIN_OUT: usize = 48;
 
 /// Weights packed for a kernel, kept across runs when W is constant (here:
 /// [`MB`]-channel blocks, then tap, then the block's channels, zero past M).
