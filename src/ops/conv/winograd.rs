@@ -15,11 +15,13 @@ use super::panels;
 use crate::ops::gemm::engine::{par_for, Batched, GemmFloat, Mat, SendPtr};
 use crate::ops::gemm::fused::Activation;
 use crate::ops::util::as_f32;
+use num_traits::Float;
 use std::any::Any;
 use std::sync::OnceLock;
 
 mod f2;
 mod f4;
+mod input512;
 pub(crate) mod transform;
 
 pub(crate) use f2::F2;
@@ -325,6 +327,19 @@ impl Band<'_> {
 
     /// `V[c][p][t]`: the transformed input tiles of every channel.
     fn inputs<V: Variant, T: GemmFloat>(&self, x: &[T], v: &mut [T]) {
+        if let (Some(x), Some(v)) = (as_f32(x), crate::ops::util::as_f32_mut(v)) {
+            return self.inputs_by::<V, f32>(x, v, V::input_f32);
+        }
+        self.inputs_by::<V, T>(x, v, V::input::<T>)
+    }
+
+    /// [`Band::inputs`] with `input` transforming each block of tiles.
+    fn inputs_by<V: Variant, E: Float + Send + Sync>(
+        &self,
+        x: &[E],
+        v: &mut [E],
+        input: fn(&InputBlock<E>, &mut [E], usize),
+    ) {
         let win = &self.p.win;
         let (h, wd) = (win.input[0], win.input[1]);
         let (pt, pl) = (win.pad_begin[0] as isize, win.pad_begin[1] as isize);
@@ -350,7 +365,7 @@ impl Band<'_> {
                         // A block past the row's end spills into the next
                         // tile row (written after it) or the row's room.
                         let t = r * across + tx;
-                        V::input(&blk, &mut vc[t..], self.pitch);
+                        input(&blk, &mut vc[t..], self.pitch);
                     }
                 }
             }

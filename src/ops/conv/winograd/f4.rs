@@ -25,6 +25,11 @@ impl Variant for F4 {
     fn input<T: Float>(blk: &InputBlock<T>, v: &mut [T], stride: usize) {
         input(blk, v, stride)
     }
+    fn input_f32(blk: &InputBlock<f32>, v: &mut [f32], stride: usize) {
+        if !super::input512::f4(blk, v, stride) {
+            input(blk, v, stride)
+        }
+    }
     fn output<T: Float>(m: &[T], stride: usize, tiles: usize, out: &mut OutBlock<T>) {
         output(m, stride, tiles, out)
     }

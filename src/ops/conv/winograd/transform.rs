@@ -30,6 +30,10 @@ pub(crate) trait Variant {
     /// block's tiles hold transforms of zero padding, and `v` must have room
     /// for them.
     fn input<T: Float>(blk: &InputBlock<T>, v: &mut [T], stride: usize);
+    /// [`Variant::input`] for f32, on a faster kernel where the CPU has one.
+    fn input_f32(blk: &InputBlock<f32>, v: &mut [f32], stride: usize) {
+        Self::input(blk, v, stride)
+    }
     /// Transforms a block of `LANES` output tiles whose position `p` of
     /// tile `l` is `m[p * stride + l]` into their results, side by side in
     /// `out`: at least the first `tiles` (all of them, or half where
