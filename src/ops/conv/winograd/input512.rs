@@ -4,12 +4,14 @@
 //! The portable [`input_block`](super::transform::input_block) copies each
 //! input row into a segment and gathers every tile's taps from it lane by
 //! lane; compiled for AVX2 that gather went through the stack and took
-//! about a fifth of an F(4×4, 3×3) layer's time. Here tap `j` of the
-//! tiles of a row (columns `j`, `j + m`, `j + 2m`, ... for output tiles of
-//! side m) comes from two masked loads at column `j` and one two-source
-//! permute (two of each, and a lane shuffle, for 16 tiles of F(4×4, 3×3)).
-//! Columns outside the plane or past the block's tiles load as zero, as
-//! the portable code reads them. The arithmetic is the portable code's,
+//! about a fifth of an F(4×4, 3×3) layer's time. Here each input row is
+//! loaded once into two vectors (four for 16 tiles of F(4×4, 3×3), which
+//! span 66 columns), and again from column m for the taps a permute of
+//! those cannot reach; tap `j` of the row's tiles (columns `j`, `j + m`,
+//! `j + 2m`, ... for output tiles of side m) is one two-source permute
+//! (two, and a lane shuffle, for the 16 tiles). Columns outside the plane
+//! or past the block's tiles load as zero, as the portable code reads
+//! them. The arithmetic is the portable code's,
 //! operation for operation (no fused multiply-adds), so every tile's
 //! transform has the same bits on either path.
 #![cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
@@ -71,19 +73,19 @@ fn lanes_for(blk: &InputBlock<f32>, v: &[f32], positions: usize, stride: usize) 
     (fits && crate::ops::gemm::simd::has_avx512()).then_some(lanes)
 }
 
-/// The lanes `k` of a 16-lane load with `lo <= k < hi`.
-fn lanes_between(lo: isize, hi: isize) -> u16 {
-    let (lo, hi) = (lo.clamp(0, 16), hi.clamp(0, 16));
+/// The columns `k` with `lo <= k < hi`, as bits of a segment of at most
+/// 128 columns.
+fn columns(lo: isize, hi: isize) -> u128 {
+    let (lo, hi) = (lo.clamp(0, 127) as u32, hi.clamp(0, 127) as u32);
     if lo >= hi {
         return 0;
     }
-    let below = |n: isize| if n >= 16 { u16::MAX } else { (1u16 << n) - 1 };
-    below(hi) & !below(lo)
+    ((1u128 << hi) - 1) & !((1u128 << lo) - 1)
 }
 
 #[cfg(target_arch = "x86_64")]
 mod avx512 {
-    use super::lanes_between;
+    use super::columns;
     use crate::ops::conv::winograd::transform::InputBlock;
     use std::arch::x86_64::*;
 
@@ -99,25 +101,36 @@ mod avx512 {
         blk: &InputBlock<f32>,
         y: isize,
     ) -> [__m512; N] {
+        // The segment's columns inside the plane's row and the block (at
+        // most 4·16 + 2 of them); the loads read only those.
         let used = (M * blk.tiles + 2) as isize;
-        let (lo, hi) = if y >= 0 && (y as usize) < blk.height {
-            ((-blk.x0).max(0), (blk.width as isize - blk.x0).min(used))
+        let valid = if y >= 0 && (y as usize) < blk.height {
+            columns((-blk.x0).max(0), (blk.width as isize - blk.x0).min(used))
         } else {
-            (0, 0)
+            0
         };
-        // Only lanes inside the row are read (the masks); the others are 0.
         let row = blk
             .plane
             .as_ptr()
             .wrapping_offset(y * blk.width as isize + blk.x0);
-        // Columns o .. o + 16 of the segment; the mask keeps to those inside
-        // the plane's row `y`.
-        let load = |o: isize| (lanes_between(lo - o, hi - o), row.wrapping_offset(o));
-        let load = |o: isize| {
-            let (keep, at) = load(o);
-            _mm512_maskz_loadu_ps(keep, at)
+        let load = |o: usize| _mm512_maskz_loadu_ps((valid >> o) as u16, row.wrapping_add(o));
+        // 16 tiles of F(4×4, 3×3) span 66 columns: two halves of 8 tiles,
+        // 32 columns apart. One permute of two vectors reaches 32 columns,
+        // so the last taps of a half come from vectors loaded M columns on.
+        let halves = M * L > 32;
+        let per_perm = if halves { 8 } else { L };
+        let near = 32 - M * (per_perm - 1);
+        let vectors = |o: usize| {
+            if halves {
+                [load(o), load(o + 16), load(o + 32), load(o + 48)]
+            } else {
+                let zero = _mm512_setzero_ps();
+                [load(o), load(o + 16), zero, zero]
+            }
         };
-        // Lane l reads lane M·l of two vectors (mod 8 lanes for M = 4).
+        let from_start = vectors(0);
+        let from_next = if N > near { vectors(M) } else { from_start };
+        // Lane l reads lane M·l of two vectors (of each half's two).
         let idx = _mm512_setr_epi32(
             0,
             M as i32,
@@ -138,14 +151,18 @@ mod avx512 {
         );
         let mut out = [_mm512_setzero_ps(); N];
         for (j, tap) in out.iter_mut().enumerate() {
-            let j = j as isize;
-            let first = _mm512_permutex2var_ps(load(j), idx, load(j + 16));
-            *tap = if M * L <= 32 {
-                first
+            let (v, shift) = if j < near {
+                (&from_start, j)
             } else {
-                // Tiles 8..16 from the next 32 columns, into lanes 8..16.
-                let next = _mm512_permutex2var_ps(load(j + 32), idx, load(j + 48));
-                _mm512_shuffle_f32x4::<0b0100_0100>(first, next)
+                (&from_next, j - M)
+            };
+            let at = _mm512_add_epi32(idx, _mm512_set1_epi32(shift as i32));
+            let first = _mm512_permutex2var_ps(v[0], at, v[1]);
+            *tap = if halves {
+                let second = _mm512_permutex2var_ps(v[2], at, v[3]);
+                _mm512_shuffle_f32x4::<0b0100_0100>(first, second)
+            } else {
+                first
             };
         }
         out
@@ -297,11 +314,11 @@ mod tests {
     }
 
     #[test]
-    fn lanes_between_keeps_the_range() {
-        assert_eq!(lanes_between(0, 16), u16::MAX);
-        assert_eq!(lanes_between(-3, 2), 0b11);
-        assert_eq!(lanes_between(14, 40), 0b11 << 14);
-        assert_eq!(lanes_between(5, 5), 0);
-        assert_eq!(lanes_between(20, 30), 0);
+    fn columns_keeps_the_range() {
+        assert_eq!(columns(0, 16), 0xFFFF);
+        assert_eq!(columns(-3, 2), 0b11);
+        assert_eq!(columns(14, 66), ((1u128 << 52) - 1) << 14);
+        assert_eq!(columns(5, 5), 0);
+        assert_eq!(columns(30, 20), 0);
     }
 }
