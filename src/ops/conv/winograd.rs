@@ -22,6 +22,7 @@ use std::sync::OnceLock;
 mod f2;
 mod f4;
 mod input512;
+mod output512;
 pub(crate) mod transform;
 
 pub(crate) use f2::F2;
@@ -457,6 +458,24 @@ impl Band<'_> {
         act: Option<Activation>,
         y: &mut [T],
     ) {
+        if let (Some(prod), Some(y)) = (as_f32(prod), crate::ops::util::as_f32_mut(y)) {
+            // T is f32: so are the bias and the residual.
+            let (b, z) = (b.and_then(as_f32), z.and_then(as_f32));
+            return self.outputs_by::<V, f32>(prod, b, z, act, y, V::output_f32);
+        }
+        self.outputs_by::<V, T>(prod, b, z, act, y, V::output::<T>)
+    }
+
+    /// [`Band::outputs`] with `output` transforming each block of tiles.
+    fn outputs_by<V: Variant, E: GemmFloat>(
+        &self,
+        prod: &[E],
+        b: Option<&[E]>,
+        z: Option<&[E]>,
+        act: Option<Activation>,
+        y: &mut [E],
+        output: fn(&[E], usize, usize, &mut OutBlock<E>),
+    ) {
         let p = self.p;
         let (oh, ow) = (p.win.output[0], p.win.output[1]);
         let layout = self.layout;
@@ -470,7 +489,7 @@ impl Band<'_> {
                 // SAFETY: channel `k` owns rows row0..row1 of its output
                 // plane, inside `y`.
                 let rows = unsafe { yp.slice(k * plane + row0 * ow, (row1 - row0) * ow) };
-                let mut blk: OutBlock<T> = [[T::zero(); MAX_OUT * LANES]; MAX_OUT];
+                let mut blk: OutBlock<E> = [[E::zero(); MAX_OUT * LANES]; MAX_OUT];
                 for r in 0..self.rows {
                     let oy = (self.ty0 + r) * V::OUT;
                     let avail = V::OUT.min(oh - oy);
@@ -478,7 +497,7 @@ impl Band<'_> {
                         // Lanes past the row's last tile are not written out.
                         let t = r * across + tx;
                         let tiles = LANES.min(across - tx);
-                        V::output(&prod[k * layout.chan + t..], layout.pos, tiles, &mut blk);
+                        output(&prod[k * layout.chan + t..], layout.pos, tiles, &mut blk);
                         let x0 = tx * V::OUT;
                         let n = (V::OUT * LANES).min(ow - x0);
                         for (i, line) in blk.iter().enumerate().take(avail) {

@@ -34,6 +34,11 @@ impl Variant for F2 {
     fn output<T: Float>(m: &[T], stride: usize, tiles: usize, out: &mut OutBlock<T>) {
         output(m, stride, tiles, out)
     }
+    fn output_f32(m: &[f32], stride: usize, tiles: usize, out: &mut OutBlock<f32>) {
+        if !super::output512::f2(m, stride, tiles, out) {
+            output(m, stride, tiles, out)
+        }
+    }
 }
 
 /// `Bᵀ·z` for four vectors of lanes.
