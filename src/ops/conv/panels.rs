@@ -498,7 +498,7 @@ type BlockArgs<'a> = (
 );
 
 /// Runs the block of `rows` rows (1 to 12: two panels past 6) and 16
-/// columns (`wide`) or 8: [`block512`] where `zmm` and the strip is wide,
+/// columns (`wide`) or 8: [`block512`] or [`block512_narrow`] where `zmm`,
 /// else [`block`] for each panel; `packed` where X's rows are a packed
 /// strip's (the pitch then a constant of the kernel).
 ///
@@ -507,12 +507,14 @@ type BlockArgs<'a> = (
 /// per 6 rows; `zmm` only on a CPU with AVX-512F.
 #[cfg(target_arch = "x86_64")]
 unsafe fn dispatch(rows: usize, wide: bool, zmm: bool, packed: bool, a: BlockArgs) {
-    if wide && zmm {
+    if zmm {
         macro_rules! rows {
             ($($r:literal)*) => {
-                match (rows, packed) {
-                    $(($r, true) => block512::<$r, true>(a.0, a.1, a.2, a.3, a.4, a.5, a.6, a.7, a.8),
-                    ($r, false) => block512::<$r, false>(a.0, a.1, a.2, a.3, a.4, a.5, a.6, a.7, a.8),)*
+                match (rows, packed, wide) {
+                    $(($r, true, true) => block512::<$r, true>(a.0, a.1, a.2, a.3, a.4, a.5, a.6, a.7, a.8),
+                    ($r, false, true) => block512::<$r, false>(a.0, a.1, a.2, a.3, a.4, a.5, a.6, a.7, a.8),
+                    ($r, true, false) => block512_narrow::<$r, true>(a.0, a.1, a.2, a.3, a.4, a.5, a.6, a.7, a.8),
+                    ($r, false, false) => block512_narrow::<$r, false>(a.0, a.1, a.2, a.3, a.4, a.5, a.6, a.7, a.8),)*
                     _ => unreachable!("two panels have 1 to {} rows", 2 * MR),
                 }
             };
@@ -620,65 +622,85 @@ unsafe fn block<const V: usize, const R: usize, const P: bool>(
     }
 }
 
-/// [`block`] of two vectors of 8 as one of 16, for AVX-512, and of up to
-/// two panels (R ≤ 12 rows in as many registers): each weight's broadcast
-/// folds into its multiply-add, and one load of X serves 12 of them. The
-/// same products in the same order, so the same bits.
-///
-/// # Safety
-/// As for [`block`] with V = 2, `w` holding a panel per 6 rows, on a CPU
-/// with AVX-512F.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f")]
-#[allow(clippy::too_many_arguments)]
-unsafe fn block512<const R: usize, const P: bool>(
-    x: *const f32,
-    xs: usize,
-    n: usize,
-    k: usize,
-    w: &[f32],
-    bias: Option<&[f32]>,
-    z: Option<*const f32>,
-    y: *mut f32,
-    epi: &Epilogue,
-) {
-    use std::arch::x86_64::*;
-    let mut acc = [_mm512_setzero_ps(); R];
-    let xs = if P { NR } else { xs };
-    assert!(w.len() >= R.div_ceil(MR) * k * MR);
-    // Rows past the first panel's take their weights from the second.
-    let (w0, w1) = (w.as_ptr(), w.as_ptr().add(if R > MR { k * MR } else { 0 }));
-    for kk in 0..k {
-        let xv = _mm512_loadu_ps(x.add(kk * xs));
-        let (p0, p1) = (w0.add(kk * MR), w1.add(kk * MR));
-        for (r, a) in acc.iter_mut().enumerate() {
-            let wv = if r < MR { *p0.add(r) } else { *p1.add(r - MR) };
-            *a = _mm512_fmadd_ps(_mm512_set1_ps(wv), xv, *a);
-        }
-    }
-    for (r, &a) in acc.iter().enumerate() {
-        let mut v = a;
-        if let Some(b) = bias {
-            v = _mm512_add_ps(v, _mm512_set1_ps(b[r]));
-        }
-        if let Some(z) = z {
-            v = _mm512_add_ps(v, _mm512_loadu_ps(z.add(r * n)));
-        }
-        // max/min with the bound first keep NaN, as the definitions do.
-        match *epi {
-            Epilogue::Relu => v = _mm512_max_ps(_mm512_setzero_ps(), v),
-            Epilogue::Clip(lo, hi) => {
-                v = _mm512_max_ps(_mm512_set1_ps(lo), v);
-                v = _mm512_min_ps(_mm512_set1_ps(hi), v);
+/// Expands to a block of up to two panels (R ≤ 12 rows in as many
+/// registers) over one vector of `$cols` columns, for AVX-512: each
+/// weight's broadcast folds into its multiply-add, and one load of X
+/// serves 12 of them. The same products in the same order as [`block`],
+/// so the same bits.
+macro_rules! two_panel_block {
+    ($(#[$doc:meta])* $name:ident, $cols:expr, $zero:ident, $load:ident, $fmadd:ident,
+     $set1:ident, $add:ident, $max:ident, $min:ident, $store:ident) => {
+        $(#[$doc])*
+        ///
+        /// # Safety
+        /// As for [`block`] with `$cols` columns, `w` holding a panel per 6
+        /// rows, on a CPU with AVX-512F.
+        #[cfg(target_arch = "x86_64")]
+        #[target_feature(enable = "avx512f,fma")]
+        #[allow(clippy::too_many_arguments)]
+        unsafe fn $name<const R: usize, const P: bool>(
+            x: *const f32,
+            xs: usize,
+            n: usize,
+            k: usize,
+            w: &[f32],
+            bias: Option<&[f32]>,
+            z: Option<*const f32>,
+            y: *mut f32,
+            epi: &Epilogue,
+        ) {
+            use std::arch::x86_64::*;
+            let mut acc = [$zero(); R];
+            let xs = if P { $cols } else { xs };
+            assert!(w.len() >= R.div_ceil(MR) * k * MR);
+            // Rows past the first panel's take their weights from the second.
+            let (w0, w1) = (w.as_ptr(), w.as_ptr().add(if R > MR { k * MR } else { 0 }));
+            for kk in 0..k {
+                let xv = $load(x.add(kk * xs));
+                let (p0, p1) = (w0.add(kk * MR), w1.add(kk * MR));
+                for (r, a) in acc.iter_mut().enumerate() {
+                    let wv = if r < MR { *p0.add(r) } else { *p1.add(r - MR) };
+                    *a = $fmadd($set1(wv), xv, *a);
+                }
             }
-            Epilogue::None | Epilogue::Other(_) => {}
+            for (r, &a) in acc.iter().enumerate() {
+                let mut v = a;
+                if let Some(b) = bias {
+                    v = $add(v, $set1(b[r]));
+                }
+                if let Some(z) = z {
+                    v = $add(v, $load(z.add(r * n)));
+                }
+                // max/min with the bound first keep NaN, as the definitions do.
+                match *epi {
+                    Epilogue::Relu => v = $max($zero(), v),
+                    Epilogue::Clip(lo, hi) => {
+                        v = $max($set1(lo), v);
+                        v = $min($set1(hi), v);
+                    }
+                    Epilogue::None | Epilogue::Other(_) => {}
+                }
+                $store(y.add(r * n), v);
+                if let Epilogue::Other(a) = *epi {
+                    a.apply(std::slice::from_raw_parts_mut(y.add(r * n), $cols));
+                }
+            }
         }
-        _mm512_storeu_ps(y.add(r * n), v);
-        if let Epilogue::Other(a) = *epi {
-            a.apply(std::slice::from_raw_parts_mut(y.add(r * n), NR));
-        }
-    }
+    };
 }
+
+two_panel_block!(
+    /// [`block`] of two vectors of 8 as one of 16, two panels at a time.
+    block512, NR, _mm512_setzero_ps, _mm512_loadu_ps, _mm512_fmadd_ps, _mm512_set1_ps,
+    _mm512_add_ps, _mm512_max_ps, _mm512_min_ps, _mm512_storeu_ps
+);
+two_panel_block!(
+    /// [`block`] of one vector of 8 (a narrow last strip), two panels at a
+    /// time: 12 accumulators where the 256-bit block had 6, and one load of
+    /// X for both panels.
+    block512_narrow, NR / 2, _mm256_setzero_ps, _mm256_loadu_ps, _mm256_fmadd_ps,
+    _mm256_set1_ps, _mm256_add_ps, _mm256_max_ps, _mm256_min_ps, _mm256_storeu_ps
+);
 
 #[cfg(test)]
 mod tests {
