@@ -27,7 +27,7 @@ pub(crate) mod transform;
 
 pub(crate) use f2::F2;
 pub(crate) use f4::F4;
-use transform::{InputBlock, OutBlock, Variant, LANES, MAX_OUT};
+use transform::{InputBlock, OutRows, Variant, LANES};
 
 /// Fewest channels per group, on each side, for which the transforms pay.
 const MIN_CHANNELS: usize = 8;
@@ -461,9 +461,9 @@ impl Band<'_> {
         if let (Some(prod), Some(y)) = (as_f32(prod), crate::ops::util::as_f32_mut(y)) {
             // T is f32: so are the bias and the residual.
             let (b, z) = (b.and_then(as_f32), z.and_then(as_f32));
-            return self.outputs_by::<V, f32>(prod, b, z, act, y, V::output_f32);
+            return self.outputs_by::<V, f32>(prod, b, z, act, y, V::output_into_f32);
         }
-        self.outputs_by::<V, T>(prod, b, z, act, y, V::output::<T>)
+        self.outputs_by::<V, T>(prod, b, z, act, y, V::output_into::<T>)
     }
 
     /// [`Band::outputs`] with `output` transforming each block of tiles.
@@ -474,7 +474,7 @@ impl Band<'_> {
         z: Option<&[E]>,
         act: Option<Activation>,
         y: &mut [E],
-        output: fn(&[E], usize, usize, &mut OutBlock<E>),
+        output: fn(&[E], usize, usize, &mut OutRows<E>),
     ) {
         let p = self.p;
         let (oh, ow) = (p.win.output[0], p.win.output[1]);
@@ -489,21 +489,21 @@ impl Band<'_> {
                 // SAFETY: channel `k` owns rows row0..row1 of its output
                 // plane, inside `y`.
                 let rows = unsafe { yp.slice(k * plane + row0 * ow, (row1 - row0) * ow) };
-                let mut blk: OutBlock<E> = [[E::zero(); MAX_OUT * LANES]; MAX_OUT];
                 for r in 0..self.rows {
                     let oy = (self.ty0 + r) * V::OUT;
-                    let avail = V::OUT.min(oh - oy);
                     for tx in (0..across).step_by(LANES) {
                         // Lanes past the row's last tile are not written out.
                         let t = r * across + tx;
                         let tiles = LANES.min(across - tx);
-                        output(&prod[k * layout.chan + t..], layout.pos, tiles, &mut blk);
                         let x0 = tx * V::OUT;
-                        let n = (V::OUT * LANES).min(ow - x0);
-                        for (i, line) in blk.iter().enumerate().take(avail) {
-                            let at = (oy - row0 + i) * ow + x0;
-                            rows[at..at + n].copy_from_slice(&line[..n]);
-                        }
+                        let mut dst = OutRows {
+                            y: &mut *rows,
+                            at: (oy - row0) * ow + x0,
+                            pitch: ow,
+                            rows: V::OUT.min(oh - oy),
+                            cols: (V::OUT * LANES).min(ow - x0),
+                        };
+                        output(&prod[k * layout.chan + t..], layout.pos, tiles, &mut dst);
                     }
                 }
                 let span = k * plane + row0 * ow..k * plane + row1 * ow;

@@ -3,7 +3,7 @@
 //! multiplications than the direct product, at a little more rounding.
 
 use super::transform::{
-    c, input_block, kernel, output_block, InputBlock, Lanes, OutBlock, Variant, LANES,
+    c, input_block, kernel, output_block, InputBlock, Lanes, OutBlock, OutRows, Variant, LANES,
 };
 use crate::ops::gemm::simd::multiversion;
 use num_traits::Float;
@@ -33,9 +33,9 @@ impl Variant for F4 {
     fn output<T: Float>(m: &[T], stride: usize, tiles: usize, out: &mut OutBlock<T>) {
         output(m, stride, tiles, out)
     }
-    fn output_f32(m: &[f32], stride: usize, tiles: usize, out: &mut OutBlock<f32>) {
-        if !super::output512::f4(m, stride, tiles, out) {
-            output(m, stride, tiles, out)
+    fn output_into_f32(m: &[f32], stride: usize, tiles: usize, dst: &mut OutRows<f32>) {
+        if !super::output512::f4(m, stride, tiles, dst) {
+            Self::output_into(m, stride, tiles, dst)
         }
     }
 }

@@ -12,60 +12,72 @@
 //! the same bits on either path.
 #![cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 
-use super::transform::{OutBlock, LANES};
+use super::transform::{OutRows, LANES};
 
 /// Transforms a block of F(4×4, 3×3) products (position `p` of tile `l` at
-/// `m[p·stride + l]`) into `out`, as the portable code does, when the CPU
-/// has AVX-512; returns whether it did.
-pub(super) fn f4(m: &[f32], stride: usize, tiles: usize, out: &mut OutBlock<f32>) -> bool {
+/// `m[p·stride + l]`) into `dst`'s rows and columns, as the portable code
+/// does, when the CPU has AVX-512; returns whether it did.
+pub(super) fn f4(m: &[f32], stride: usize, tiles: usize, dst: &mut OutRows<f32>) -> bool {
     #[cfg(target_arch = "x86_64")]
-    if let Some(lanes) = lanes_for(m, 36, stride, tiles) {
+    if let Some(lanes) = lanes_for(m, 36, stride, tiles, dst, 4) {
         // SAFETY: the CPU has AVX-512 and `m` holds every position's lanes
         // (both checked by `lanes_for`).
         unsafe {
             if lanes == LANES {
-                avx512::f4_block::<LANES>(m, stride, out)
+                avx512::f4_block::<LANES>(m, stride, dst)
             } else {
-                avx512::f4_block::<{ LANES / 2 }>(m, stride, out)
+                avx512::f4_block::<{ LANES / 2 }>(m, stride, dst)
             }
         }
         return true;
     }
-    let _ = (m, stride, tiles, out);
+    let _ = (m, stride, tiles, dst);
     false
 }
 
-/// Transforms a block of F(2×2, 3×3) products into `out`, as [`f4`] does.
-pub(super) fn f2(m: &[f32], stride: usize, tiles: usize, out: &mut OutBlock<f32>) -> bool {
+/// Transforms a block of F(2×2, 3×3) products into `dst`, as [`f4`] does.
+pub(super) fn f2(m: &[f32], stride: usize, tiles: usize, dst: &mut OutRows<f32>) -> bool {
     #[cfg(target_arch = "x86_64")]
-    if let Some(lanes) = lanes_for(m, 16, stride, tiles) {
+    if let Some(lanes) = lanes_for(m, 16, stride, tiles, dst, 2) {
         // SAFETY: as in `f4`.
         unsafe {
             if lanes == LANES {
-                avx512::f2_block::<LANES>(m, stride, out)
+                avx512::f2_block::<LANES>(m, stride, dst)
             } else {
-                avx512::f2_block::<{ LANES / 2 }>(m, stride, out)
+                avx512::f2_block::<{ LANES / 2 }>(m, stride, dst)
             }
         }
         return true;
     }
-    let _ = (m, stride, tiles, out);
+    let _ = (m, stride, tiles, dst);
     false
 }
 
 /// The lanes a block of `tiles` tiles takes (half of [`LANES`] for at
-/// most half as many, as on the portable path), where the CPU has AVX-512
-/// and `m` holds `positions` rows of them at `stride`.
+/// most half as many, as on the portable path), where the CPU has AVX-512,
+/// `m` holds `positions` rows of them at `stride`, and `dst` has at most
+/// `side` rows (the output tile's) and `side` columns per lane, inside
+/// its output.
 #[cfg(target_arch = "x86_64")]
-fn lanes_for(m: &[f32], positions: usize, stride: usize, tiles: usize) -> Option<usize> {
+fn lanes_for(
+    m: &[f32],
+    positions: usize,
+    stride: usize,
+    tiles: usize,
+    dst: &OutRows<f32>,
+    side: usize,
+) -> Option<usize> {
     let lanes = if tiles <= LANES / 2 { LANES / 2 } else { LANES };
-    let fits = tiles <= LANES && m.len() >= (positions - 1) * stride + lanes;
+    let rows_fit = dst.rows <= side
+        && dst.cols <= side * lanes
+        && (dst.rows == 0 || dst.at + (dst.rows - 1) * dst.pitch + dst.cols <= dst.y.len());
+    let fits = tiles <= LANES && m.len() >= (positions - 1) * stride + lanes && rows_fit;
     (fits && crate::ops::gemm::simd::has_avx512()).then_some(lanes)
 }
 
 #[cfg(target_arch = "x86_64")]
 mod avx512 {
-    use crate::ops::conv::winograd::transform::OutBlock;
+    use crate::ops::conv::winograd::transform::OutRows;
     use std::arch::x86_64::*;
 
     /// The first `L` lanes of `m` from `at` (the others zero).
@@ -122,14 +134,30 @@ mod avx512 {
         _mm512_loadu_si512(lanes.as_ptr().cast())
     }
 
-    /// Writes one output row of 4-column tiles: lane `l` of `cols[j]` to
-    /// `row[4·l + j]`, for the first `L` lanes.
+    /// Stores the columns of `x` below `cols` (from 0 to 16) at `p`.
     ///
     /// # Safety
-    /// The CPU must have AVX-512F.
+    /// The CPU must have AVX-512F; `p` must hold that many columns.
     #[target_feature(enable = "avx512f")]
     #[inline]
-    unsafe fn interleave4<const L: usize>(cols: &[__m512; 4], row: &mut [f32]) {
+    unsafe fn store(p: *mut f32, cols: usize, x: __m512) {
+        let keep = if cols >= 16 {
+            u16::MAX
+        } else {
+            (1u16 << cols) - 1
+        };
+        _mm512_mask_storeu_ps(p, keep, x);
+    }
+
+    /// Writes one output row of 4-column tiles: lane `l` of `cols[j]` to
+    /// column `4·l + j` from `p`, below column `width`, for the first `L`
+    /// lanes.
+    ///
+    /// # Safety
+    /// The CPU must have AVX-512F; `p` must hold `width` columns.
+    #[target_feature(enable = "avx512f")]
+    #[inline]
+    unsafe fn interleave4<const L: usize>(cols: &[__m512; 4], p: *mut f32, width: usize) {
         // [a0 b0 a1 b1 .. a7 b7] and [a8 b8 .. a15 b15] of two vectors.
         let pair_lo = index(|i| (i / 2) + 16 * (i % 2));
         let pair_hi = index(|i| 8 + (i / 2) + 16 * (i % 2));
@@ -138,31 +166,39 @@ mod avx512 {
         let quad_hi = index(|i| 8 + 2 * (i / 4) + (i % 2) + 16 * ((i / 2) % 2));
         let ab = _mm512_permutex2var_ps(cols[0], pair_lo, cols[1]);
         let cd = _mm512_permutex2var_ps(cols[2], pair_lo, cols[3]);
-        let p = row.as_mut_ptr();
-        _mm512_storeu_ps(p, _mm512_permutex2var_ps(ab, quad_lo, cd));
-        _mm512_storeu_ps(p.add(16), _mm512_permutex2var_ps(ab, quad_hi, cd));
-        if L > 8 {
+        let rest = |from: usize| width.saturating_sub(from);
+        store(p, rest(0), _mm512_permutex2var_ps(ab, quad_lo, cd));
+        if width > 16 {
+            store(p.add(16), rest(16), _mm512_permutex2var_ps(ab, quad_hi, cd));
+        }
+        if L > 8 && width > 32 {
             let ab = _mm512_permutex2var_ps(cols[0], pair_hi, cols[1]);
             let cd = _mm512_permutex2var_ps(cols[2], pair_hi, cols[3]);
-            _mm512_storeu_ps(p.add(32), _mm512_permutex2var_ps(ab, quad_lo, cd));
-            _mm512_storeu_ps(p.add(48), _mm512_permutex2var_ps(ab, quad_hi, cd));
+            store(p.add(32), rest(32), _mm512_permutex2var_ps(ab, quad_lo, cd));
+            if width > 48 {
+                store(p.add(48), rest(48), _mm512_permutex2var_ps(ab, quad_hi, cd));
+            }
         }
     }
 
     /// Writes one output row of 2-column tiles: lane `l` of `cols[j]` to
-    /// `row[2·l + j]`, for the first `L` lanes.
+    /// column `2·l + j` from `p`, below column `width`, for the first `L`
+    /// lanes.
     ///
     /// # Safety
-    /// The CPU must have AVX-512F.
+    /// The CPU must have AVX-512F; `p` must hold `width` columns.
     #[target_feature(enable = "avx512f")]
     #[inline]
-    unsafe fn interleave2<const L: usize>(cols: &[__m512; 2], row: &mut [f32]) {
+    unsafe fn interleave2<const L: usize>(cols: &[__m512; 2], p: *mut f32, width: usize) {
         let pair_lo = index(|i| (i / 2) + 16 * (i % 2));
         let pair_hi = index(|i| 8 + (i / 2) + 16 * (i % 2));
-        let p = row.as_mut_ptr();
-        _mm512_storeu_ps(p, _mm512_permutex2var_ps(cols[0], pair_lo, cols[1]));
-        if L > 8 {
-            _mm512_storeu_ps(p.add(16), _mm512_permutex2var_ps(cols[0], pair_hi, cols[1]));
+        store(p, width, _mm512_permutex2var_ps(cols[0], pair_lo, cols[1]));
+        if L > 8 && width > 16 {
+            store(
+                p.add(16),
+                width - 16,
+                _mm512_permutex2var_ps(cols[0], pair_hi, cols[1]),
+            );
         }
     }
 
@@ -173,13 +209,13 @@ mod avx512 {
             $(#[$doc])*
             ///
             /// # Safety
-            /// The CPU must have AVX-512F and `m` hold every position's `L`
-            /// lanes.
+            /// The CPU must have AVX-512F, `m` hold every position's `L`
+            /// lanes and `dst.y` its rows and columns.
             #[target_feature(enable = "avx512f")]
             pub(super) unsafe fn $name<const L: usize>(
                 m: &[f32],
                 stride: usize,
-                out: &mut OutBlock<f32>,
+                dst: &mut OutRows<f32>,
             ) {
                 // cols[j][a]: Aᵀ along row a of every tile, column j.
                 let mut cols = [[_mm512_setzero_ps(); $n]; $m];
@@ -199,8 +235,9 @@ mod avx512 {
                         row[j] = x;
                     }
                 }
-                for (line, row) in out.iter_mut().zip(&rows) {
-                    $interleave::<L>(row, line);
+                let y = dst.y.as_mut_ptr().add(dst.at);
+                for (i, row) in rows.iter().enumerate().take(dst.rows) {
+                    $interleave::<L>(row, y.add(i * dst.pitch), dst.cols);
                 }
             }
         };
@@ -218,27 +255,43 @@ mod avx512 {
 
 #[cfg(test)]
 mod tests {
-    use super::super::transform::{OutBlock, Variant, LANES, MAX_OUT};
+    use super::super::transform::{OutBlock, OutRows, Variant, LANES, MAX_OUT};
     use super::super::{F2, F4};
     use super::*;
 
     /// Bit-for-bit equality with the portable transform on every output
-    /// of blocks of 1 to 16 tiles.
-    fn same_as_portable<V: Variant>(fast: fn(&[f32], usize, usize, &mut OutBlock<f32>) -> bool) {
+    /// of blocks of 1 to 16 tiles, written into rows of an output plane
+    /// (each row and column cut short, or not), and nothing written past
+    /// them.
+    fn same_as_portable<V: Variant>(fast: fn(&[f32], usize, usize, &mut OutRows<f32>) -> bool) {
         let stride = LANES + 5;
         let m: Vec<f32> = (0..V::POSITIONS * stride)
             .map(|i| ((i * 7919) % 1013) as f32 / 101.0 - 4.5)
             .collect();
+        let pitch = V::OUT * LANES + 7;
         for tiles in [1, 3, 8, 9, 16] {
             let mut want: OutBlock<f32> = [[f32::NAN; MAX_OUT * LANES]; MAX_OUT];
             V::output(&m, stride, tiles, &mut want);
-            let mut got: OutBlock<f32> = [[f32::NAN; MAX_OUT * LANES]; MAX_OUT];
-            if !fast(&m, stride, tiles, &mut got) {
-                return; // no AVX-512 here: nothing to compare
-            }
-            for i in 0..V::OUT {
-                for c in 0..V::OUT * tiles {
-                    let (w, g) = (want[i][c], got[i][c]);
+            let full = V::OUT * tiles;
+            for (rows, cols) in [(V::OUT, full), (V::OUT - 1, full - 1), (1, 1)] {
+                let mut y = vec![f32::NAN; 3 + V::OUT * pitch];
+                let mut dst = OutRows {
+                    y: &mut y,
+                    at: 3,
+                    pitch,
+                    rows,
+                    cols,
+                };
+                if !fast(&m, stride, tiles, &mut dst) {
+                    return; // no AVX-512 here: nothing to compare
+                }
+                for (e, &g) in y.iter().enumerate() {
+                    let (i, c) = ((e.wrapping_sub(3)) / pitch, (e.wrapping_sub(3)) % pitch);
+                    if e < 3 || i >= rows || c >= cols {
+                        assert!(g.is_nan(), "tiles {tiles}: element {e} written");
+                        continue;
+                    }
+                    let w = want[i][c];
                     assert_eq!(
                         w.to_bits(),
                         g.to_bits(),

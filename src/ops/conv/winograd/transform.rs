@@ -39,10 +39,35 @@ pub(crate) trait Variant {
     /// `out`: at least the first `tiles` (all of them, or half where
     /// `tiles` is at most half).
     fn output<T: Float>(m: &[T], stride: usize, tiles: usize, out: &mut OutBlock<T>);
-    /// [`Variant::output`] for f32, on a faster kernel where the CPU has one.
-    fn output_f32(m: &[f32], stride: usize, tiles: usize, out: &mut OutBlock<f32>) {
-        Self::output(m, stride, tiles, out)
+    /// [`Variant::output`] written straight into `dst`'s rows and columns.
+    fn output_into<T: Float>(m: &[T], stride: usize, tiles: usize, dst: &mut OutRows<T>) {
+        let mut out: OutBlock<T> = [[T::zero(); MAX_OUT * LANES]; MAX_OUT];
+        Self::output(m, stride, tiles, &mut out);
+        for (i, line) in out.iter().enumerate().take(dst.rows) {
+            let at = dst.at + i * dst.pitch;
+            dst.y[at..at + dst.cols].copy_from_slice(&line[..dst.cols]);
+        }
     }
+    /// [`Variant::output_into`] for f32, on a faster kernel where the CPU
+    /// has one.
+    fn output_into_f32(m: &[f32], stride: usize, tiles: usize, dst: &mut OutRows<f32>) {
+        Self::output_into(m, stride, tiles, dst)
+    }
+}
+
+/// Where a block's results go: its output row `i < rows`, column `c <
+/// cols` (at most `MAX_OUT · LANES`), at `y[at + i·pitch + c]`.
+pub(crate) struct OutRows<'a, T> {
+    /// The output.
+    pub y: &'a mut [T],
+    /// Where the block's first row starts.
+    pub at: usize,
+    /// Distance between rows.
+    pub pitch: usize,
+    /// Rows to write (at most the tile side).
+    pub rows: usize,
+    /// Columns to write.
+    pub cols: usize,
 }
 
 /// A constant of the transforms.
