@@ -4,10 +4,12 @@
 //! The portable [`output_block`](super::transform::output_block) applies Aᵀ
 //! lane by lane and scatters each tile's columns into its output rows one
 //! element at a time; compiled for AVX2 it took about an eighth of an
-//! F(4×4, 3×3) layer's time. Here the products' positions are whole
-//! vectors, Aᵀ is vector arithmetic, and each output row is interleaved
-//! from the m vectors of its columns (column `j` of tile `l` at `m·l + j`)
-//! by two-source permutes. The arithmetic is the portable code's,
+//! F(4×4, 3×3) layer's time, and the band then copied each row into Y.
+//! Here the products' positions are whole vectors, Aᵀ is vector
+//! arithmetic, and each output row is interleaved from the m vectors of
+//! its columns (column `j` of tile `l` at `m·l + j`) by two-source
+//! permutes and stored straight into Y, masked at the plane's edge
+//! ([`OutRows`]). The arithmetic is the portable code's,
 //! operation for operation (no fused multiply-adds), so every output has
 //! the same bits on either path.
 #![cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
@@ -20,8 +22,8 @@ use super::transform::{OutRows, LANES};
 pub(super) fn f4(m: &[f32], stride: usize, tiles: usize, dst: &mut OutRows<f32>) -> bool {
     #[cfg(target_arch = "x86_64")]
     if let Some(lanes) = lanes_for(m, 36, stride, tiles, dst, 4) {
-        // SAFETY: the CPU has AVX-512 and `m` holds every position's lanes
-        // (both checked by `lanes_for`).
+        // SAFETY: the CPU has AVX-512, `m` holds every position's lanes and
+        // `dst.y` the window's rows and columns (checked by `lanes_for`).
         unsafe {
             if lanes == LANES {
                 avx512::f4_block::<LANES>(m, stride, dst)
