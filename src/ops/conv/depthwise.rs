@@ -26,7 +26,7 @@ pub(super) fn depthwise<T: GemmFloat>(
     act: Option<Activation>,
     y: &mut [T],
 ) {
-    if p.win.rank() == 2 {
+    if p.win.rank() == 2 && super::phases::strides_suit(p) {
         depthwise_2d(p, x, w, b, act, y);
     } else {
         depthwise_nd(p, x, w, b, act, y);

@@ -36,6 +36,7 @@ fn suits(p: &ConvPlan) -> bool {
         && p.cg() <= MAX_CHANNELS
         && p.cg() * p.win.kernel_len() <= MAX_TAPS
         && p.win.kernel_len() > 1
+        && super::phases::strides_suit(p)
 }
 
 /// Runs the direct convolution of `x` by `w` into `y` (shapes from `p`)

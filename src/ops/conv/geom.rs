@@ -51,19 +51,29 @@ pub(crate) struct WindowAttrs {
     pub auto_pad: AutoPad,
 }
 
-fn positive(attrs: &Attributes, name: &str) -> Result<Option<Vec<usize>>> {
+/// The largest kernel extent, stride, dilation or pad accepted: far beyond
+/// any real model, and small enough that window arithmetic on them (products
+/// of two, sums of a few) cannot overflow.
+pub(crate) const MAX_WINDOW_VALUE: i64 = 1 << 31;
+
+/// Reads the integer list `name` (if given), each value in `min..=MAX_WINDOW_VALUE`.
+fn bounded(attrs: &Attributes, name: &str, min: i64) -> Result<Option<Vec<usize>>> {
     match attrs.ints_opt(name)? {
         None => Ok(None),
-        Some(v) => {
-            v.iter()
-                .map(|&x| {
-                    usize::try_from(x).ok().filter(|&x| x >= 1).ok_or_else(|| {
-                        attrs.error(name, format!("values must be ≥ 1, found {v:?}"))
-                    })
-                })
-                .collect::<Result<Vec<_>>>()
-                .map(Some)
-        }
+        Some(v) => v
+            .iter()
+            .map(|&x| {
+                if (min..=MAX_WINDOW_VALUE).contains(&x) {
+                    Ok(x as usize)
+                } else {
+                    Err(attrs.error(
+                        name,
+                        format!("values must be in {min}..={MAX_WINDOW_VALUE}, found {v:?}"),
+                    ))
+                }
+            })
+            .collect::<Result<Vec<_>>>()
+            .map(Some),
     }
 }
 
@@ -71,27 +81,15 @@ impl WindowAttrs {
     /// Reads and checks the window attributes (`dilations` only when
     /// `with_dilations`, for pools whose opset predates them).
     pub(crate) fn parse(attrs: &Attributes, with_dilations: bool) -> Result<WindowAttrs> {
-        let pads = match attrs.ints_opt("pads")? {
-            None => None,
-            Some(v) => Some(
-                v.iter()
-                    .map(|&x| {
-                        usize::try_from(x).map_err(|_| {
-                            attrs.error("pads", format!("values must be ≥ 0, found {v:?}"))
-                        })
-                    })
-                    .collect::<Result<Vec<_>>>()?,
-            ),
-        };
         Ok(WindowAttrs {
-            kernel: positive(attrs, "kernel_shape")?,
-            strides: positive(attrs, "strides")?,
+            kernel: bounded(attrs, "kernel_shape", 1)?,
+            strides: bounded(attrs, "strides", 1)?,
             dilations: if with_dilations {
-                positive(attrs, "dilations")?
+                bounded(attrs, "dilations", 1)?
             } else {
                 None
             },
-            pads,
+            pads: bounded(attrs, "pads", 0)?,
             auto_pad: AutoPad::parse(attrs)?,
         })
     }

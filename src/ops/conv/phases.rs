@@ -30,6 +30,17 @@ pub(super) struct Phases {
     pub len: usize,
 }
 
+/// The largest stride the phase split takes: each of the `sh·sw` phases
+/// spans the whole output grid, so a stride that outruns the input would
+/// grow the buffer with the stride's square (a hostile stride of 2^30 asks
+/// for exabytes). Larger strides take the other convolution kernels.
+pub(super) const MAX_STRIDE: usize = 8;
+
+/// Whether `p`'s strides suit the phase split (see [`MAX_STRIDE`]).
+pub(super) fn strides_suit(p: &ConvPlan) -> bool {
+    p.win.strides.iter().all(|&s| s <= MAX_STRIDE)
+}
+
 impl Phases {
     pub(super) fn new(p: &ConvPlan) -> Phases {
         let win = &p.win;

@@ -25,25 +25,30 @@ struct DimTaps {
     padded: Vec<usize>,
 }
 
+/// The kernel offsets `kk < k` whose tap `start + kk·dil` lies in
+/// `[lo, hi)`: computed, not searched, so that a kernel far larger than the
+/// input (legal with SAME padding) costs nothing for the taps in padding.
+fn taps_within(start: usize, dil: usize, k: usize, lo: usize, hi: usize) -> std::ops::Range<usize> {
+    if hi <= start || k == 0 {
+        return 0..0;
+    }
+    let first = lo.saturating_sub(start).div_ceil(dil);
+    let last = ((hi - 1 - start) / dil).min(k - 1);
+    first..(last + 1).max(first)
+}
+
 fn dim_taps(w: &Window, d: usize) -> DimTaps {
     let (s, dil, k) = (w.strides[d], w.dilations[d], w.kernel[d]);
     let (pb, inp, pe) = (w.pad_begin[d], w.input[d], w.pad_end[d]);
     let mut valid = Vec::with_capacity(w.output[d]);
     let mut padded = Vec::with_capacity(w.output[d]);
     for o in 0..w.output[d] {
-        let mut v = Vec::new();
-        let mut p = 0;
-        for kk in 0..k {
-            let pos = o * s + kk * dil;
-            if pos >= pb && pos < pb + inp {
-                v.push(pos - pb);
-            }
-            if pos < pb + inp + pe {
-                p += 1;
-            }
-        }
+        let start = o * s;
+        let v = taps_within(start, dil, k, pb, pb + inp)
+            .map(|kk| start + kk * dil - pb)
+            .collect();
         valid.push(v);
-        padded.push(p);
+        padded.push(taps_within(start, dil, k, 0, pb + inp + pe).len());
     }
     DimTaps { valid, padded }
 }
@@ -149,9 +154,18 @@ impl Rows {
     pub(super) fn new(win: &Window) -> Rows {
         let r = win.rank();
         let last_d = r - 1;
-        let last: Vec<_> = (0..win.kernel[last_d])
-            .map(|k| win.valid_range(last_d, k))
-            .collect();
+        // The innermost kernel offsets any window can read inside the input:
+        // the others read only padding.
+        let reach = (win.output[last_d].saturating_sub(1)) * win.strides[last_d];
+        let last: Vec<_> = taps_within(
+            0,
+            win.dilations[last_d],
+            win.kernel[last_d],
+            win.pad_begin[last_d].saturating_sub(reach),
+            win.pad_begin[last_d] + win.input[last_d],
+        )
+        .map(|k| win.valid_range(last_d, k))
+        .collect();
         let lt = dim_taps(win, last_d);
         let outer: Vec<DimTaps> = (0..last_d).map(|d| dim_taps(win, d)).collect();
         let (rows, inputs) = walk_rows(win, &outer);
@@ -200,5 +214,31 @@ impl Rows {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::taps_within;
+
+    #[test]
+    fn taps_within_matches_a_search() {
+        for (start, dil, k, lo, hi) in [
+            (0, 1, 3, 1, 4),
+            (5, 2, 4, 1, 8),
+            (0, 3, 10, 4, 20),
+            (7, 1, 2, 0, 3),
+            (0, 1, 0, 0, 9),
+            (4, 1, 3, 0, 2),
+        ] {
+            let searched: Vec<usize> = (0..k)
+                .filter(|kk| (lo..hi).contains(&(start + kk * dil)))
+                .collect();
+            let computed: Vec<usize> = taps_within(start, dil, k, lo, hi).collect();
+            assert_eq!(computed, searched, "{start} {dil} {k} {lo} {hi}");
+        }
+        // A kernel of 2^31 over an input of 4 with SAME padding: the taps
+        // inside are few and found without walking the padding.
+        assert_eq!(taps_within(0, 1, 1 << 31, 1 << 30, (1 << 30) + 4).len(), 4);
     }
 }
