@@ -147,7 +147,8 @@ pub(crate) fn attend<T: Float, C: Real, P: Float>(
         let mut sc = vec![C::zero(); total];
         let mut bs = vec![C::zero(); total];
         let mut acc = vec![C::zero(); g.dv];
-        for (r, out) in chunk.chunks_mut(row_len).enumerate() {
+        // Rows of no columns (no values, no scores) leave nothing to do.
+        for (r, out) in chunk.chunks_mut(row_len.max(1)).enumerate() {
             let r = first + r;
             let (b, h, i) = (r / (g.hq * g.sq), (r / g.sq) % g.hq, r % g.sq);
             let hk = h / reps;
