@@ -127,9 +127,43 @@ pub enum Error {
         /// The underlying error.
         source: Box<Error>,
     },
+    /// A tensor would exceed the memory budget (see
+    /// [`SessionBuilder::memory_limit`](crate::SessionBuilder::memory_limit)),
+    /// or the system refused its allocation. Nothing was allocated.
+    #[error("{what}: {dtype} tensor of shape {shape:?} needs {}, over the memory limit of {}", show_bytes(*.bytes), crate::tensor::budget::format_bytes(*.limit as u128))]
+    MemoryLimit {
+        /// The tensor: an operator output, an initializer, an input.
+        what: String,
+        /// Its element type.
+        dtype: String,
+        /// Its shape (empty when only an element count was known).
+        shape: Vec<usize>,
+        /// Its size in bytes; `None` when the size does not fit in 128 bits.
+        bytes: Option<u128>,
+        /// The limit in force, in bytes.
+        limit: usize,
+    },
+    /// The intermediate values a run would hold at once exceed the memory
+    /// budget (each one alone fits it).
+    #[error("node {node:?} ({op}): the run would hold {} of intermediate values at once, over the memory limit of {}", crate::tensor::budget::format_bytes(*.bytes), crate::tensor::budget::format_bytes(*.limit as u128))]
+    PlanMemory {
+        /// The node at which the most bytes are live.
+        node: String,
+        /// Its operator type.
+        op: String,
+        /// The bytes live there.
+        bytes: u128,
+        /// The limit in force, in bytes.
+        limit: usize,
+    },
     /// A run exceeded the time budget it was given.
     #[error("deadline exceeded: {0}")]
     Deadline(String),
+    /// The run was cancelled through its
+    /// [`CancelToken`](crate::ops::interrupt::CancelToken); the session stays
+    /// usable.
+    #[error("the run was cancelled")]
+    Cancelled,
     /// A bug inside ramify (a caught panic); the session stays usable.
     #[error("internal error: {0}")]
     Internal(String),
@@ -138,10 +172,37 @@ pub enum Error {
     Config(String),
 }
 
+/// Bytes for an error message: exact count and binary units.
+fn show_bytes(bytes: Option<u128>) -> String {
+    match bytes {
+        Some(b) if b < 1024 => format!("{b} bytes"),
+        Some(b) => format!("{b} bytes ({})", crate::tensor::budget::format_bytes(b)),
+        None => "more than 2^128 bytes".to_string(),
+    }
+}
+
 /// The library's result type.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 impl Error {
+    /// Whether the run stopped because it was cancelled or ran out of time
+    /// (looking through the nodes that wrap the error).
+    pub fn is_interrupt(&self) -> bool {
+        match self {
+            Error::Cancelled | Error::Deadline(_) => true,
+            Error::Node { source, .. } => source.is_interrupt(),
+            _ => false,
+        }
+    }
+
+    /// The error without the nodes that wrap it.
+    pub fn into_root(self) -> Error {
+        match self {
+            Error::Node { source, .. } => source.into_root(),
+            e => e,
+        }
+    }
+
     /// Shorthand for an operator error.
     pub fn op(op: &str, reason: impl Into<String>) -> Self {
         Error::Op {

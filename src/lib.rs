@@ -32,6 +32,7 @@ pub mod session;
 pub mod tensor;
 
 pub use error::{Error, Result};
+pub use ops::interrupt::CancelToken;
 pub use sched::Mode;
-pub use session::{IoInfo, RunReport, Session, SessionBuilder};
+pub use session::{IoInfo, RunOptions, RunReport, Session, SessionBuilder};
 pub use tensor::{DType, Element, Tensor};

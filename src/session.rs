@@ -7,6 +7,7 @@ use crate::error::{Error, Result};
 use crate::exec::{self, Plan, Trace};
 use crate::graph::{fuse, prune, specialize, Declared, Graph, ValueId};
 use crate::load::{HostState, LoadConfig, LoadMonitor, LoadSource};
+use crate::ops::interrupt::{with_interrupt, CancelToken, Interrupt};
 use crate::ops::Fact;
 use crate::sched::{ForkReport, Mode, PolicyConfig, Scheduler, SchedulerConfig};
 use crate::tensor::Tensor;
@@ -14,6 +15,7 @@ use std::collections::HashMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 /// The name and declared type of a model input or output.
 #[derive(Debug, Clone)]
@@ -42,6 +44,8 @@ pub struct SessionBuilder {
     load_monitor: Option<Arc<LoadMonitor>>,
     no_fusion: bool,
     no_makespan_check: bool,
+    memory_limit: Option<usize>,
+    time_limit: Option<Duration>,
 }
 
 impl SessionBuilder {
@@ -137,6 +141,39 @@ impl SessionBuilder {
         self
     }
 
+    /// The memory budget in bytes (default: half of the device's physical
+    /// memory). No tensor of the model may exceed it, nor may the
+    /// intermediate values a run holds at once: a model that declares or
+    /// computes a larger one fails with [`Error::MemoryLimit`] or
+    /// [`Error::PlanMemory`] (naming the node, shape and bytes) before
+    /// anything is allocated, at load time where shapes are known and at
+    /// run time otherwise.
+    ///
+    /// ```
+    /// use ramify::SessionBuilder;
+    /// let builder = SessionBuilder::new().memory_limit(256 << 20);
+    /// ```
+    pub fn memory_limit(mut self, bytes: usize) -> Self {
+        self.memory_limit = Some(bytes);
+        self
+    }
+
+    /// The longest a load (constant folding runs operators) or a run may
+    /// take before it stops with [`Error::Deadline`]; a run's own
+    /// [`RunOptions::time_limit`] takes precedence. Checked before every
+    /// operator and on every iteration of a loop, so a hostile model (a loop
+    /// of 2^62 trips) cannot hold the caller's thread. Default: no limit.
+    ///
+    /// ```
+    /// use ramify::SessionBuilder;
+    /// use std::time::Duration;
+    /// let builder = SessionBuilder::new().time_limit(Duration::from_secs(2));
+    /// ```
+    pub fn time_limit(mut self, limit: Duration) -> Self {
+        self.time_limit = Some(limit);
+        self
+    }
+
     fn scheduler(&self) -> Result<Scheduler> {
         let cpus = self.cpus.unwrap_or_else(num_cpus::get).max(1);
         let mut policy = PolicyConfig::for_cpus(cpus);
@@ -178,22 +215,32 @@ impl SessionBuilder {
 
     /// Loads a model file (external data is read from beside it).
     pub fn build_from_file(self, path: impl AsRef<Path>) -> Result<Session> {
-        let sched = self.scheduler()?;
-        Session::new(
-            crate::onnx::load_model_file(path.as_ref())?,
-            sched,
-            !self.no_fusion,
-        )
+        let path = path.as_ref();
+        self.build(|| crate::onnx::load_model_file(path))
     }
 
     /// Loads a model from bytes in memory.
     pub fn build_from_bytes(self, bytes: &[u8]) -> Result<Session> {
-        let sched = self.scheduler()?;
-        Session::new(
-            crate::onnx::load_model_bytes(bytes)?,
-            sched,
-            !self.no_fusion,
-        )
+        self.build(|| crate::onnx::load_model_bytes(bytes))
+    }
+
+    /// Parses with `parse` and builds the session, within the memory budget;
+    /// a panic on the way (a bug) becomes [`Error::Internal`].
+    fn build(self, parse: impl FnOnce() -> Result<Graph>) -> Result<Session> {
+        let limit = self
+            .memory_limit
+            .unwrap_or_else(crate::tensor::budget::default_limit);
+        let interrupt = Interrupt::new(None, self.time_limit);
+        catch_unwind(AssertUnwindSafe(|| {
+            crate::tensor::budget::with_limit(limit, || {
+                with_interrupt(&interrupt, || {
+                    let graph = parse()?;
+                    let sched = self.scheduler()?;
+                    Session::new(graph, sched, !self.no_fusion, limit, self.time_limit)
+                })
+            })
+        }))
+        .map_err(|p| Error::Internal(panic_message("loading", &p)))?
     }
 }
 
@@ -224,6 +271,48 @@ pub struct Session {
     plans: Mutex<HashMap<Vec<Vec<usize>>, Arc<Plan>>>,
     sched: Scheduler,
     cost: CostModel,
+    memory_limit: usize,
+    time_limit: Option<Duration>,
+}
+
+/// Options of one run: a time limit and a cancellation token.
+///
+/// ```no_run
+/// use ramify::{CancelToken, RunOptions, Session, Tensor};
+/// use std::time::Duration;
+/// let session = Session::from_file("models/inception_mini.onnx")?;
+/// let token = CancelToken::new();
+/// let options = RunOptions::new()
+///     .time_limit(Duration::from_millis(50))
+///     .cancel(token.clone());
+/// // Another thread may call token.cancel() to stop the run.
+/// let input = Tensor::zeros(ramify::DType::F32, &[1, 3, 96, 96]);
+/// let (outputs, _report) = session.run_with_options([("input", input)], &options)?;
+/// # Ok::<(), ramify::Error>(())
+/// ```
+#[derive(Debug, Clone, Default)]
+pub struct RunOptions {
+    time_limit: Option<Duration>,
+    cancel: Option<CancelToken>,
+}
+
+impl RunOptions {
+    /// No limit and no token (the session's time limit, if any, applies).
+    pub fn new() -> RunOptions {
+        RunOptions::default()
+    }
+
+    /// Stops the run with [`Error::Deadline`] once it has taken `limit`.
+    pub fn time_limit(mut self, limit: Duration) -> RunOptions {
+        self.time_limit = Some(limit);
+        self
+    }
+
+    /// Stops the run with [`Error::Cancelled`] once `token` is cancelled.
+    pub fn cancel(mut self, token: CancelToken) -> RunOptions {
+        self.cancel = Some(token);
+        self
+    }
 }
 
 impl std::fmt::Debug for Session {
@@ -252,7 +341,13 @@ impl Session {
         SessionBuilder::new().build_from_bytes(bytes)
     }
 
-    fn new(mut graph: Graph, sched: Scheduler, fusion: bool) -> Result<Session> {
+    fn new(
+        mut graph: Graph,
+        sched: Scheduler,
+        fusion: bool,
+        memory_limit: usize,
+        time_limit: Option<Duration>,
+    ) -> Result<Session> {
         // Fold what does not depend on the inputs once, at load.
         let declared: Vec<(ValueId, Fact)> = graph
             .inputs
@@ -296,6 +391,8 @@ impl Session {
             plans: Mutex::new(HashMap::new()),
             sched,
             cost: calibrated_cost_model(),
+            memory_limit,
+            time_limit,
         })
     }
 
@@ -383,7 +480,13 @@ impl Session {
             .map(|(&id, t)| (id, Fact::of(t)))
             .collect();
         let cpus = self.sched.config().policy.cpus;
-        let plan = Arc::new(Plan::new(&self.graph, &facts, &self.cost, cpus)?);
+        let plan = Arc::new(Plan::new(
+            &self.graph,
+            &facts,
+            &self.cost,
+            cpus,
+            self.memory_limit,
+        )?);
         self.plans
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -406,7 +509,19 @@ impl Session {
         &self,
         inputs: impl IntoIterator<Item = (N, Tensor)>,
     ) -> Result<(Vec<(String, Tensor)>, RunReport)> {
-        self.run_inner(inputs, false)
+        self.run_inner(inputs, false, &RunOptions::default())
+    }
+
+    /// Like [`run_with_report`](Self::run_with_report), under `options`: a
+    /// time limit and a cancellation token, checked before every operator
+    /// and on every iteration of a loop. A stopped run returns
+    /// [`Error::Deadline`] or [`Error::Cancelled`]; the session stays usable.
+    pub fn run_with_options<N: AsRef<str>>(
+        &self,
+        inputs: impl IntoIterator<Item = (N, Tensor)>,
+        options: &RunOptions,
+    ) -> Result<(Vec<(String, Tensor)>, RunReport)> {
+        self.run_inner(inputs, false, options)
     }
 
     /// Like [`run_with_report`](Self::run_with_report), and also records a
@@ -415,22 +530,29 @@ impl Session {
         &self,
         inputs: impl IntoIterator<Item = (N, Tensor)>,
     ) -> Result<(Vec<(String, Tensor)>, RunReport)> {
-        self.run_inner(inputs, true)
+        self.run_inner(inputs, true, &RunOptions::default())
     }
 
     fn run_inner<N: AsRef<str>>(
         &self,
         inputs: impl IntoIterator<Item = (N, Tensor)>,
         traced: bool,
+        options: &RunOptions,
     ) -> Result<(Vec<(String, Tensor)>, RunReport)> {
+        let interrupt = Interrupt::new(
+            options.cancel.clone(),
+            options.time_limit.or(self.time_limit),
+        );
         let bound = self.bind(inputs)?;
-        let plan = self.plan_for(&bound)?;
+        // Planning folds constants, which may run operators (a loop): it
+        // stops like the run.
+        let plan = with_interrupt(&interrupt, || self.plan_for(&bound))?;
         let feeds: Vec<(ValueId, Arc<Tensor>)> =
             self.graph.inputs.iter().copied().zip(bound).collect();
         let result = catch_unwind(AssertUnwindSafe(|| {
-            exec::run(&plan, &self.sched, feeds, traced)
+            exec::run(&plan, &self.sched, feeds, traced, &interrupt)
         }))
-        .map_err(|p| Error::Internal(panic_message(&p)))??;
+        .map_err(|p| Error::Internal(panic_message("running", &p)))??;
         let outputs = self
             .outputs
             .iter()
@@ -469,16 +591,21 @@ impl Session {
             .cloned()
             .collect()
     }
+
+    /// The memory budget in force, in bytes.
+    pub fn memory_limit(&self) -> usize {
+        self.memory_limit
+    }
 }
 
-/// The message of a caught panic.
-fn panic_message(p: &Box<dyn std::any::Any + Send>) -> String {
+/// The message of a panic caught while `doing` something.
+fn panic_message(doing: &str, p: &Box<dyn std::any::Any + Send>) -> String {
     let what = p
         .downcast_ref::<&str>()
         .map(|s| s.to_string())
         .or_else(|| p.downcast_ref::<String>().cloned())
         .unwrap_or_else(|| "unknown panic".to_string());
-    format!("panic while running: {what}")
+    format!("panic while {doing}: {what}")
 }
 
 #[cfg(test)]

@@ -7,6 +7,7 @@ use half::{bf16, f16};
 use ndarray::{ArrayD, ArrayViewD, IxDyn};
 use std::fmt;
 
+pub mod budget;
 mod narrow;
 pub mod recycle;
 pub use narrow::{F4E2M1, F8E4M3FN, F8E4M3FNUZ, F8E5M2, F8E5M2FNUZ, I2, I4, U2, U4};

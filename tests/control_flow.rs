@@ -4,29 +4,13 @@
 
 mod common;
 
-use common::{graph, initializer, model, node, value_info};
-use onnx_protobuf::{attribute_proto::AttributeType, AttributeProto, GraphProto, Message};
+use common::{graph, graph_attr, initializer, int64_init, model, node, value_info};
+use onnx_protobuf::Message;
 use ramify::{SessionBuilder, Tensor};
 
 const FLOAT: i32 = 1;
 const INT64: i32 = 7;
 const BOOL: i32 = 9;
-
-fn graph_attr(name: &str, g: GraphProto) -> AttributeProto {
-    let mut a = AttributeProto::new();
-    a.name = name.into();
-    a.g = Some(g).into();
-    a.type_ = AttributeType::GRAPH.into();
-    a
-}
-
-fn int64_init(name: &str, v: i64) -> onnx_protobuf::TensorProto {
-    let mut t = onnx_protobuf::TensorProto::new();
-    t.name = name.into();
-    t.data_type = INT64;
-    t.int64_data = vec![v];
-    t
-}
 
 /// If(c): then y = x + [10, 20] (a branch initializer), else y = -x; both
 /// branches read the outer graph's input x.

@@ -76,6 +76,10 @@ typedef enum RamifyStatus {
   RAMIFY_STATUS_RUNTIME_ERROR = 6,
   // A bug inside ramify (a caught panic). The session stays usable.
   RAMIFY_STATUS_INTERNAL_ERROR = 7,
+  // A tensor of the model, or the intermediate values a run holds at
+  // once, would exceed the session's memory limit
+  // (`ramify_session_options_set_memory_limit`); nothing was allocated.
+  RAMIFY_STATUS_MEMORY_LIMIT = 8,
 } RamifyStatus;
 
 // How a session runs sibling subgraphs (the values of `ramify_session_options_set_mode`).
@@ -258,6 +262,17 @@ enum RamifyStatus ramify_session_options_set_pin_threads(struct RamifySessionOpt
 // `options` must be NULL or a live handle not used by another thread meanwhile.
 enum RamifyStatus ramify_session_options_set_fixed_load(struct RamifySessionOptions *options,
                                                         double load);
+
+// Sets the memory budget in bytes (default: half of the device's physical
+// memory). No tensor of the model, nor the intermediate values a run holds
+// at once, may exceed it: a model that declares or computes a larger one
+// fails with `RAMIFY_STATUS_MEMORY_LIMIT` before anything is allocated, and
+// the process is never aborted by a failed allocation. 0 is refused.
+//
+// # Safety
+// `options` must be NULL or a live handle not used by another thread meanwhile.
+enum RamifyStatus ramify_session_options_set_memory_limit(struct RamifySessionOptions *options,
+                                                          uintptr_t bytes);
 
 // Runs the model once.
 //

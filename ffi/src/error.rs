@@ -34,6 +34,10 @@ pub enum RamifyStatus {
     RuntimeError = 6,
     /// A bug inside ramify (a caught panic). The session stays usable.
     InternalError = 7,
+    /// A tensor of the model, or the intermediate values a run holds at
+    /// once, would exceed the session's memory limit
+    /// (`ramify_session_options_set_memory_limit`); nothing was allocated.
+    MemoryLimit = 8,
 }
 
 /// An error on its way to C: the status to return and the message to keep.
@@ -78,10 +82,14 @@ pub(crate) fn status_of(e: &Error) -> RamifyStatus {
         | Error::MissingInput(_)
         | Error::InputShape { .. }
         | Error::InputType { .. } => RamifyStatus::InvalidInput,
+        Error::MemoryLimit { .. } | Error::PlanMemory { .. } => RamifyStatus::MemoryLimit,
         Error::Node { source, .. } => match status_of(source) {
             // An operator wrapped in its node keeps its own kind when it is
-            // about the model (attributes, types); anything else failed at run time.
-            s @ (RamifyStatus::InvalidModel | RamifyStatus::Unsupported) => s,
+            // about the model (attributes, types, memory); anything else
+            // failed at run time.
+            s @ (RamifyStatus::InvalidModel
+            | RamifyStatus::Unsupported
+            | RamifyStatus::MemoryLimit) => s,
             _ => RamifyStatus::RuntimeError,
         },
         Error::Op { .. } | Error::Deadline(_) => RamifyStatus::RuntimeError,

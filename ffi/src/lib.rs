@@ -78,6 +78,7 @@ pub extern "C" fn ramify_status_name(status: i32) -> *const c_char {
         5 => c"RAMIFY_STATUS_INVALID_INPUT",
         6 => c"RAMIFY_STATUS_RUNTIME_ERROR",
         7 => c"RAMIFY_STATUS_INTERNAL_ERROR",
+        8 => c"RAMIFY_STATUS_MEMORY_LIMIT",
         _ => c"RAMIFY_STATUS_UNKNOWN",
     };
     name.as_ptr()
@@ -109,6 +110,7 @@ mod tests {
             RamifyStatus::InvalidInput,
             RamifyStatus::RuntimeError,
             RamifyStatus::InternalError,
+            RamifyStatus::MemoryLimit,
         ];
         for s in all {
             let name = unsafe { CStr::from_ptr(ramify_status_name(s as i32)) };

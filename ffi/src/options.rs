@@ -54,6 +54,7 @@ pub struct RamifySessionOptions {
     load_sources: Option<Vec<LoadSource>>,
     pin_threads: Option<bool>,
     fixed_load: Option<f64>,
+    memory_limit: Option<usize>,
 }
 
 impl RamifySessionOptions {
@@ -104,6 +105,9 @@ impl RamifySessionOptions {
         }
         if let Some(n) = self.fixed_load {
             b = b.fixed_load(n);
+        }
+        if let Some(bytes) = self.memory_limit {
+            b = b.memory_limit(bytes);
         }
         b
     }
@@ -332,6 +336,28 @@ pub unsafe extern "C" fn ramify_session_options_set_fixed_load(
 ) -> RamifyStatus {
     set("ramify_session_options_set_fixed_load", options, |o| {
         o.fixed_load = Some(unit_interval("load", load)?);
+        Ok(())
+    })
+}
+
+/// Sets the memory budget in bytes (default: half of the device's physical
+/// memory). No tensor of the model, nor the intermediate values a run holds
+/// at once, may exceed it: a model that declares or computes a larger one
+/// fails with `RAMIFY_STATUS_MEMORY_LIMIT` before anything is allocated, and
+/// the process is never aborted by a failed allocation. 0 is refused.
+///
+/// # Safety
+/// `options` must be NULL or a live handle not used by another thread meanwhile.
+#[no_mangle]
+pub unsafe extern "C" fn ramify_session_options_set_memory_limit(
+    options: *mut RamifySessionOptions,
+    bytes: usize,
+) -> RamifyStatus {
+    set("ramify_session_options_set_memory_limit", options, |o| {
+        if bytes == 0 {
+            return Err(FfiError::arg("the memory limit must be at least 1 byte"));
+        }
+        o.memory_limit = Some(bytes);
         Ok(())
     })
 }

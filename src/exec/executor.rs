@@ -14,10 +14,12 @@ use super::{Plan, ValueStore};
 use crate::analysis::Step;
 use crate::error::{Error, Result};
 use crate::graph::{wrap, ValueId};
+use crate::ops::checked::check_outputs;
+use crate::ops::interrupt::{with_interrupt, Interrupt};
 use crate::ops::util::with_thread_cap;
 use crate::sched::makespan::parallel_makespan;
 use crate::sched::{Decision, ForkReport, Pool, PoolPlan, Scheduler};
-use crate::tensor::Tensor;
+use crate::tensor::{budget, Tensor};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -31,6 +33,8 @@ struct Run<'a> {
     explores: bool,
     error: Mutex<Option<Error>>,
     trace: Option<Recorder>,
+    /// When the run must stop early (cancelled, or out of time).
+    interrupt: &'a Interrupt,
 }
 
 impl Run<'_> {
@@ -58,12 +62,14 @@ pub struct RunResult {
 }
 
 /// Runs the plan under the scheduler's decisions; with `traced`, records a
-/// span per operator and per fork.
+/// span per operator and per fork. `interrupt` is checked before every
+/// operator (and by loops on every iteration).
 pub fn run(
     plan: &Plan,
     sched: &Scheduler,
     inputs: Vec<(ValueId, Arc<Tensor>)>,
     traced: bool,
+    interrupt: &Interrupt,
 ) -> Result<RunResult> {
     let run = Run {
         plan,
@@ -73,6 +79,7 @@ pub fn run(
         explores: plan.explores(),
         error: Mutex::new(None),
         trace: traced.then(Recorder::new),
+        interrupt,
     };
     for (id, t) in inputs {
         run.store.put(id, t);
@@ -111,7 +118,7 @@ fn run_steps(run: &Run, steps: &[Step], lane: &Lane) -> Result<()> {
         match step {
             Step::Node(i) => {
                 let start = Instant::now();
-                run_node(run.plan, &run.store, *i, threads)?;
+                run_node(run, *i, threads)?;
                 if let Some(t) = &run.trace {
                     let node = &run.plan.graph.nodes[*i];
                     t.record(&node.name, &node.op_type, start, None);
@@ -392,9 +399,11 @@ fn spawn_on_pools(run: &Run, assigned: &[(Arc<Pool>, &[usize])], siblings: &[Vec
     });
 }
 
-/// Runs node `index` of the plan against the store on the current pool of
-/// `threads` threads, recording its time at that thread count.
-pub fn run_node(plan: &Plan, store: &ValueStore, index: usize, threads: usize) -> Result<()> {
+/// Runs node `index` of the plan against the run's store on the current
+/// pool of `threads` threads, recording its time at that thread count.
+fn run_node(run: &Run, index: usize, threads: usize) -> Result<()> {
+    let (plan, store) = (run.plan, &run.store);
+    run.interrupt.check()?;
     let node = &plan.graph.nodes[index];
     if super::views::forward(plan, store, index)? {
         return Ok(());
@@ -411,7 +420,22 @@ pub fn run_node(plan: &Plan, store: &ValueStore, index: usize, threads: usize) -
     }
     let args: Vec<Option<&Tensor>> = held.iter().map(|t| t.as_deref()).collect();
     let start = Instant::now();
-    let outs = node.op.run(&args).map_err(|e| wrap(node, e))?;
+    let outs = budget::with_limit(plan.memory_limit, || {
+        with_interrupt(run.interrupt, || {
+            if plan.check_at_run[index] {
+                check_outputs(node.op.as_ref(), &args)?;
+            }
+            node.op.run(&args)
+        })
+    })
+    .map_err(|e| {
+        // Stopping is the run's outcome, not the node's failure.
+        if e.is_interrupt() {
+            e.into_root()
+        } else {
+            wrap(node, e)
+        }
+    })?;
     plan.record(index, threads, start.elapsed().as_nanos() as u64);
     drop(args);
     drop(held);

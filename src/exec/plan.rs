@@ -5,9 +5,10 @@
 //! fork structure the executor walks.
 
 use crate::analysis::{find_structure, CostModel, Structure};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::graph::{prune, specialize, Facts, Graph, ValueId};
 use crate::ops::Fact;
+use crate::tensor::budget;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 /// Everything a run needs that depends only on the input shapes.
@@ -42,21 +43,41 @@ pub struct Plan {
     pub uses: Vec<u32>,
     /// Forks, siblings and the step tree.
     pub structure: Structure,
+    /// The memory budget in force for this plan's runs, in bytes.
+    pub memory_limit: usize,
+    /// Per node: whether an output's shape is unknown ahead, so that the
+    /// executor infers it from the actual inputs and checks it against the
+    /// budget before the kernel allocates.
+    pub check_at_run: Vec<bool>,
 }
 
 impl Plan {
     /// Specialises `base` to the given input facts; node times are kept for
-    /// runs on up to `max_threads` threads.
+    /// runs on up to `max_threads` threads. Every value whose shape is known
+    /// must fit `memory_limit` bytes, and so must the intermediate values
+    /// live at once in execution order.
     pub fn new(
         base: &Graph,
         inputs: &[(ValueId, Fact)],
         cost: &CostModel,
         max_threads: usize,
+        memory_limit: usize,
     ) -> Result<Plan> {
         let mut graph = base.clone();
-        let facts = specialize(&mut graph, inputs, true)?;
+        let facts = budget::with_limit(memory_limit, || specialize(&mut graph, inputs, true))?;
         prune(&mut graph);
         graph.rebuild_ops()?;
+        check_live_bytes(&graph, &facts, memory_limit)?;
+        let check_at_run = graph
+            .nodes
+            .iter()
+            .map(|n| {
+                n.outputs
+                    .iter()
+                    .flatten()
+                    .any(|&id| facts[id].as_ref().is_none_or(|f| f.shape.is_none()))
+            })
+            .collect();
         let flops: Vec<u64> = graph
             .nodes
             .iter()
@@ -107,6 +128,8 @@ impl Plan {
             fork_overhead,
             uses,
             structure,
+            memory_limit,
+            check_at_run,
         })
     }
 
@@ -253,3 +276,48 @@ pub const EXPLORE_EVERY: u64 = 8;
 
 /// Node times are kept for runs on at most this many threads.
 pub const MAX_MEASURED_THREADS: usize = 64;
+
+/// Checks that the intermediate values live at once, run in the graph's
+/// order with each value freed after its last reader, fit `limit` bytes.
+/// Values of unknown shape count nothing here: the executor checks them one
+/// by one when their shapes are known.
+fn check_live_bytes(graph: &Graph, facts: &Facts, limit: usize) -> Result<()> {
+    let bytes = |id: ValueId| -> u128 {
+        facts[id]
+            .as_ref()
+            .and_then(|f| f.shape.as_ref().map(|s| (f.dtype, s)))
+            .map_or(0, |(dtype, shape)| {
+                budget::tensor_bytes(dtype, shape).unwrap_or(u128::MAX)
+            })
+    };
+    let mut last_reader = vec![usize::MAX; graph.values.len()];
+    for (i, n) in graph.nodes.iter().enumerate() {
+        for &id in n.inputs.iter().flatten() {
+            last_reader[id] = i;
+        }
+    }
+    let mut freed_after: Vec<Vec<ValueId>> = vec![Vec::new(); graph.nodes.len()];
+    for (id, &i) in last_reader.iter().enumerate() {
+        if i != usize::MAX && !graph.outputs.contains(&id) && graph.constant(id).is_none() {
+            freed_after[i].push(id);
+        }
+    }
+    let mut live: u128 = graph.inputs.iter().map(|&id| bytes(id)).sum();
+    for (i, n) in graph.nodes.iter().enumerate() {
+        for &id in n.outputs.iter().flatten() {
+            live = live.saturating_add(bytes(id));
+        }
+        if live > limit as u128 {
+            return Err(Error::PlanMemory {
+                node: n.name.clone(),
+                op: n.op_type.clone(),
+                bytes: live,
+                limit,
+            });
+        }
+        for &id in &freed_after[i] {
+            live = live.saturating_sub(bytes(id));
+        }
+    }
+    Ok(())
+}

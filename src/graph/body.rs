@@ -4,6 +4,7 @@
 
 use super::{specialize, wrap, Graph};
 use crate::error::{Error, Result};
+use crate::ops::checked::run_checked;
 use crate::ops::Fact;
 use crate::tensor::Tensor;
 use std::borrow::Cow;
@@ -76,7 +77,7 @@ impl Body {
                     })?),
                 });
             }
-            let outs = node.op.run(&args).map_err(|e| wrap(node, e))?;
+            let outs = run_checked(node.op.as_ref(), &args).map_err(|e| wrap(node, e))?;
             if outs.len() < node.outputs.iter().flatten().count() {
                 return Err(Error::op(
                     &node.op_type,

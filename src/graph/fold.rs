@@ -4,6 +4,7 @@
 
 use super::{wrap, Graph, ValueId};
 use crate::error::Result;
+use crate::ops::checked::{check_facts, run_checked};
 use crate::ops::{Fact, InferInput};
 use crate::tensor::Tensor;
 use std::sync::Arc;
@@ -29,6 +30,9 @@ pub fn specialize(graph: &mut Graph, inputs: &[(ValueId, Fact)], strict: bool) -
     let nodes = std::mem::take(&mut graph.nodes);
     let mut kept = Vec::with_capacity(nodes.len());
     for node in nodes {
+        // Folding runs operators (a constant loop among them): a load may be
+        // cancelled or time out like a run.
+        crate::ops::interrupt::check()?;
         let consts: Vec<Option<Arc<Tensor>>> = node
             .inputs
             .iter()
@@ -50,7 +54,7 @@ pub fn specialize(graph: &mut Graph, inputs: &[(ValueId, Fact)], strict: bool) -
             .collect();
         let folded = if all_const {
             let args: Vec<Option<&Tensor>> = consts.iter().map(|c| c.as_deref()).collect();
-            Some(node.op.run(&args).map_err(|e| wrap(&node, e))?)
+            Some(run_checked(node.op.as_ref(), &args).map_err(|e| wrap(&node, e))?)
         } else {
             node.op.fold_from_facts(&infer_inputs)
         };
@@ -71,6 +75,7 @@ pub fn specialize(graph: &mut Graph, inputs: &[(ValueId, Fact)], strict: bool) -
         if known {
             match node.op.infer(&infer_inputs) {
                 Ok(out) => {
+                    check_facts(&out).map_err(|e| wrap(&node, e))?;
                     for (slot, f) in node.outputs.iter().zip(out) {
                         if let Some(id) = slot {
                             facts[*id] = Some(f);

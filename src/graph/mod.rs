@@ -224,7 +224,7 @@ fn const_mask(consts: &[Option<&Tensor>]) -> u64 {
 /// Wraps an operator error with the node it happened in.
 pub fn wrap(node: &Node, e: Error) -> Error {
     match e {
-        Error::Op { .. } => Error::Node {
+        Error::Op { .. } | Error::MemoryLimit { .. } => Error::Node {
             node: node.name.clone(),
             op: node.op_type.clone(),
             source: Box::new(e),

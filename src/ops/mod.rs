@@ -9,6 +9,8 @@ use std::collections::HashMap;
 use std::fmt::Debug;
 use std::sync::OnceLock;
 
+pub mod checked;
+pub mod interrupt;
 pub mod util;
 
 mod activation;

@@ -62,6 +62,34 @@ pub fn initializer(name: &str, dims: &[i64], data: &[f32]) -> TensorProto {
     t
 }
 
+/// An int64 tensor initializer with raw data (shapes, axes, counts).
+pub fn int64_initializer(name: &str, dims: &[i64], data: &[i64]) -> TensorProto {
+    let mut t = TensorProto::new();
+    t.name = name.into();
+    t.data_type = 7;
+    t.dims = dims.to_vec();
+    t.raw_data = data.iter().flat_map(|v| v.to_le_bytes()).collect();
+    t
+}
+
+/// A graph-valued attribute (a Loop body, an If branch).
+pub fn graph_attr(name: &str, g: GraphProto) -> AttributeProto {
+    let mut a = AttributeProto::new();
+    a.name = name.into();
+    a.g = Some(g).into();
+    a.type_ = onnx_protobuf::attribute_proto::AttributeType::GRAPH.into();
+    a
+}
+
+/// A scalar int64 initializer (in `int64_data`).
+pub fn int64_init(name: &str, v: i64) -> TensorProto {
+    let mut t = TensorProto::new();
+    t.name = name.into();
+    t.data_type = 7;
+    t.int64_data = vec![v];
+    t
+}
+
 /// A model around a graph, importing the default domain at `opset`.
 pub fn model(graph: GraphProto, opset: i64) -> ModelProto {
     let mut m = ModelProto::new();

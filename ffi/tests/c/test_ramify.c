@@ -219,6 +219,30 @@ static void check_errors(RamifySession *s, const char *tiny_path) {
     EXPECT_STATUS(ramify_session_options_set_theta2(o, 0.6), RAMIFY_STATUS_OK);
     EXPECT_STATUS(ramify_session_create_from_file(tiny_path, o, &bad), RAMIFY_STATUS_INVALID_ARGUMENT);
     ramify_session_options_destroy(o);
+    /* The memory budget: a run that needs more fails with its own status and
+       message; the same session then runs a smaller input. */
+    EXPECT_STATUS(ramify_session_options_set_memory_limit(NULL, 4096), RAMIFY_STATUS_INVALID_ARGUMENT);
+    EXPECT_STATUS(ramify_session_options_create(&o), RAMIFY_STATUS_OK);
+    EXPECT_STATUS(ramify_session_options_set_memory_limit(o, 0), RAMIFY_STATUS_INVALID_ARGUMENT);
+    EXPECT_STATUS(ramify_session_options_set_memory_limit(o, 4096), RAMIFY_STATUS_OK);
+    RamifySession *small = NULL;
+    EXPECT_STATUS(ramify_session_create_from_file(tiny_path, o, &small), RAMIFY_STATUS_OK);
+    ramify_session_options_destroy(o);
+    if (small) {
+        enum { ROWS = 1000 };
+        float *big = calloc(4 * ROWS, sizeof(float));
+        int64_t big_shape[2] = {ROWS, 4};
+        RamifyTensorView vb = {big, sizeof(float) * 4 * ROWS, RAMIFY_ELEMENT_TYPE_FLOAT, big_shape, 2};
+        const char *x_name[1] = {"x"};
+        RamifyTensor *y[1] = {NULL};
+        EXPECT_STATUS(ramify_session_run(small, x_name, &vb, 1, y, 1), RAMIFY_STATUS_MEMORY_LIMIT);
+        CHECK(strstr(ramify_last_error(), "memory limit") != NULL, "memory-limit message");
+        CHECK(y[0] == NULL, "output set after a refused run");
+        CHECK(strcmp(ramify_status_name(RAMIFY_STATUS_MEMORY_LIMIT), "RAMIFY_STATUS_MEMORY_LIMIT") == 0, "status name");
+        failures += run_tiny(small, 2, 3.0f);
+        free(big);
+    }
+    ramify_session_destroy(small);
     /* Every destroy/release accepts NULL. */
     ramify_session_destroy(NULL);
     ramify_session_options_destroy(NULL);

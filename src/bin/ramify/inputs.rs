@@ -2,6 +2,7 @@
 //! (`input_0.pb`, `input_1.pb`, …) or made deterministically from the declared shapes.
 
 use anyhow::{bail, Context, Result};
+use ramify::tensor::budget;
 use ramify::{DType, Session, Tensor};
 use std::path::Path;
 
@@ -9,7 +10,7 @@ use std::path::Path;
 pub fn load(session: &Session, dir: Option<&Path>) -> Result<Vec<(String, Tensor)>> {
     match dir {
         Some(d) => from_dir(session, d),
-        None => Ok(session
+        None => session
             .inputs()
             .iter()
             .enumerate()
@@ -18,9 +19,10 @@ pub fn load(session: &Session, dir: Option<&Path>) -> Result<Vec<(String, Tensor
                     Some(d) => (d.dtype, d.concrete_shape(1).unwrap_or_default()),
                     None => (DType::F32, Vec::new()),
                 };
-                (info.name.clone(), synthesize(dtype, &shape, i as u64))
+                let t = synthesize(&info.name, dtype, &shape, i as u64, session.memory_limit())?;
+                Ok((info.name.clone(), t))
             })
-            .collect()),
+            .collect(),
     }
 }
 
@@ -56,73 +58,50 @@ fn from_dir(session: &Session, dir: &Path) -> Result<Vec<(String, Tensor)>> {
     Ok(out)
 }
 
-/// A deterministic pseudo-random tensor (xorshift), small non-negative
-/// integers for integer types.
-pub fn synthesize(dtype: DType, shape: &[usize], seed: u64) -> Tensor {
+/// A deterministic pseudo-random tensor (xorshift): floats in [0, 1), small
+/// non-negative integers for integer types, zeros for strings and the narrow
+/// types. Its size is checked against `memory_limit` before anything is
+/// allocated, so a model declaring a huge input fails cleanly.
+pub fn synthesize(
+    name: &str,
+    dtype: DType,
+    shape: &[usize],
+    seed: u64,
+    memory_limit: usize,
+) -> Result<Tensor> {
+    budget::with_limit(memory_limit, || {
+        budget::check(&format!("input {name:?}"), dtype, shape)
+    })?;
     let n: usize = shape.iter().product();
     let mut s = 0x9E37_79B9_7F4A_7C15u64 ^ (seed.wrapping_mul(0x2545_F491_4F6C_DD1D) | 1);
-    let mut next = move || {
+    let units = (0..n).map(move |_| {
         s ^= s << 13;
         s ^= s >> 7;
         s ^= s << 17;
-        s
-    };
-    let unit: Vec<f64> = (0..n)
-        .map(|_| (next() >> 11) as f64 / (1u64 << 53) as f64)
-        .collect();
-    let floats: Vec<f32> = unit.iter().map(|&u| u as f32).collect();
-    let t = Tensor::from_vec(shape, floats).expect("length matches shape");
-    match dtype {
-        DType::F32 => t,
-        DType::F64 => Tensor::from_vec(shape, unit).expect("length matches shape"),
-        DType::Bool => Tensor::from_vec(shape, unit.iter().map(|&u| u < 0.5).collect::<Vec<_>>())
-            .expect("length matches shape"),
-        DType::String => Tensor::zeros(DType::String, shape),
-        // float8 / float4 / 4- and 2-bit inputs: zeros of the right type.
-        other if other.is_narrow() => Tensor::zeros(other, shape),
-        other => cast(
-            &Tensor::from_vec(
-                shape,
-                unit.iter().map(|&u| (u * 10.0) as i64).collect::<Vec<_>>(),
-            )
-            .expect("length matches shape"),
-            other,
-            shape,
-        ),
-    }
-}
-
-fn cast(t: &Tensor, dtype: DType, shape: &[usize]) -> Tensor {
-    let v = t.to_f64_vec().unwrap_or_default();
-    macro_rules! to {
-        ($ty:ty) => {
-            Tensor::from_vec(shape, v.iter().map(|&x| x as $ty).collect::<Vec<$ty>>())
-                .expect("length matches shape")
+        (s >> 11) as f64 / (1u64 << 53) as f64
+    });
+    // Integer types take small non-negative integers: ⌊10·u⌋.
+    let ints = units.clone().map(|u| (u * 10.0) as i64 as f64);
+    macro_rules! make {
+        ($values:expr, $ty:ty, $conv:expr) => {
+            Tensor::from_vec(shape, $values.map($conv).collect::<Vec<$ty>>())?
         };
     }
-    match dtype {
-        DType::I8 => to!(i8),
-        DType::I16 => to!(i16),
-        DType::I32 => to!(i32),
-        DType::I64 => to!(i64),
-        DType::U8 => to!(u8),
-        DType::U16 => to!(u16),
-        DType::U32 => to!(u32),
-        DType::U64 => to!(u64),
-        DType::F16 => Tensor::from_vec(
-            shape,
-            v.iter()
-                .map(|&x| half::f16::from_f64(x))
-                .collect::<Vec<_>>(),
-        )
-        .expect("length matches shape"),
-        DType::BF16 => Tensor::from_vec(
-            shape,
-            v.iter()
-                .map(|&x| half::bf16::from_f64(x))
-                .collect::<Vec<_>>(),
-        )
-        .expect("length matches shape"),
-        _ => t.clone(),
-    }
+    Ok(match dtype {
+        DType::F32 => make!(units, f32, |u| u as f32),
+        DType::F64 => make!(units, f64, |u| u),
+        DType::Bool => make!(units, bool, |u| u < 0.5),
+        DType::F16 => make!(ints, half::f16, half::f16::from_f64),
+        DType::BF16 => make!(ints, half::bf16, half::bf16::from_f64),
+        DType::I8 => make!(ints, i8, |x| x as i8),
+        DType::I16 => make!(ints, i16, |x| x as i16),
+        DType::I32 => make!(ints, i32, |x| x as i32),
+        DType::I64 => make!(ints, i64, |x| x as i64),
+        DType::U8 => make!(ints, u8, |x| x as u8),
+        DType::U16 => make!(ints, u16, |x| x as u16),
+        DType::U32 => make!(ints, u32, |x| x as u32),
+        DType::U64 => make!(ints, u64, |x| x as u64),
+        // Strings, float8 / float4 and 4- and 2-bit inputs: zeros of the type.
+        other => Tensor::zeros(other, shape),
+    })
 }

@@ -1,5 +1,6 @@
 //! Command-line options shared by `run`, `bench` and `inspect`: the CPU
-//! limit, the scheduling mode and the policy's thresholds and presets.
+//! limit, the scheduling mode, the policy's thresholds and presets, the
+//! memory budget and the time limit.
 
 use clap::Args;
 use ramify::{Mode, SessionBuilder};
@@ -32,6 +33,15 @@ pub struct SchedArgs {
     /// later than serial execution.
     #[arg(long)]
     pub no_makespan_check: bool,
+    /// The memory budget: no tensor, nor the values a run holds at once, may
+    /// exceed it (bytes, or with a unit: 512M, 2G, 1.5GiB; default: half of
+    /// the physical memory).
+    #[arg(long, value_parser = parse_bytes)]
+    pub memory_limit: Option<usize>,
+    /// The longest, in milliseconds, that loading or one run may take: past
+    /// it the run stops with a deadline error (default: no limit).
+    #[arg(long, value_name = "MS")]
+    pub time_limit: Option<f64>,
 }
 
 impl SchedArgs {
@@ -59,10 +69,64 @@ impl SchedArgs {
         if self.no_makespan_check {
             b = b.makespan_check(false);
         }
+        if let Some(bytes) = self.memory_limit {
+            b = b.memory_limit(bytes);
+        }
+        if let Some(ms) = self.time_limit {
+            b = b.time_limit(std::time::Duration::from_secs_f64(
+                ms.clamp(0.0, 1e12) / 1e3,
+            ));
+        }
         b
     }
 }
 
+/// Parses a byte count: a number with an optional unit (K, M, G, T, with or
+/// without `B` or `iB`, all powers of 1024).
+pub fn parse_bytes(text: &str) -> Result<usize, String> {
+    let t = text.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (number, unit) = t.split_at(split);
+    let number: f64 = number
+        .parse()
+        .map_err(|_| format!("{text:?} is not a byte count (e.g. 512M, 2G)"))?;
+    let shift = match unit.trim().to_ascii_uppercase().as_str() {
+        "" | "B" => 0,
+        "K" | "KB" | "KIB" => 10,
+        "M" | "MB" | "MIB" => 20,
+        "G" | "GB" | "GIB" => 30,
+        "T" | "TB" | "TIB" => 40,
+        other => {
+            return Err(format!(
+                "unknown unit {other:?} in {text:?} (use K, M, G or T)"
+            ))
+        }
+    };
+    let bytes = number * (1u64 << shift) as f64;
+    if !(bytes >= 1.0 && bytes < usize::MAX as f64) {
+        return Err(format!("{text:?} is not a usable memory limit"));
+    }
+    Ok(bytes as usize)
+}
+
 fn num_cpus_all() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_bytes;
+
+    #[test]
+    fn byte_counts_take_binary_units() {
+        assert_eq!(parse_bytes("4096"), Ok(4096));
+        assert_eq!(parse_bytes("512M"), Ok(512 << 20));
+        assert_eq!(parse_bytes("2GiB"), Ok(2 << 30));
+        assert_eq!(parse_bytes("1.5g"), Ok(3 << 29));
+        assert!(parse_bytes("0").is_err());
+        assert!(parse_bytes("12X").is_err());
+        assert!(parse_bytes("lots").is_err());
+    }
 }

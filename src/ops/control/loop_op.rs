@@ -4,9 +4,10 @@
 //! outputs); scan outputs are stacked along a new first axis. Outer-scope
 //! values arrive as the node's trailing implicit inputs.
 
-use super::tensors::{stack, truth};
+use super::tensors::{stack, truth, ScanParts};
 use crate::error::{Error, Result};
 use crate::graph::Body;
+use crate::ops::interrupt;
 use crate::ops::util::{opt_input, out_len};
 use crate::ops::{BuildContext, Fact, InferInput, Operator};
 use crate::tensor::{DType, Tensor};
@@ -125,9 +126,10 @@ impl Operator for Loop {
             })
             .collect::<Result<_>>()?;
         let outer = inputs.get(2 + n..).unwrap_or(&[]);
-        let mut scans: Vec<Vec<Tensor>> = vec![Vec::new(); self.scans];
+        let mut scans = vec![ScanParts::default(); self.scans];
         let mut i: i64 = 0;
         while cond && max_trips.is_none_or(|m| i < m) {
+            interrupt::check()?;
             let iter = Tensor::scalar(i);
             let c = Tensor::scalar(cond);
             let mut formal: Vec<&Tensor> = vec![&iter, &c];
@@ -154,12 +156,12 @@ impl Operator for Loop {
                 *s = v;
             }
             for (k, v) in outs.enumerate().take(self.scans) {
-                scans[k].push(v);
+                scans[k].push(k, i as usize, v)?;
             }
             i += 1;
         }
         let mut result = state;
-        for (k, parts) in scans.into_iter().enumerate() {
+        for (k, ScanParts { parts, .. }) in scans.into_iter().enumerate() {
             result.push(if parts.is_empty() {
                 let dtype = self.body.graph.values[self.body.graph.outputs[1 + n + k]]
                     .declared

@@ -3,9 +3,10 @@
 //! outputs are stacked along their output axes (forward or reverse).
 //! Outer-scope values arrive as the node's trailing implicit inputs.
 
-use super::tensors::{stack, take};
+use super::tensors::{stack, take, ScanParts};
 use crate::error::{Error, Result};
 use crate::graph::Body;
+use crate::ops::interrupt;
 use crate::ops::util::{input, out_len};
 use crate::ops::{BuildContext, Fact, InferInput, Operator};
 use crate::tensor::Tensor;
@@ -133,8 +134,9 @@ impl Operator for Scan {
         let len = len.unwrap_or(0);
         let outer = inputs.get(explicit..).unwrap_or(&[]);
         let k = self.out_axes.len();
-        let mut scans: Vec<Vec<Tensor>> = vec![Vec::new(); k];
+        let mut scans = vec![ScanParts::default(); k];
         for step in 0..len {
+            interrupt::check()?;
             let slices: Vec<Tensor> = seq
                 .iter()
                 .zip(&self.in_reverse)
@@ -161,11 +163,11 @@ impl Operator for Scan {
                 *s = v;
             }
             for (kk, v) in outs.enumerate().take(k) {
-                scans[kk].push(v);
+                scans[kk].push(kk, step, v)?;
             }
         }
         let mut result = state;
-        for (kk, mut parts) in scans.into_iter().enumerate() {
+        for (kk, ScanParts { mut parts, .. }) in scans.into_iter().enumerate() {
             if parts.is_empty() {
                 return Err(Error::op(OP, "a scan over zero steps has no scan outputs"));
             }

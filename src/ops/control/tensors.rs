@@ -1,8 +1,9 @@
 //! Tensor helpers of the control-flow operators: a boolean condition, one
-//! slice along an axis, and stacking per-iteration results along a new axis.
+//! slice along an axis, stacking per-iteration results along a new axis, and
+//! collecting those results within the memory budget.
 
 use crate::error::{Error, Result};
-use crate::tensor::Tensor;
+use crate::tensor::{budget, Tensor};
 use ndarray::{Axis, IxDyn};
 
 /// The truth value of a one-element condition tensor (bool or numeric).
@@ -59,4 +60,28 @@ pub(super) fn stack(op: &str, parts: &[Tensor], axis: usize) -> Result<Tensor> {
             .into_dimensionality::<IxDyn>()
             .map_err(|e| Error::op(op, e.to_string()))?
     }))
+}
+
+/// The per-iteration results of one scan output, counted against the memory
+/// budget as they come, so that a loop of many trips is refused before its
+/// parts outgrow the budget rather than when they are stacked.
+#[derive(Debug, Default, Clone)]
+pub struct ScanParts {
+    /// The results so far, one per iteration.
+    pub parts: Vec<Tensor>,
+    elements: u128,
+}
+
+impl ScanParts {
+    /// Adds iteration `trip`'s result for scan output `output`.
+    pub fn push(&mut self, output: usize, trip: usize, v: Tensor) -> Result<()> {
+        self.elements += v.len() as u128;
+        budget::check_count(
+            &format!("scan output {output} after {} iterations", trip + 1),
+            v.dtype(),
+            self.elements,
+        )?;
+        self.parts.push(v);
+        Ok(())
+    }
 }
