@@ -1,8 +1,10 @@
-//! Builds the C program `tests/c/test_ramify.c` against `include/ramify.h`
-//! and the static library, then runs it: on the tiny model of
-//! `tests/common/model.rs` (two threads on one session, every error path), on
-//! the example model `models/inception_mini.onnx` against its reference
-//! output, and under valgrind.
+//! Builds the C programs `tests/c/test_ramify.c` and `tests/c/soak_ramify.c`
+//! against `include/ramify.h` and the static library, then runs them: on the
+//! tiny model of `tests/common/model.rs` (two threads on one session, every
+//! error path), on the example model `models/inception_mini.onnx` against
+//! its reference output, the soak (eight threads on one session under
+//! changing load, every output against a serial run), and both under
+//! valgrind.
 //!
 //! The C compiler is `$CC` or `cc`. valgrind must be installed
 //! (`scripts/test.sh` installs it) unless `RAMIFY_SKIP_VALGRIND=1`.
@@ -63,31 +65,37 @@ fn static_library() -> PathBuf {
     lib
 }
 
-/// The compiled C program (built once per test run).
-fn program() -> &'static Path {
-    static PROGRAM: OnceLock<PathBuf> = OnceLock::new();
-    PROGRAM.get_or_init(|| {
-        let lib = static_library();
-        let exe = work_dir().join("test_ramify");
-        let cc = std::env::var("CC").unwrap_or_else(|_| "cc".to_string());
-        let out = Command::new(&cc)
-            .args(["-std=c11", "-Wall", "-Wextra", "-Werror", "-g", "-O1"])
-            .arg("-I")
-            .arg(crate_dir().join("include"))
-            .arg(crate_dir().join("tests/c/test_ramify.c"))
-            .arg(&lib)
-            .args(["-lpthread", "-ldl", "-lm"])
-            .arg("-o")
-            .arg(&exe)
-            .output()
-            .unwrap_or_else(|e| panic!("cannot run the C compiler {cc:?}: {e}"));
-        assert!(
-            out.status.success(),
-            "compiling test_ramify.c failed:\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        exe
-    })
+/// The compiled C program `tests/c/<name>.c` (built once per test run).
+fn program(name: &'static str) -> PathBuf {
+    static PROGRAMS: OnceLock<std::sync::Mutex<Vec<(&'static str, PathBuf)>>> = OnceLock::new();
+    let mut built = PROGRAMS
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
+    if let Some((_, exe)) = built.iter().find(|(n, _)| *n == name) {
+        return exe.clone();
+    }
+    let lib = static_library();
+    let exe = work_dir().join(name);
+    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".to_string());
+    let out = Command::new(&cc)
+        .args(["-std=c11", "-Wall", "-Wextra", "-Werror", "-g", "-O1"])
+        .arg("-I")
+        .arg(crate_dir().join("include"))
+        .arg(crate_dir().join(format!("tests/c/{name}.c")))
+        .arg(&lib)
+        .args(["-lpthread", "-ldl", "-lm"])
+        .arg("-o")
+        .arg(&exe)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run the C compiler {cc:?}: {e}"));
+    assert!(
+        out.status.success(),
+        "compiling {name}.c failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    built.push((name, exe.clone()));
+    exe
 }
 
 /// The tiny model as a file, one per test (tests run at the same time).
@@ -129,7 +137,7 @@ fn raw_floats(pb: &Path, to: &Path) {
 
 #[test]
 fn c_program_runs_the_tiny_model_from_two_threads_and_checks_errors() {
-    let out = Command::new(program())
+    let out = Command::new(program("test_ramify"))
         .arg(tiny_model("tiny"))
         .output()
         .unwrap();
@@ -144,7 +152,7 @@ fn c_program_runs_the_example_model() {
     let (input, expected) = (dir.join("input_0.f32"), dir.join("output_0.f32"));
     raw_floats(&data.join("input_0.pb"), &input);
     raw_floats(&data.join("output_0.pb"), &expected);
-    let out = Command::new(program())
+    let out = Command::new(program("test_ramify"))
         .arg(tiny_model("example"))
         .arg(repo.join("models/inception_mini.onnx"))
         .arg(&input)
@@ -154,30 +162,77 @@ fn c_program_runs_the_example_model() {
     check("test_ramify on models/inception_mini.onnx", out);
 }
 
+/// Whether valgrind can run; without it the valgrind tests fail unless
+/// `RAMIFY_SKIP_VALGRIND=1` says to skip them.
+fn valgrind_available() -> bool {
+    let found = Command::new("valgrind").arg("--version").output();
+    if found.as_ref().is_ok_and(|o| o.status.success()) {
+        return true;
+    }
+    if std::env::var("RAMIFY_SKIP_VALGRIND").is_ok_and(|v| v == "1") {
+        eprintln!("valgrind is not installed: skipped (RAMIFY_SKIP_VALGRIND=1)");
+        return false;
+    }
+    panic!(
+        "valgrind is not installed: the C API test runs its program under valgrind. \
+         Install it (apt-get install valgrind; scripts/test.sh does) or set RAMIFY_SKIP_VALGRIND=1"
+    );
+}
+
 #[test]
 fn c_program_is_clean_under_valgrind() {
-    let found = Command::new("valgrind").arg("--version").output();
-    if found.as_ref().map_or(true, |o| !o.status.success()) {
-        if std::env::var("RAMIFY_SKIP_VALGRIND").is_ok_and(|v| v == "1") {
-            eprintln!("valgrind is not installed: skipped (RAMIFY_SKIP_VALGRIND=1)");
-            return;
-        }
-        panic!(
-            "valgrind is not installed: the C API test runs its program under valgrind. \
-             Install it (apt-get install valgrind; scripts/test.sh does) or set RAMIFY_SKIP_VALGRIND=1"
-        );
+    if !valgrind_available() {
+        return;
     }
-    let out = Command::new("valgrind")
-        .args([
-            "--error-exitcode=1",
-            "--leak-check=full",
-            "--errors-for-leak-kinds=definite,indirect",
-            "--quiet",
-        ])
-        .arg(program())
+    let out = valgrind()
+        .arg(program("test_ramify"))
         .arg(tiny_model("valgrind"))
         .env("RAMIFY_TEST_ITERS", "3")
         .output()
         .unwrap();
     check("test_ramify under valgrind", out);
+}
+
+/// valgrind with the options every C test runs under: any error or definite
+/// or indirect leak fails.
+fn valgrind() -> Command {
+    let mut c = Command::new("valgrind");
+    c.args([
+        "--error-exitcode=1",
+        "--leak-check=full",
+        "--errors-for-leak-kinds=definite,indirect",
+        "--quiet",
+    ]);
+    c
+}
+
+fn example_model() -> PathBuf {
+    crate_dir()
+        .parent()
+        .expect("the repository root")
+        .join("models/inception_mini.onnx")
+}
+
+#[test]
+fn c_soak_eight_threads_under_changing_load_agree_with_a_serial_run() {
+    let out = Command::new(program("soak_ramify"))
+        .arg(example_model())
+        .args(["8", "40"])
+        .output()
+        .unwrap();
+    check("soak_ramify", out);
+}
+
+#[test]
+fn c_soak_is_clean_under_valgrind() {
+    if !valgrind_available() {
+        return;
+    }
+    let out = valgrind()
+        .arg(program("soak_ramify"))
+        .arg(example_model())
+        .args(["8", "2"])
+        .output()
+        .unwrap();
+    check("soak_ramify under valgrind", out);
 }
