@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite: Python reference data (pinned, in a local venv), then
-# formatting, lints and every Rust test (library, integration, C API).
+# formatting, lints, every Rust test (library, integration, C API), and a
+# bounded, seeded model-mutation campaign against the command line.
 # Usage: scripts/test.sh   (from anywhere; CI runs it through .ci/run)
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -24,3 +25,9 @@ fi
 cargo fmt --all --check
 cargo clippy --workspace --all-targets -- -D warnings
 cargo test --workspace
+
+# Hostile input: 3,000 mutated models through `ramify run`, each a run or a
+# clean error (no panic, abort, signal or hang) within the given budget.
+.venv/bin/python scripts/mutate_campaign.py --bin target/debug/ramify --count 3000 \
+    --seed 41 --jobs 2 --timeout 60 \
+    --ramify-arg=--memory-limit --ramify-arg=1G --ramify-arg=--time-limit --ramify-arg=10000
