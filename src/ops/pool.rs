@@ -4,7 +4,7 @@
 //! with Conv; the global pools (`GlobalAveragePool`, `GlobalMaxPool`,
 //! `GlobalLpPool`) as contiguous per-plane reductions; and `MaxUnpool`.
 
-use super::conv::geom::WindowAttrs;
+use super::conv::geom::{Window, WindowAttrs};
 use super::gemm::{checked_product, contiguous, from_f32_vec, to_f32_vec};
 use super::util::{fact, input};
 use super::{BuildContext, Fact, InferInput, Operator, Registry};
@@ -110,13 +110,15 @@ fn build(ctx: &BuildContext, kind: Kind) -> Result<Box<dyn Operator>> {
     }))
 }
 
-/// Checks X's rank and resolves the window and output shape.
+/// Checks X's rank and resolves the window and output shape (shape
+/// inference stops here: the kernels' walk, [`Rows`], is built only to run,
+/// after the output has been checked against the memory budget).
 fn plan(
     op: &str,
     window: &WindowAttrs,
     ceil_mode: bool,
     x: &[usize],
-) -> Result<(Rows, Vec<usize>)> {
+) -> Result<(Window, Vec<usize>)> {
     if x.len() < 3 {
         return Err(Error::op(
             op,
@@ -128,7 +130,7 @@ fn plan(
     let mut out = x[..2].to_vec();
     out.extend_from_slice(&win.output);
     checked_product(op, &out)?;
-    Ok((Rows::new(&win), out))
+    Ok((win, out))
 }
 
 impl Pool {
@@ -245,7 +247,8 @@ impl Operator for Pool {
         let op = self.kind.name();
         let x = input(op, inputs, 0)?;
         self.check_type(x.dtype())?;
-        let (rows, out) = plan(op, &self.window, self.ceil_mode, x.shape())?;
+        let (win, out) = plan(op, &self.window, self.ceil_mode, x.shape())?;
+        let rows = Rows::new(&win);
         match x {
             Tensor::F32(a) => self.float(&rows, &contiguous(a), &out),
             Tensor::F64(a) => self.float(&rows, &contiguous(a), &out),
