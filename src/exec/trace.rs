@@ -1,8 +1,8 @@
 //! Timelines of runs: one span per operator on the thread that ran it and one
-//! span per fork carrying its decision, exportable as Chrome trace event JSON
-//! (opens in Perfetto or chrome://tracing).
+//! span per fork carrying its decision (the command line writes them as Chrome
+//! trace event JSON, for Perfetto or chrome://tracing).
 
-use crate::sched::{Decision, ForkReport};
+use crate::sched::ForkReport;
 use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
@@ -83,43 +83,5 @@ impl Recorder {
         Trace {
             spans: self.spans.into_inner().unwrap_or_else(|e| e.into_inner()),
         }
-    }
-}
-
-impl Trace {
-    /// The trace as Chrome trace event JSON: complete ("X") events, one per
-    /// span, with thread-name metadata; fork spans carry their decision
-    /// (load, band, mode, pool sizes) in `args`.
-    pub fn to_chrome_json(&self) -> String {
-        use serde_json::json;
-        let mut events = Vec::with_capacity(self.spans.len() + 8);
-        let mut named = std::collections::BTreeMap::new();
-        for s in &self.spans {
-            named
-                .entry(s.thread)
-                .or_insert_with(|| s.thread_name.clone());
-            let mut e = json!({
-                "name": s.name, "cat": s.category, "ph": "X",
-                "ts": s.start_us, "dur": s.dur_us, "pid": 1, "tid": s.thread,
-            });
-            if let Some(f) = &s.fork {
-                let mode = match f.decision {
-                    Decision::Parallel(_) => "parallel",
-                    Decision::Serial { .. } => "serial",
-                };
-                e["args"] = json!({
-                    "fork": f.fork, "load": f.load, "band": f.band.to_string(),
-                    "mode": mode, "pool_sizes": f.decision.pool_sizes(),
-                });
-            }
-            events.push(e);
-        }
-        for (tid, name) in named {
-            events.push(json!({
-                "name": "thread_name", "ph": "M", "pid": 1, "tid": tid,
-                "args": { "name": name },
-            }));
-        }
-        json!({ "traceEvents": events, "displayTimeUnit": "ms" }).to_string()
     }
 }

@@ -138,9 +138,18 @@ pub fn bytes(m: &ModelProto) -> Vec<u8> {
     m.write_to_bytes().expect("serializable")
 }
 
-/// The repository root.
+/// The repository root: the crate's own folder, or its parent for the
+/// workspace's member crates (`cli/`) that share these helpers.
 pub fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+    let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    if manifest.join("models").is_dir() {
+        manifest
+    } else {
+        manifest
+            .parent()
+            .expect("a member crate has a parent")
+            .to_path_buf()
+    }
 }
 
 /// The generated test data folder (made by scripts/gen_test_data.py).

@@ -11,6 +11,7 @@ mod plot;
 mod report;
 mod run;
 mod stats;
+mod trace;
 
 use anyhow::Result;
 use clap::{Parser, Subcommand};

@@ -2,6 +2,7 @@
 //! `bench --json` prints one JSON object, `inspect` shows forks, and errors
 //! exit non-zero with the error's message.
 
+#[path = "../../tests/common/mod.rs"]
 mod common;
 
 use common::{repo, temp_dir};

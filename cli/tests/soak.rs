@@ -5,6 +5,7 @@
 //! input, and every thread must finish (no deadlock). Bounded in time:
 //! `RAMIFY_SOAK_SECS` (default 8) seconds of runs.
 
+#[path = "../../tests/common/mod.rs"]
 mod common;
 
 use common::repo;

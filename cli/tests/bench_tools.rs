@@ -4,6 +4,7 @@
 //! and JSON of `bench` with several modes, models and load levels, and the
 //! DOT picture of `inspect` with one cluster per sibling of each fork.
 
+#[path = "../../tests/common/mod.rs"]
 mod common;
 
 use common::{generated, repo, temp_dir};

@@ -235,7 +235,7 @@ fn timed(t: &Target) -> Result<(f64, RunReport)> {
 fn write_trace(t: &Target, path: &Path) -> Result<()> {
     let (_, report) = t.session.run_traced(t.feeds.clone())?;
     let trace = report.trace.context("the session recorded no trace")?;
-    std::fs::write(path, trace.to_chrome_json())
+    std::fs::write(path, crate::trace::chrome_json(&trace))
         .with_context(|| format!("writing {}", path.display()))
 }
 
