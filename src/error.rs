@@ -130,7 +130,7 @@ pub enum Error {
     /// A tensor would exceed the memory budget (see
     /// [`SessionBuilder::memory_limit`](crate::SessionBuilder::memory_limit)),
     /// or the system refused its allocation. Nothing was allocated.
-    #[error("{what}: {dtype} tensor of shape {shape:?} needs {}, over the memory limit of {}", show_bytes(*.bytes), crate::tensor::budget::format_bytes(*.limit as u128))]
+    #[error("{what}: {dtype} tensor of shape {shape:?} needs {}, over the memory limit of {}", show_bytes(*.bytes), format_bytes(*.limit as u128))]
     MemoryLimit {
         /// The tensor: an operator output, an initializer, an input.
         what: String,
@@ -145,7 +145,7 @@ pub enum Error {
     },
     /// The intermediate values a run would hold at once exceed the memory
     /// budget (each one alone fits it).
-    #[error("node {node:?} ({op}): the run would hold {} of intermediate values at once, over the memory limit of {}", crate::tensor::budget::format_bytes(*.bytes), crate::tensor::budget::format_bytes(*.limit as u128))]
+    #[error("node {node:?} ({op}): the run would hold {} of intermediate values at once, over the memory limit of {}", format_bytes(*.bytes), format_bytes(*.limit as u128))]
     PlanMemory {
         /// The node at which the most bytes are live.
         node: String,
@@ -160,7 +160,7 @@ pub enum Error {
     #[error("deadline exceeded: {0}")]
     Deadline(String),
     /// The run was cancelled through its
-    /// [`CancelToken`](crate::ops::interrupt::CancelToken); the session stays
+    /// [`CancelToken`](crate::CancelToken); the session stays
     /// usable.
     #[error("the run was cancelled")]
     Cancelled,
@@ -176,7 +176,7 @@ pub enum Error {
 fn show_bytes(bytes: Option<u128>) -> String {
     match bytes {
         Some(b) if b < 1024 => format!("{b} bytes"),
-        Some(b) => format!("{b} bytes ({})", crate::tensor::budget::format_bytes(b)),
+        Some(b) => format!("{b} bytes ({})", format_bytes(b)),
         None => "more than 2^128 bytes".to_string(),
     }
 }
@@ -209,5 +209,21 @@ impl Error {
             op: op.to_string(),
             reason: reason.into(),
         }
+    }
+}
+
+/// A byte count for people: `512 B`, `1.5 KiB`, `4.0 TiB`.
+pub fn format_bytes(bytes: u128) -> String {
+    const UNITS: [&str; 6] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
+    let mut value = bytes as f64;
+    let mut unit = 0;
+    while value >= 1024.0 && unit + 1 < UNITS.len() {
+        value /= 1024.0;
+        unit += 1;
+    }
+    if unit == 0 {
+        format!("{bytes} B")
+    } else {
+        format!("{value:.1} {}", UNITS[unit])
     }
 }

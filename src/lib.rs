@@ -5,8 +5,11 @@
 //! and decides at every fork, from the device's current load, whether to run
 //! the siblings in parallel on CPU pools, on shrunk pools, or one after another.
 //!
-//! Data flows one way through the modules: [`onnx`] → [`graph`] → `analysis`
-//! → `sched` → [`exec`], with [`ops`] below them all.
+//! The modules form layers, each importing only those below it (checked in
+//! CI by `scripts/check_layers.py`; see `docs/architecture.md`): [`error`];
+//! [`tensor`] and [`load`]; [`ir`], the vocabulary shared by graph and
+//! operators; [`ops`] and [`sched`]; [`graph`]; [`analysis`] and [`onnx`];
+//! [`exec`]; [`session`].
 //!
 //! ```no_run
 //! use ramify::{Session, Tensor};
@@ -20,10 +23,10 @@
 //! ```
 
 pub mod analysis;
-pub mod attributes;
 pub mod error;
 pub mod exec;
 pub mod graph;
+pub mod ir;
 pub mod load;
 pub mod onnx;
 pub mod ops;
@@ -32,6 +35,7 @@ pub mod session;
 pub mod tensor;
 
 pub use error::{Error, Result};
+pub use ir::attributes;
 pub use ops::interrupt::CancelToken;
 pub use sched::Mode;
 pub use session::{IoInfo, RunOptions, RunReport, Session, SessionBuilder};

@@ -5,10 +5,11 @@
 use crate::analysis::{calibrated_cost_model, CostModel};
 use crate::error::{Error, Result};
 use crate::exec::{self, Plan, Trace};
-use crate::graph::{fuse, prune, specialize, Declared, Graph, ValueId};
+use crate::graph::pipeline::{optimize, Stage};
+use crate::graph::{Declared, Graph, ValueId};
+use crate::ir::Fact;
 use crate::load::{HostState, LoadConfig, LoadMonitor, LoadSource};
 use crate::ops::interrupt::{with_interrupt, CancelToken, Interrupt};
-use crate::ops::Fact;
 use crate::sched::{ForkReport, Mode, PolicyConfig, Scheduler, SchedulerConfig};
 use crate::tensor::Tensor;
 use std::collections::HashMap;
@@ -367,13 +368,7 @@ impl Session {
                 ))
             })
             .collect();
-        let facts = specialize(&mut graph, &declared, false)?;
-        prune(&mut graph);
-        if fusion {
-            fuse(&mut graph, &facts)?;
-            prune(&mut graph);
-        }
-        graph.rebuild_ops()?;
+        optimize(&mut graph, &declared, Stage::Load { fusion })?;
         let info = |ids: &[ValueId]| -> Vec<IoInfo> {
             ids.iter()
                 .map(|&id| IoInfo {

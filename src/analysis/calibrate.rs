@@ -1,53 +1,13 @@
 //! Calibration of the cost model on this device: times a representative
-//! kernel of each operator class on one thread, within a small time budget,
-//! and caches the result for the process.
+//! kernel of each operator class ([`crate::ops::calibration`]) on one thread,
+//! within a small time budget, and caches the result for the process.
 
-use super::cost::{CostModel, OpClass};
-use crate::attributes::{Attribute, Attributes};
-use crate::ops::{self, BuildContext, Fact, InferInput};
+use super::cost::CostModel;
+use crate::ir::{Fact, InferInput};
+use crate::ops::calibration::{probes, Probe};
 use crate::tensor::Tensor;
-use std::collections::BTreeMap;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
-
-/// A probe: operator class, operator type, attributes, input shapes.
-type Probe = (
-    OpClass,
-    &'static str,
-    Vec<(&'static str, Attribute)>,
-    Vec<Vec<usize>>,
-);
-
-/// One representative operator per class: type, attributes, input shapes.
-fn probes() -> Vec<Probe> {
-    vec![
-        (
-            OpClass::Conv,
-            "Conv",
-            vec![("pads", Attribute::Ints(vec![1, 1, 1, 1]))],
-            vec![vec![1, 32, 28, 28], vec![32, 32, 3, 3]],
-        ),
-        (
-            OpClass::MatMul,
-            "MatMul",
-            vec![],
-            vec![vec![128, 256], vec![256, 128]],
-        ),
-        (
-            OpClass::Window,
-            "MaxPool",
-            vec![("kernel_shape", Attribute::Ints(vec![3, 3]))],
-            vec![vec![1, 32, 28, 28]],
-        ),
-        (
-            OpClass::Elementwise,
-            "Add",
-            vec![],
-            vec![vec![1, 64, 32, 32], vec![1, 64, 32, 32]],
-        ),
-        (OpClass::Other, "Transpose", vec![], vec![vec![64, 32, 32]]),
-    ]
-}
 
 /// Times each probe on the current thread pool (call it inside a one-thread
 /// pool) for at most about `budget` in all, and returns the calibrated model.
@@ -55,30 +15,9 @@ fn probes() -> Vec<Probe> {
 pub fn calibrate(budget: Duration) -> CostModel {
     let mut model = CostModel::default();
     let list = probes();
-    let per_probe = budget / list.len() as u32;
-    for (class, op_type, attrs, shapes) in list {
-        let values: BTreeMap<String, Attribute> =
-            attrs.into_iter().map(|(k, v)| (k.to_string(), v)).collect();
-        let attrs = Attributes::new("calibration", op_type, values);
-        let inputs: Vec<Tensor> = shapes
-            .iter()
-            .map(|s| {
-                let n = s.iter().product();
-                Tensor::from_vec(s, (0..n).map(|i| (i % 7) as f32 * 0.1).collect())
-                    .expect("shape matches")
-            })
-            .collect();
-        let consts: Vec<Option<&Tensor>> = vec![None; inputs.len()];
-        let ctx = BuildContext {
-            attrs: &attrs,
-            opset: 13,
-            consts: &consts,
-            num_inputs: inputs.len(),
-            num_outputs: 1,
-        };
-        let Ok(op) = ops::build("", op_type, &ctx) else {
-            continue;
-        };
+    let per_probe = budget / list.len().max(1) as u32;
+    for Probe { op, inputs } in list {
+        let class = op.cost_class();
         let facts: Vec<Fact> = inputs.iter().map(Fact::of).collect();
         let infer: Vec<InferInput> = facts
             .iter()

@@ -229,10 +229,10 @@ impl Finder<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::attributes::Attributes;
     use crate::error::Result;
     use crate::graph::{Node, Value};
-    use crate::ops::{Fact, InferInput, Operator};
+    use crate::ir::attributes::Attributes;
+    use crate::ir::{Fact, InferInput, Operator};
     use crate::tensor::Tensor;
     use std::sync::Arc;
 

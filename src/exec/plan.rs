@@ -6,8 +6,9 @@
 
 use crate::analysis::{find_structure, CostModel, Structure};
 use crate::error::{Error, Result};
-use crate::graph::{prune, specialize, Facts, Graph, ValueId};
-use crate::ops::Fact;
+use crate::graph::pipeline::{optimize, Stage};
+use crate::graph::{Facts, Graph, ValueId};
+use crate::ir::Fact;
 use crate::tensor::budget;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
@@ -64,9 +65,9 @@ impl Plan {
         memory_limit: usize,
     ) -> Result<Plan> {
         let mut graph = base.clone();
-        let facts = budget::with_limit(memory_limit, || specialize(&mut graph, inputs, true))?;
-        prune(&mut graph);
-        graph.rebuild_ops()?;
+        let facts = budget::with_limit(memory_limit, || {
+            optimize(&mut graph, inputs, Stage::Plan)
+        })?;
         check_live_bytes(&graph, &facts, memory_limit)?;
         let check_at_run = graph
             .nodes

@@ -1,6 +1,6 @@
-//! Reshapes without copying: a node that only changes a tensor's shape
-//! (Reshape, Flatten, Squeeze, Unsqueeze, Identity, and Dropout in inference
-//! when nothing reads its mask) and is the last reader
+//! Reshapes without copying: a node whose operator only changes a tensor's
+//! shape ([`Operator::is_view_of_input`](crate::ir::Operator::is_view_of_input),
+//! when nothing reads its other outputs) and is the last reader
 //! of its data takes the tensor out of the store and relabels its shape,
 //! instead of copying the data into a new tensor. The output shape is the
 //! plan's inferred fact, so the node's own shape rule already checked it;
@@ -10,24 +10,17 @@
 use super::{Plan, ValueStore};
 use crate::error::{Error, Result};
 use crate::graph::ValueId;
-use crate::ops::Fact;
+use crate::ir::Fact;
 use crate::tensor::{Element, Tensor};
 use ndarray::{ArrayD, IxDyn};
 use std::sync::Arc;
 
-/// Operators whose output is input 0's data under another shape.
-const VIEW_OPS: [&str; 5] = ["Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"];
-
 /// Whether `node`'s first output is its first input's data under another
-/// shape. Dropout qualifies when it has no ratio or training_mode input (so
-/// it is in inference mode) and nothing reads its mask.
+/// shape (the operator says so for the inputs present) and nothing reads its
+/// other outputs.
 fn passes_data_through(plan: &Plan, node: &crate::graph::Node) -> bool {
-    let op = node.op_type.as_str();
-    if VIEW_OPS.contains(&op) {
-        return node.outputs.len() == 1;
-    }
-    op == "Dropout"
-        && node.inputs.iter().skip(1).all(Option::is_none)
+    let present: Vec<bool> = node.inputs.iter().map(Option::is_some).collect();
+    node.op.is_view_of_input(&present)
         && node
             .outputs
             .iter()

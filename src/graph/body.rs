@@ -4,9 +4,9 @@
 
 use super::{specialize, wrap, Graph};
 use crate::error::{Error, Result};
+use crate::ir::{Fact, Subgraph};
 use crate::ops::checked::run_checked;
-use crate::ops::Fact;
-use crate::tensor::Tensor;
+use crate::tensor::{DType, Tensor};
 use std::borrow::Cow;
 
 /// A body graph. `graph.inputs` holds the `formal` declared inputs first, then
@@ -25,14 +25,25 @@ pub struct Body {
     pub implicit: usize,
 }
 
-impl Body {
-    /// Number of outputs of the body.
-    pub fn num_outputs(&self) -> usize {
+impl Subgraph for Body {
+    fn formal(&self) -> usize {
+        self.formal
+    }
+
+    fn implicit(&self) -> usize {
+        self.implicit
+    }
+
+    fn num_outputs(&self) -> usize {
         self.graph.outputs.len()
     }
 
-    /// Runs the body on its formal inputs and the node's implicit inputs.
-    pub fn run(&self, formal: &[&Tensor], implicit: &[Option<&Tensor>]) -> Result<Vec<Tensor>> {
+    fn declared_output(&self, k: usize) -> Option<DType> {
+        let id = *self.graph.outputs.get(k)?;
+        self.graph.values[id].declared.as_ref().map(|d| d.dtype)
+    }
+
+    fn run(&self, formal: &[&Tensor], implicit: &[Option<&Tensor>]) -> Result<Vec<Tensor>> {
         if formal.len() != self.formal {
             return Err(Error::op(
                 "subgraph",
@@ -103,10 +114,9 @@ impl Body {
             .collect()
     }
 
-    /// Facts of the body outputs for these facts of its formal and the node's
-    /// implicit inputs: shape inference over a copy of the body, falling back
-    /// to the declared output types. `None` where nothing is known.
-    pub fn infer(&self, formal: &[Option<Fact>], implicit: &[Option<&Fact>]) -> Vec<Option<Fact>> {
+    /// Shape inference over a copy of the body, falling back to the declared
+    /// output types.
+    fn infer(&self, formal: &[Option<Fact>], implicit: &[Option<&Fact>]) -> Vec<Option<Fact>> {
         let g = &self.graph;
         let mut known = Vec::new();
         for (k, &id) in g.inputs.iter().enumerate() {
@@ -137,9 +147,7 @@ impl Body {
             .collect()
     }
 
-    /// A rough FLOP count of one run of the body: each node's FLOPs are
-    /// unknown before running, so each counts as `per_node`.
-    pub fn nominal_flops(&self, per_node: u64) -> u64 {
+    fn nominal_flops(&self, per_node: u64) -> u64 {
         (self.graph.nodes.len() as u64)
             .max(1)
             .saturating_mul(per_node.max(1))

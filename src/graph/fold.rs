@@ -4,8 +4,8 @@
 
 use super::{wrap, Graph, ValueId};
 use crate::error::Result;
+use crate::ir::{Fact, InferInput};
 use crate::ops::checked::{check_facts, run_checked};
-use crate::ops::{Fact, InferInput};
 use crate::tensor::Tensor;
 use std::sync::Arc;
 

@@ -1,11 +1,13 @@
 //! The graph IR: values, nodes with their built operators, graph inputs and
 //! outputs, and constants; plus the passes that order, specialise (shape
-//! inference and constant folding) and prune it.
+//! inference and constant folding), prune and fuse it, run in one named
+//! order by [`pipeline`].
 
 mod body;
 mod fold;
 mod fuse;
 mod order;
+pub mod pipeline;
 mod prune;
 
 pub use body::Body;
@@ -14,9 +16,10 @@ pub use fuse::fuse;
 pub use order::topological_sort;
 pub use prune::prune;
 
-use crate::attributes::Attributes;
 use crate::error::{Error, Result};
-use crate::ops::{self, BuildContext, Fact, Operator};
+use crate::ir::attributes::Attributes;
+use crate::ir::{BuildContext, Fact, Operator};
+use crate::ops;
 use crate::tensor::{DType, Tensor};
 use std::fmt;
 use std::sync::Arc;

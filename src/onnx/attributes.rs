@@ -2,8 +2,8 @@
 //! that leave the `type` field unset.
 
 use super::tensor_proto::tensor_from_proto;
-use crate::attributes::{Attribute, Attributes};
 use crate::error::{Error, Result};
+use crate::ir::attributes::{Attribute, Attributes};
 use onnx_protobuf::{attribute_proto::AttributeType, AttributeProto};
 use std::collections::BTreeMap;
 use std::path::Path;

@@ -6,9 +6,9 @@ use super::attributes::convert_attributes;
 use super::framing::check_framing;
 use super::subgraph::take_subgraphs;
 use super::tensor_proto::tensor_from_proto;
-use crate::attributes::Attribute;
 use crate::error::{Error, Result};
 use crate::graph::{topological_sort, Declared, Dim, Graph, Node, Value, ValueId};
+use crate::ir::attributes::Attribute;
 use crate::ops;
 use crate::tensor::DType;
 use onnx_protobuf::{

@@ -10,8 +10,9 @@
 use super::norm::Real;
 use super::unary::kernel::{contiguous, Float};
 use super::util::{fact, input, opt_fact, opt_input};
-use super::{BuildContext, Fact, InferInput, Operator, Registry};
+use super::Registry;
 use crate::error::{Error, Result};
+use crate::ir::{BuildContext, Fact, InferInput, Operator};
 use crate::tensor::{DType, Element, Tensor};
 use geom::Geom;
 use half::{bf16, f16};

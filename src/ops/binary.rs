@@ -10,8 +10,9 @@ pub(crate) mod logic;
 use self::arith::{ArithKind, Arithmetic, Pow, VarKind, Variadic};
 use self::logic::{BitKind, BitShift, Bitwise, CmpKind, Compare, Where};
 use super::util::broadcast_all;
-use super::{BuildContext, Fact, InferInput, Operator, Registry};
+use super::Registry;
 use crate::error::{Error, Result};
+use crate::ir::{BuildContext, Fact, InferInput, Operator};
 use crate::tensor::DType;
 
 /// The error for inputs whose types differ or are not accepted.

@@ -4,8 +4,8 @@
 //! force, so a hostile shape is a typed error and never an aborting
 //! allocation.
 
-use super::{Fact, InferInput, Operator};
 use crate::error::Result;
+use crate::ir::{Fact, InferInput, Operator};
 use crate::tensor::{budget, Tensor};
 
 /// Checks that the outputs `op` would produce from `args` fit the memory

@@ -1,7 +1,7 @@
 //! Control flow with subgraphs: If, Loop and Scan. Each holds its bodies as
-//! graph-IR [`Body`](crate::graph::Body) values built by the loader and runs
-//! them serially; the outer-scope values a body reads arrive as the node's
-//! trailing implicit inputs.
+//! [`Subgraph`](crate::ir::Subgraph) values built by the loader and runs them
+//! through that trait; the outer-scope values a body reads arrive as the
+//! node's trailing implicit inputs.
 
 use super::Registry;
 

@@ -52,7 +52,7 @@ fn check_types(op: &str, x: DType, w: DType, b: Option<DType>) -> Result<()> {
 }
 
 /// Reads the `group` attribute (≥ 1).
-fn parse_group(attrs: &crate::attributes::Attributes) -> Result<usize> {
+fn parse_group(attrs: &crate::ir::attributes::Attributes) -> Result<usize> {
     let g = attrs.int("group", 1)?;
     usize::try_from(g)
         .ok()

@@ -13,8 +13,9 @@
 use super::norm::Real;
 use super::unary::kernel::{contiguous, Float};
 use super::util::{fact, input, opt_fact, opt_input, out_len};
-use super::{BuildContext, Fact, InferInput, Registry};
+use super::Registry;
 use crate::error::{Error, Result};
+use crate::ir::{BuildContext, Fact, InferInput};
 use crate::tensor::{DType, Element, Tensor};
 use half::{bf16, f16};
 

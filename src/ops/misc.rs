@@ -3,8 +3,9 @@
 //! `value_int(s)`, `value_string(s)`; sparse values are refused).
 
 use super::shape::movement_flops;
-use super::{BuildContext, Fact, InferInput, Operator, Registry};
+use super::Registry;
 use crate::error::Result;
+use crate::ir::{BuildContext, Fact, InferInput, Operator};
 use crate::tensor::Tensor;
 use ndarray::Array1;
 
@@ -87,7 +88,7 @@ impl Operator for Constant {
 #[cfg(test)]
 mod tests {
     #![allow(clippy::cloned_ref_to_slice_refs)]
-    use crate::attributes::Attribute;
+    use crate::ir::attributes::Attribute;
     use crate::ops::shape::test_util::*;
     use crate::tensor::Tensor;
 

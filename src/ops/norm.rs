@@ -158,7 +158,7 @@ pub(crate) fn check_len(op: &str, name: &str, shape: &[usize], want: usize) -> R
 }
 
 /// Reads the `epsilon` attribute (default `default`), which must be ≥ 0.
-pub(crate) fn epsilon(attrs: &crate::attributes::Attributes, default: f32) -> Result<f64> {
+pub(crate) fn epsilon(attrs: &crate::ir::attributes::Attributes, default: f32) -> Result<f64> {
     let e = attrs.float("epsilon", default)?;
     if e.is_nan() || e < 0.0 || e.is_infinite() {
         return Err(attrs.error("epsilon", format!("must be finite and ≥ 0, found {e}")));
@@ -178,7 +178,7 @@ pub(crate) fn check_rank(op: &str, shape: &[usize], min: usize, what: &str) -> R
 }
 
 /// Rejects a non-float X type in shape inference.
-pub(crate) fn check_float(op: &str, f: &super::Fact) -> Result<()> {
+pub(crate) fn check_float(op: &str, f: &crate::ir::Fact) -> Result<()> {
     if f.dtype.is_float() {
         Ok(())
     } else {

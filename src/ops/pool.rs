@@ -7,8 +7,9 @@
 use super::conv::geom::{Window, WindowAttrs};
 use super::gemm::{checked_product, contiguous, from_f32_vec, to_f32_vec};
 use super::util::{fact, input};
-use super::{BuildContext, Fact, InferInput, Operator, Registry};
+use super::Registry;
 use crate::error::{Error, Result};
+use crate::ir::{BuildContext, Fact, InferInput, OpClass, Operator};
 use crate::tensor::{DType, Element, Tensor};
 
 mod avg_rows;
@@ -216,6 +217,10 @@ fn wrap<T: Element>(op: &str, shape: &[usize], v: Vec<T>) -> Result<Tensor> {
 }
 
 impl Operator for Pool {
+    fn cost_class(&self) -> OpClass {
+        OpClass::Window
+    }
+
     fn infer(&self, inputs: &[InferInput]) -> Result<Vec<Fact>> {
         let op = self.kind.name();
         let x = fact(op, inputs, 0)?;

@@ -12,8 +12,9 @@ use super::shape::{
     data, f64_list, int_list, make, norm_axes, numel_of, offset_copy, strides, PAD,
 };
 use super::util::{fact, input, opt_input, par_rows};
-use super::{BuildContext, Fact, InferInput, Operator, Registry};
+use super::Registry;
 use crate::error::{Error, Result};
+use crate::ir::{BuildContext, Fact, InferInput, Operator};
 use crate::tensor::{Element, Tensor};
 use ndarray::ArrayD;
 use taps::{Axis, AxisTaps, Coord, Mode, Rounding, Sampler};
@@ -45,7 +46,7 @@ struct Resize {
     upsample: bool,
 }
 
-fn parse_mode(a: &crate::attributes::Attributes, allow_cubic: bool) -> Result<Mode> {
+fn parse_mode(a: &crate::ir::attributes::Attributes, allow_cubic: bool) -> Result<Mode> {
     match a.string("mode", "nearest")?.as_str() {
         "nearest" => Ok(Mode::Nearest),
         "linear" | "bilinear" => Ok(Mode::Linear),

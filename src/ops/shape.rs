@@ -9,8 +9,9 @@
 //! which covers transposes, slices, broadcasts, tiles, pads and gathers.
 
 use super::util::par_rows;
-use super::{Fact, Registry};
+use super::Registry;
 use crate::error::{Error, Result};
+use crate::ir::Fact;
 use crate::tensor::{Element, Tensor};
 use ndarray::{ArrayD, IxDyn};
 use std::borrow::Cow;
@@ -365,8 +366,8 @@ pub(crate) mod test_util {
     //! Helpers for operator tests: build through the registry, check `infer`
     //! against `run`, and compare results across thread counts.
 
-    use crate::attributes::{Attribute, Attributes};
-    use crate::ops::{BuildContext, Fact, InferInput};
+    use crate::ir::attributes::{Attribute, Attributes};
+    use crate::ir::{BuildContext, Fact, InferInput};
     use crate::tensor::{Element, Tensor};
     use crate::Result;
     use std::collections::BTreeMap;

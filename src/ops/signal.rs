@@ -28,7 +28,7 @@ pub(crate) fn register(r: &mut Registry) {
 
 /// The element type named by the `output_datatype` attribute (default
 /// float): any numeric type.
-fn output_datatype(ctx: &super::BuildContext) -> Result<DType> {
+fn output_datatype(ctx: &crate::ir::BuildContext) -> Result<DType> {
     let a = ctx.attrs;
     let code = a.int("output_datatype", 1)?;
     i32::try_from(code)

@@ -9,8 +9,9 @@ pub(crate) mod kernel;
 
 use self::kernel::{exp_f32, map_float, not_float, par_map, test_float};
 use super::util::{fact, input, out_len};
-use super::{BuildContext, Fact, InferInput, Operator, Registry};
+use super::Registry;
 use crate::error::{Error, Result};
+use crate::ir::{BuildContext, Fact, InferInput, OpClass, Operator};
 use crate::tensor::{DType, Tensor};
 
 /// Which function a [`Unary`] operator computes.
@@ -252,6 +253,10 @@ impl Unary {
 }
 
 impl Operator for Unary {
+    fn cost_class(&self) -> OpClass {
+        OpClass::Elementwise
+    }
+
     fn infer(&self, inputs: &[InferInput]) -> Result<Vec<Fact>> {
         let f = fact(self.name, inputs, 0)?;
         self.check(f.dtype)?;
@@ -314,7 +319,7 @@ pub(crate) fn register(r: &mut Registry) {
 mod tests {
     use super::kernel::tests::rel_err;
     use super::*;
-    use crate::attributes::{Attribute, Attributes};
+    use crate::ir::attributes::{Attribute, Attributes};
     use half::{bf16, f16};
     use std::collections::BTreeMap;
 

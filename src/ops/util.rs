@@ -1,8 +1,8 @@
 //! Helpers shared by operator implementations: input access, axis and
 //! broadcast rules, float-type dispatch, and deterministic work splitting.
 
-use super::{Fact, InferInput};
 use crate::error::{Error, Result};
+use crate::ir::{Fact, InferInput};
 use crate::tensor::Tensor;
 
 /// Input `i`, which the operator requires.

@@ -10,6 +10,7 @@
 //! count) call [`check`] before they allocate. Outside any session the
 //! process default applies: half of the device's physical memory.
 
+pub use crate::error::format_bytes;
 use crate::error::{Error, Result};
 use crate::tensor::DType;
 use std::cell::Cell;
@@ -114,22 +115,6 @@ pub fn check_count(what: &str, dtype: DType, count: u128) -> Result<usize> {
             bytes,
             limit,
         }),
-    }
-}
-
-/// Human-readable bytes: `1.5 GiB`, `12 B`.
-pub fn format_bytes(bytes: u128) -> String {
-    const UNITS: [&str; 6] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
-    let mut value = bytes as f64;
-    let mut unit = 0;
-    while value >= 1024.0 && unit + 1 < UNITS.len() {
-        value /= 1024.0;
-        unit += 1;
-    }
-    if unit == 0 {
-        format!("{bytes} B")
-    } else {
-        format!("{value:.1} {}", UNITS[unit])
     }
 }
 

@@ -10,8 +10,8 @@ mod affine;
 mod residual;
 
 use super::{Facts, Graph, Value, ValueId};
-use crate::attributes::Attribute;
 use crate::error::Result;
+use crate::ir::attributes::Attribute;
 use crate::tensor::{DType, Tensor};
 use ndarray::{ArrayD, Axis};
 use std::sync::Arc;

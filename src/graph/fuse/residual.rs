@@ -7,7 +7,7 @@
 //! addends of the output's exact shape (no broadcasting).
 
 use super::{readers, Facts, Graph};
-use crate::attributes::Attribute;
+use crate::ir::attributes::Attribute;
 use crate::tensor::DType;
 
 /// Fuses every eligible residual Add into its Conv; returns the names of

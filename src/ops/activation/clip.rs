@@ -4,10 +4,11 @@
 //! so `min > max` gives `max` as ONNX specifies, and NaN passes through.
 
 use crate::error::{Error, Result};
+use crate::ir::{BuildContext, Fact, InferInput, OpClass, Operator};
 use crate::numeric_map;
 use crate::ops::unary::kernel::par_map;
 use crate::ops::util::{fact, infer_same, input, opt_input, out_len};
-use crate::ops::{BuildContext, Fact, InferInput, Operator, Registry};
+use crate::ops::Registry;
 use crate::tensor::{DType, Element, Tensor};
 use ndarray::ArrayD;
 use num_traits::NumCast;
@@ -77,6 +78,10 @@ impl Clip {
 }
 
 impl Operator for Clip {
+    fn cost_class(&self) -> OpClass {
+        OpClass::Elementwise
+    }
+
     fn infer(&self, inputs: &[InferInput]) -> Result<Vec<Fact>> {
         let f = fact("Clip", inputs, 0)?;
         if matches!(f.dtype, DType::Bool | DType::String) {

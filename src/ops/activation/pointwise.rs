@@ -3,10 +3,11 @@
 //! takes signed integers (opset 14).
 
 use crate::error::{Error, Result};
+use crate::ir::{Fact, InferInput, OpClass, Operator};
 use crate::ops::gemm::fused::{Activation, ActivationFloat};
 use crate::ops::unary::kernel::{exp_f32, map_float, par_map};
 use crate::ops::util::{fact, infer_same, input, out_len};
-use crate::ops::{Fact, InferInput, Operator, Registry};
+use crate::ops::Registry;
 use crate::tensor::{DType, Tensor};
 
 /// The math an activation needs beyond [`ActivationFloat`].
@@ -234,6 +235,10 @@ impl Pointwise {
 }
 
 impl Operator for Pointwise {
+    fn cost_class(&self) -> OpClass {
+        OpClass::Elementwise
+    }
+
     fn infer(&self, inputs: &[InferInput]) -> Result<Vec<Fact>> {
         self.check(fact(self.name, inputs, 0)?)?;
         infer_same(self.name, inputs)

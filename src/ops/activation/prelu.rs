@@ -5,9 +5,10 @@
 //! slope value and no broadcast copy of the slope is made.
 
 use crate::error::{Error, Result};
+use crate::ir::{Fact, InferInput, OpClass, Operator};
 use crate::ops::unary::kernel::{array_from, contiguous};
 use crate::ops::util::{broadcast_shapes, fact, input, out_len, par_rows};
-use crate::ops::{Fact, InferInput, Operator, Registry};
+use crate::ops::Registry;
 use crate::tensor::{Element, Tensor};
 use ndarray::{ArrayD, IxDyn};
 
@@ -77,6 +78,10 @@ fn prelu<T: Element + Copy + PartialOrd + std::ops::Mul<Output = T>>(
 }
 
 impl Operator for PRelu {
+    fn cost_class(&self) -> OpClass {
+        OpClass::Elementwise
+    }
+
     fn infer(&self, inputs: &[InferInput]) -> Result<Vec<Fact>> {
         let x = fact("PRelu", inputs, 0)?;
         let s = fact("PRelu", inputs, 1)?;

@@ -6,9 +6,10 @@
 //! runs in a fixed order, so results do not depend on the thread count.
 
 use crate::error::{Error, Result};
+use crate::ir::{BuildContext, Fact, InferInput, OpClass, Operator};
 use crate::ops::unary::kernel::{array_from, contiguous, exp_f32};
 use crate::ops::util::{axis, fact, input, out_len, par_rows};
-use crate::ops::{BuildContext, Fact, InferInput, Operator, Registry};
+use crate::ops::Registry;
 use crate::tensor::Tensor;
 use half::{bf16, f16};
 use ndarray::ArrayD;
@@ -120,6 +121,10 @@ impl Normalise {
 }
 
 impl Operator for Normalise {
+    fn cost_class(&self) -> OpClass {
+        OpClass::Window
+    }
+
     fn infer(&self, inputs: &[InferInput]) -> Result<Vec<Fact>> {
         let f = fact(self.name, inputs, 0)?;
         if !f.dtype.is_float() {

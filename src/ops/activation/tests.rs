@@ -1,7 +1,7 @@
 //! Tests of the activation family against naive f64 formulas and the ONNX
 //! specification's examples.
 
-use crate::attributes::Attribute;
+use crate::ir::attributes::Attribute;
 use crate::ops::gemm::fused::Activation;
 use crate::ops::unary::kernel::tests::{build_op, run_op, t1};
 use crate::tensor::Tensor;

@@ -2,9 +2,9 @@
 //! cache, masks, causal, softcap, qk_matmul_output modes), the 3-D layout,
 //! error paths and thread-count independence.
 
-use crate::attributes::{Attribute, Attributes};
+use crate::ir::attributes::{Attribute, Attributes};
+use crate::ir::{BuildContext, Operator};
 use crate::ops::unary::kernel::tests::run_op;
-use crate::ops::{BuildContext, Operator};
 use crate::tensor::Tensor;
 use half::f16;
 

@@ -6,9 +6,9 @@
 
 use super::broadcast::zip2;
 use crate::error::{Error, Result};
+use crate::ir::{BuildContext, Fact, InferInput, OpClass, Operator};
 use crate::ops::gemm::fused::{Activation, ActivationFloat};
 use crate::ops::util::out_len;
-use crate::ops::{BuildContext, Fact, InferInput, Operator};
 use crate::tensor::{DType, Tensor};
 use ndarray::ArrayD;
 
@@ -39,6 +39,10 @@ fn add_then<T: ActivationFloat + Clone + Default + Send + Sync + 'static>(
 }
 
 impl Operator for ActivatedAdd {
+    fn cost_class(&self) -> OpClass {
+        OpClass::Elementwise
+    }
+
     fn infer(&self, inputs: &[InferInput]) -> Result<Vec<Fact>> {
         if inputs.iter().filter(|i| i.fact.is_some()).count() != 2 {
             return Err(Error::op(

@@ -6,9 +6,9 @@
 
 use super::broadcast::zip2;
 use crate::error::{Error, Result};
+use crate::ir::{Fact, InferInput, OpClass, Operator};
 use crate::ops::unary::kernel::{array_from, par_map, Float};
 use crate::ops::util::{fact, input, out_len, par_rows};
-use crate::ops::{Fact, InferInput, Operator};
 use crate::tensor::{DType, Tensor};
 use half::{bf16, f16};
 use ndarray::ArrayD;
@@ -188,6 +188,10 @@ pub(crate) struct Arithmetic {
 }
 
 impl Operator for Arithmetic {
+    fn cost_class(&self) -> OpClass {
+        OpClass::Elementwise
+    }
+
     fn infer(&self, inputs: &[InferInput]) -> Result<Vec<Fact>> {
         super::infer_types(self.name, inputs, 2, is_numeric, None)
     }
@@ -256,6 +260,10 @@ impl Variadic {
 }
 
 impl Operator for Variadic {
+    fn cost_class(&self) -> OpClass {
+        OpClass::Elementwise
+    }
+
     fn infer(&self, inputs: &[InferInput]) -> Result<Vec<Fact>> {
         let accepts = |d| self.accepts(d);
         super::infer_types(self.name, inputs, 1, accepts, None)
@@ -390,6 +398,10 @@ fn pow_typed<T: PowBase>(
 pub(crate) struct Pow;
 
 impl Operator for Pow {
+    fn cost_class(&self) -> OpClass {
+        OpClass::Elementwise
+    }
+
     fn infer(&self, inputs: &[InferInput]) -> Result<Vec<Fact>> {
         let b = fact("Pow", inputs, 0)?;
         let e = fact("Pow", inputs, 1)?;

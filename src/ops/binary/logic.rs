@@ -5,8 +5,8 @@
 use super::broadcast::{zip2, zip3};
 use super::{infer_types, type_error};
 use crate::error::{Error, Result};
+use crate::ir::{Fact, InferInput, Operator};
 use crate::ops::util::{fact, input, out_len};
-use crate::ops::{Fact, InferInput, Operator};
 use crate::tensor::{DType, Tensor};
 use ndarray::ArrayD;
 

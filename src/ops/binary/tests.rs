@@ -1,9 +1,9 @@
 //! Tests of the broadcasting operators against naive references built on
 //! ndarray's own broadcasting.
 
-use crate::attributes::Attribute;
+use crate::ir::attributes::Attribute;
+use crate::ir::{Fact, InferInput};
 use crate::ops::unary::kernel::tests::{build_op, run_op, run_simple, t1};
-use crate::ops::{Fact, InferInput};
 use crate::tensor::{DType, Tensor};
 use half::{bf16, f16};
 use ndarray::{ArrayD, IxDyn, Zip};

@@ -4,9 +4,9 @@
 
 use super::tensors::truth;
 use crate::error::{Error, Result};
-use crate::graph::Body;
+use crate::ir::Subgraph;
+use crate::ir::{BuildContext, Fact, InferInput, Operator};
 use crate::ops::util::{input, out_len};
-use crate::ops::{BuildContext, Fact, InferInput, Operator};
 use crate::tensor::Tensor;
 use std::sync::Arc;
 
@@ -14,15 +14,15 @@ const OP: &str = "If";
 
 #[derive(Debug)]
 struct If {
-    then_branch: Arc<Body>,
-    else_branch: Arc<Body>,
+    then_branch: Arc<dyn Subgraph>,
+    else_branch: Arc<dyn Subgraph>,
 }
 
 pub(super) fn build(ctx: &BuildContext) -> Result<Box<dyn Operator>> {
     let then_branch = ctx.attrs.body("then_branch")?;
     let else_branch = ctx.attrs.body("else_branch")?;
     for b in [&then_branch, &else_branch] {
-        if b.formal != 0 {
+        if b.formal() != 0 {
             return Err(Error::op(
                 OP,
                 "a branch declares inputs; If branches take none",

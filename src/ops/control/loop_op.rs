@@ -6,10 +6,10 @@
 
 use super::tensors::{stack, truth, ScanParts};
 use crate::error::{Error, Result};
-use crate::graph::Body;
+use crate::ir::Subgraph;
+use crate::ir::{BuildContext, Fact, InferInput, Operator};
 use crate::ops::interrupt;
 use crate::ops::util::{opt_input, out_len};
-use crate::ops::{BuildContext, Fact, InferInput, Operator};
 use crate::tensor::{DType, Tensor};
 use std::sync::Arc;
 
@@ -17,7 +17,7 @@ const OP: &str = "Loop";
 
 #[derive(Debug)]
 struct Loop {
-    body: Arc<Body>,
+    body: Arc<dyn Subgraph>,
     /// Loop-carried values N.
     carried: usize,
     /// Scan outputs K.
@@ -26,7 +26,7 @@ struct Loop {
 
 pub(super) fn build(ctx: &BuildContext) -> Result<Box<dyn Operator>> {
     let body = ctx.attrs.body("body")?;
-    let explicit = ctx.num_inputs.saturating_sub(body.implicit);
+    let explicit = ctx.num_inputs.saturating_sub(body.implicit());
     if explicit < 2 {
         return Err(Error::op(
             OP,
@@ -34,12 +34,12 @@ pub(super) fn build(ctx: &BuildContext) -> Result<Box<dyn Operator>> {
         ));
     }
     let carried = explicit - 2;
-    if body.formal != carried + 2 {
+    if body.formal() != carried + 2 {
         return Err(Error::op(
             OP,
             format!(
                 "the body takes {} inputs, expected {}",
-                body.formal,
+                body.formal(),
                 carried + 2
             ),
         ));
@@ -163,10 +163,7 @@ impl Operator for Loop {
         let mut result = state;
         for (k, ScanParts { parts, .. }) in scans.into_iter().enumerate() {
             result.push(if parts.is_empty() {
-                let dtype = self.body.graph.values[self.body.graph.outputs[1 + n + k]]
-                    .declared
-                    .as_ref()
-                    .map_or(DType::F32, |d| d.dtype);
+                let dtype = self.body.declared_output(1 + n + k).unwrap_or(DType::F32);
                 Tensor::zeros(dtype, &[0])
             } else {
                 stack(OP, &parts, 0)?

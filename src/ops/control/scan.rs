@@ -5,10 +5,10 @@
 
 use super::tensors::{stack, take, ScanParts};
 use crate::error::{Error, Result};
-use crate::graph::Body;
+use crate::ir::Subgraph;
+use crate::ir::{BuildContext, Fact, InferInput, Operator};
 use crate::ops::interrupt;
 use crate::ops::util::{input, out_len};
-use crate::ops::{BuildContext, Fact, InferInput, Operator};
 use crate::tensor::Tensor;
 use std::sync::Arc;
 
@@ -16,7 +16,7 @@ const OP: &str = "Scan";
 
 #[derive(Debug)]
 struct Scan {
-    body: Arc<Body>,
+    body: Arc<dyn Subgraph>,
     states: usize,
     scan_inputs: usize,
     in_axes: Vec<i64>,
@@ -38,18 +38,18 @@ fn list(ctx: &BuildContext, name: &str, len: usize) -> Result<Vec<i64>> {
 pub(super) fn build(ctx: &BuildContext) -> Result<Box<dyn Operator>> {
     let body = ctx.attrs.body("body")?;
     let m = ctx.attrs.int_req("num_scan_inputs")?;
-    let explicit = ctx.num_inputs.saturating_sub(body.implicit);
+    let explicit = ctx.num_inputs.saturating_sub(body.implicit());
     let m = usize::try_from(m)
         .ok()
         .filter(|&m| m >= 1 && m <= explicit)
         .ok_or_else(|| ctx.attrs.error("num_scan_inputs", "out of range"))?;
     let states = explicit - m;
-    if body.formal != explicit || body.num_outputs() < states {
+    if body.formal() != explicit || body.num_outputs() < states {
         return Err(Error::op(
             OP,
             format!(
                 "the body takes {} inputs and gives {} outputs, for {states} states and {m} scan inputs",
-                body.formal,
+                body.formal(),
                 body.num_outputs()
             ),
         ));

@@ -15,11 +15,11 @@ use super::implicit::{self, PackCache};
 use super::winograd::{self, WeightCache};
 use super::{check_bias, finish_row, parse_group, run_float, FloatKernel};
 use crate::error::{Error, Result};
+use crate::ir::{BuildContext, Fact, InferInput, OpClass, Operator};
 use crate::ops::gemm::checked_product;
 use crate::ops::gemm::engine::{Batched, Block, GemmFloat, Mat, SendPtr};
 use crate::ops::gemm::fused::Activation;
 use crate::ops::util::{fact, input, opt_fact, opt_input, par_spans};
-use crate::ops::{BuildContext, Fact, InferInput, Operator};
 use crate::tensor::Tensor;
 
 const OP: &str = "Conv";
@@ -149,6 +149,10 @@ pub(super) fn plan(
 }
 
 impl Operator for Conv {
+    fn cost_class(&self) -> OpClass {
+        OpClass::Conv
+    }
+
     fn infer(&self, inputs: &[InferInput]) -> Result<Vec<Fact>> {
         let x = fact(OP, inputs, 0)?;
         let w = fact(OP, inputs, 1)?;

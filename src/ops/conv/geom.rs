@@ -2,8 +2,8 @@
 //! `kernel_shape`/`strides`/`dilations`/`pads`/`auto_pad` attributes and the
 //! output size and padding they give for an input.
 
-use crate::attributes::Attributes;
 use crate::error::{Error, Result};
+use crate::ir::attributes::Attributes;
 
 /// The `auto_pad` attribute.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

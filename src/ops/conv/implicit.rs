@@ -531,7 +531,7 @@ mod tests {
     /// sums (to rounding: the order of the products differs).
     #[test]
     fn takes_suitable_layers_and_matches_im2col() {
-        let attrs = crate::attributes::Attributes::default();
+        let attrs = crate::ir::attributes::Attributes::default();
         let mut window = WindowAttrs::parse(&attrs, true).unwrap();
         window.pads = Some(vec![1, 2, 1, 0]);
         let (xs, ws) = ([2, 10, 9, 12], [21, 10, 3, 3]);
@@ -595,7 +595,7 @@ mod tests {
     #[test]
     fn bands_match_im2col_on_any_pool() {
         use crate::ops::gemm::testutil::with_threads;
-        let attrs = crate::attributes::Attributes::default();
+        let attrs = crate::ir::attributes::Attributes::default();
         let mut window = WindowAttrs::parse(&attrs, true).unwrap();
         window.pads = Some(vec![2, 1, 2, 1]);
         window.dilations = Some(vec![2, 1]);
@@ -647,7 +647,7 @@ mod tests {
         if !wide_kernel() {
             return;
         }
-        let attrs = crate::attributes::Attributes::default();
+        let attrs = crate::ir::attributes::Attributes::default();
         let mut window = WindowAttrs::parse(&attrs, true).unwrap();
         window.pads = Some(vec![1, 1, 1, 1]);
         for (h, wd, threads) in [(5, 5, 1), (7, 7, 2), (9, 13, 3), (24, 24, 2), (6, 30, 4)] {

@@ -105,7 +105,8 @@ mod tests {
     /// of the last panel.
     #[test]
     fn takes_suitable_layers_and_matches_the_gemm_path() {
-        let window = WindowAttrs::parse(&crate::attributes::Attributes::default(), true).unwrap();
+        let window =
+            WindowAttrs::parse(&crate::ir::attributes::Attributes::default(), true).unwrap();
         for m in [1, 4, 6, 16, 20, 23] {
             let (xs, ws) = ([2, 12, 5, 11], [m, 12, 1, 1]);
             let p = plan(&window, 1, &xs, &ws, Some(&[m])).unwrap();

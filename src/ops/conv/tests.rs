@@ -1,7 +1,7 @@
 //! Conv and ConvTranspose against naive direct references written here, the
 //! ONNX specification examples, error cases and thread-count bit identity.
 
-use crate::attributes::Attribute;
+use crate::ir::attributes::Attribute;
 use crate::ops::gemm::testutil::{
     assert_close, assert_tensor_close, bits, build_op, int, ints, rand_vec, run, string,
     with_threads,
@@ -951,7 +951,7 @@ fn conv_errors() {
 
 #[test]
 fn conv_flops_and_infer() {
-    use crate::ops::{Fact, InferInput};
+    use crate::ir::{Fact, InferInput};
     use crate::tensor::DType;
     let op = build_op("Conv", 13, &[("pads", ints(&[1, 1, 1, 1]))], &[], 3, 1).unwrap();
     let (xf, wf, bf) = (

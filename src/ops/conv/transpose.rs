@@ -6,13 +6,13 @@
 use super::geom::{AutoPad, Window, WindowAttrs};
 use super::lines::Lines;
 use super::{check_bias, finish_row, parse_group, run_float, FloatKernel};
-use crate::attributes::Attributes;
 use crate::error::{Error, Result};
+use crate::ir::attributes::Attributes;
+use crate::ir::{BuildContext, Fact, InferInput, OpClass, Operator};
 use crate::ops::gemm::checked_product;
 use crate::ops::gemm::engine::{Batched, GemmFloat, Mat, SendPtr};
 use crate::ops::gemm::fused::Activation;
 use crate::ops::util::{fact, input, opt_fact, opt_input, par_rows};
-use crate::ops::{BuildContext, Fact, InferInput, Operator};
 use crate::tensor::Tensor;
 
 const OP: &str = "ConvTranspose";
@@ -215,6 +215,10 @@ impl ConvTranspose {
 }
 
 impl Operator for ConvTranspose {
+    fn cost_class(&self) -> OpClass {
+        OpClass::Conv
+    }
+
     fn infer(&self, inputs: &[InferInput]) -> Result<Vec<Fact>> {
         let x = fact(OP, inputs, 0)?;
         let w = fact(OP, inputs, 1)?;

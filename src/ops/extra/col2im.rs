@@ -3,9 +3,9 @@
 //! layout of im2col), with `dilations`, `pads` and `strides` per spatial axis.
 
 use crate::error::{Error, Result};
+use crate::ir::{BuildContext, Fact, InferInput, Operator};
 use crate::ops::quant::float_tensor;
 use crate::ops::util::{const_value, fact, input};
-use crate::ops::{BuildContext, Fact, InferInput, Operator};
 use crate::tensor::Tensor;
 
 const OP: &str = "Col2Im";

@@ -3,9 +3,9 @@
 //! numpy's `cumprod` does (wrapping for integers).
 
 use crate::error::{Error, Result};
+use crate::ir::{BuildContext, Fact, InferInput, Operator};
 use crate::ops::shape::num::Num;
 use crate::ops::util::{fact, input, out_len, par_rows};
-use crate::ops::{BuildContext, Fact, InferInput, Operator};
 use crate::tensor::{DType, Tensor};
 use ndarray::{ArrayD, IxDyn};
 

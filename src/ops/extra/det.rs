@@ -2,9 +2,9 @@
 //! (`[*, M, M]` → `[*]`), by LU decomposition with partial pivoting in f64.
 
 use crate::error::{Error, Result};
+use crate::ir::{BuildContext, Fact, InferInput, Operator};
 use crate::ops::quant::float_tensor;
 use crate::ops::util::{fact, input};
-use crate::ops::{BuildContext, Fact, InferInput, Operator};
 use crate::tensor::{DType, Tensor};
 
 const OP: &str = "Det";

@@ -7,9 +7,9 @@
 //! the work is split over output elements only.
 
 use crate::error::{Error, Result};
+use crate::ir::{BuildContext, Fact, InferInput, OpClass, Operator};
 use crate::ops::shape::num::Num;
 use crate::ops::util::par_rows;
-use crate::ops::{BuildContext, Fact, InferInput, Operator};
 use crate::tensor::Tensor;
 use ndarray::{ArrayD, IxDyn};
 
@@ -286,6 +286,10 @@ fn typed<T: Num>(p: &Plan, ins: &[&Tensor]) -> Result<ArrayD<T>> {
 }
 
 impl Operator for Einsum {
+    fn cost_class(&self) -> OpClass {
+        OpClass::MatMul
+    }
+
     fn infer(&self, inputs: &[InferInput]) -> Result<Vec<Fact>> {
         let facts: Vec<&Fact> = inputs
             .iter()

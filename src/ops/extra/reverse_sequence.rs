@@ -3,8 +3,8 @@
 //! either order); later elements are copied unchanged. Any element type.
 
 use crate::error::{Error, Result};
+use crate::ir::{BuildContext, Fact, InferInput, Operator};
 use crate::ops::util::{fact, input, out_len};
-use crate::ops::{BuildContext, Fact, InferInput, Operator};
 use crate::tensor::{DType, Tensor};
 use ndarray::{ArrayD, Axis};
 

@@ -1,7 +1,7 @@
 //! Unit tests of Einsum and CumProd against naive references and the ONNX
 //! specification examples.
 
-use crate::attributes::Attribute;
+use crate::ir::attributes::Attribute;
 use crate::ops::unary::kernel::tests::{build_op, run_op, t1};
 use crate::tensor::Tensor;
 

@@ -5,8 +5,8 @@
 //! and after every number. Any element type.
 
 use crate::error::{Error, Result};
+use crate::ir::{BuildContext, Fact, InferInput, Operator};
 use crate::ops::util::{fact, input};
-use crate::ops::{BuildContext, Fact, InferInput, Operator};
 use crate::tensor::{DType, Tensor};
 use ndarray::{ArrayD, IxDyn};
 use std::cmp::Ordering;
@@ -188,7 +188,7 @@ mod tests {
     use crate::ops::gemm::testutil::{build_op, int};
     use crate::tensor::Tensor;
 
-    fn unique(x: &Tensor, attrs: &[(&str, crate::attributes::Attribute)]) -> Vec<Tensor> {
+    fn unique(x: &Tensor, attrs: &[(&str, crate::ir::attributes::Attribute)]) -> Vec<Tensor> {
         let op = build_op("Unique", 11, attrs, &[], 1, 4).unwrap();
         op.run(&[Some(x)]).unwrap()
     }

@@ -3,8 +3,8 @@
 //! `activation_min`, `activation_max`), applied in place to each output block
 //! right after it is computed, while it is still in cache.
 
-use crate::attributes::Attributes;
 use crate::error::Result;
+use crate::ir::attributes::Attributes;
 use crate::ops::gemm::simd::multiversion;
 use crate::ops::unary::kernel::{sigmoid_f32, tanh_f32};
 use num_traits::Float;

@@ -7,8 +7,8 @@ use super::fused::Activation;
 use super::int::{int_matmul, IntElem};
 use super::{contiguous, from_f32_vec, to_f32_vec};
 use crate::error::{Error, Result};
+use crate::ir::{BuildContext, Fact, InferInput, OpClass, Operator};
 use crate::ops::util::{fact, input, opt_fact, opt_input, out_len};
-use crate::ops::{BuildContext, Fact, InferInput, Operator};
 use crate::tensor::{DType, Tensor};
 use ndarray::{ArrayD, IxDyn};
 
@@ -246,6 +246,10 @@ fn wrap<T: crate::tensor::Element>(shape: &[usize], v: Vec<T>) -> Result<Tensor>
 }
 
 impl Operator for GemmOp {
+    fn cost_class(&self) -> OpClass {
+        OpClass::MatMul
+    }
+
     fn infer(&self, inputs: &[InferInput]) -> Result<Vec<Fact>> {
         let (a, b) = (fact(OP, inputs, 0)?, fact(OP, inputs, 1)?);
         let c = opt_fact(inputs, 2);

@@ -6,8 +6,8 @@ use super::engine::{Batched, GemmFloat, Mat, SendPtr};
 use super::int::{int_matmul, IntElem};
 use super::{checked_product, contiguous, from_f32_vec, to_f32_vec};
 use crate::error::{Error, Result};
+use crate::ir::{BuildContext, Fact, InferInput, OpClass, Operator};
 use crate::ops::util::{broadcast_shapes, fact, input};
-use crate::ops::{BuildContext, Fact, InferInput, Operator};
 use crate::tensor::{DType, Element, Tensor};
 use ndarray::{ArrayD, IxDyn};
 
@@ -232,6 +232,10 @@ fn check_types(a: DType, b: DType) -> Result<()> {
 }
 
 impl Operator for MatMulOp {
+    fn cost_class(&self) -> OpClass {
+        OpClass::MatMul
+    }
+
     fn infer(&self, inputs: &[InferInput]) -> Result<Vec<Fact>> {
         let (a, b) = (fact(OP, inputs, 0)?, fact(OP, inputs, 1)?);
         check_types(a.dtype, b.dtype)?;

@@ -111,7 +111,7 @@ fn gemm_fused_activations() {
     let plain = run("Gemm", 13, &[], &[Some(&a), Some(&b), Some(&c)]).unwrap();
     let base = plain[0].to_f64_vec().unwrap();
     let cases: Vec<(
-        Vec<(&str, crate::attributes::Attribute)>,
+        Vec<(&str, crate::ir::attributes::Attribute)>,
         Box<dyn Fn(f64) -> f64>,
     )> = vec![
         (

@@ -2,9 +2,10 @@
 //! through the registry (checking its inferred facts against the actual
 //! outputs), seeded random data, tolerance checks and fixed-size thread pools.
 
-use crate::attributes::{Attribute, Attributes};
 use crate::error::Result;
-use crate::ops::{build, BuildContext, Fact, InferInput, Operator};
+use crate::ir::attributes::{Attribute, Attributes};
+use crate::ir::{BuildContext, Fact, InferInput, Operator};
+use crate::ops::build;
 use crate::tensor::Tensor;
 use std::collections::BTreeMap;
 

@@ -4,10 +4,10 @@
 
 use super::{Geom, Kernel, Spec};
 use crate::error::{Error, Result};
+use crate::ir::{BuildContext, Fact, InferInput, Operator};
 use crate::ops::norm::Real;
 use crate::ops::unary::kernel::Float;
 use crate::ops::util::par_rows;
-use crate::ops::{BuildContext, Fact, InferInput, Operator};
 use crate::tensor::Tensor;
 
 const OP: &str = "SoftmaxCrossEntropyLoss";

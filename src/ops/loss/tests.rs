@@ -3,9 +3,9 @@
 //! (ignore_index naming a valid class, every entry ignored, labels out of
 //! range), other float types and thread-count independence.
 
-use crate::attributes::Attribute;
+use crate::ir::attributes::Attribute;
+use crate::ir::{BuildContext, Fact, InferInput, Operator};
 use crate::ops::unary::kernel::tests::build_op;
-use crate::ops::{BuildContext, Fact, InferInput, Operator};
 use crate::tensor::Tensor;
 use half::{bf16, f16};
 
@@ -44,7 +44,7 @@ fn build(
         .iter()
         .map(|(k, v)| (k.to_string(), v.clone()))
         .collect();
-    let attrs = crate::attributes::Attributes::new("node", op, map);
+    let attrs = crate::ir::attributes::Attributes::new("node", op, map);
     let ctx = BuildContext {
         attrs: &attrs,
         opset: 13,

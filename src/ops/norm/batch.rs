@@ -7,10 +7,10 @@
 
 use super::{check_float, check_rank, dispatch, epsilon, param, Kernel, Out, Real};
 use crate::error::{Error, Result};
+use crate::ir::{BuildContext, Fact, InferInput, OpClass, Operator};
 use crate::ops::gemm::fused::Activation;
 use crate::ops::unary::kernel::Float;
 use crate::ops::util::{fact, input, out_len, par_rows};
-use crate::ops::{BuildContext, Fact, InferInput, Operator};
 use crate::tensor::recycle::take_or_default;
 use crate::tensor::Tensor;
 
@@ -138,6 +138,10 @@ impl Kernel for BnKernel<'_> {
 }
 
 impl Operator for BatchNorm {
+    fn cost_class(&self) -> OpClass {
+        OpClass::Window
+    }
+
     fn infer(&self, inputs: &[InferInput]) -> Result<Vec<Fact>> {
         let x = fact(OP, inputs, 0)?;
         check_float(OP, x)?;

@@ -6,9 +6,9 @@
 use super::rows::{normalize, stats, Affine};
 use super::{check_float, check_len, check_rank, dispatch, epsilon, param, Kernel, Out, Real};
 use crate::error::{Error, Result};
+use crate::ir::{BuildContext, Fact, InferInput, OpClass, Operator};
 use crate::ops::unary::kernel::Float;
 use crate::ops::util::{axis, fact, input, opt_input, out_len};
-use crate::ops::{BuildContext, Fact, InferInput, Operator};
 use crate::tensor::{DType, Tensor};
 use ndarray::{ArrayD, IxDyn};
 
@@ -257,6 +257,10 @@ impl Kernel for RowKernel<'_> {
 }
 
 impl Operator for RowNorm {
+    fn cost_class(&self) -> OpClass {
+        OpClass::Window
+    }
+
     fn infer(&self, inputs: &[InferInput]) -> Result<Vec<Fact>> {
         let x = fact(self.op, inputs, 0)?;
         check_float(self.op, x)?;

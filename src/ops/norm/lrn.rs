@@ -4,9 +4,9 @@
 
 use super::{check_float, check_rank, dispatch, Kernel, Out, Real};
 use crate::error::Result;
+use crate::ir::{BuildContext, Fact, InferInput, OpClass, Operator};
 use crate::ops::unary::kernel::Float;
 use crate::ops::util::{fact, input, out_len, par_rows};
-use crate::ops::{BuildContext, Fact, InferInput, Operator};
 use crate::tensor::Tensor;
 
 const OP: &str = "LRN";
@@ -79,6 +79,10 @@ impl Kernel for LrnKernel {
 }
 
 impl Operator for Lrn {
+    fn cost_class(&self) -> OpClass {
+        OpClass::Window
+    }
+
     fn infer(&self, inputs: &[InferInput]) -> Result<Vec<Fact>> {
         let x = fact(OP, inputs, 0)?;
         check_float(OP, x)?;

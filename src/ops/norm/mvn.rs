@@ -6,9 +6,9 @@
 use super::rows::{normalize, stats, Affine};
 use super::{check_float, dispatch, Kernel, Out, Real};
 use crate::error::{Error, Result};
+use crate::ir::{BuildContext, Fact, InferInput, Operator};
 use crate::ops::unary::kernel::Float;
 use crate::ops::util::{axes, axis, fact, input, out_len, par_rows};
-use crate::ops::{BuildContext, Fact, InferInput, Operator};
 use crate::tensor::Tensor;
 use ndarray::{ArrayViewD, IxDyn};
 

@@ -1,9 +1,9 @@
 //! Normalization tests against naive f64 references, the ONNX spec
 //! examples, error paths and thread-count independence.
 
-use crate::attributes::{Attribute, Attributes};
+use crate::ir::attributes::{Attribute, Attributes};
+use crate::ir::{BuildContext, Operator};
 use crate::ops::unary::kernel::tests::{build_op, run_op};
-use crate::ops::{BuildContext, Operator};
 use crate::tensor::Tensor;
 use half::f16;
 

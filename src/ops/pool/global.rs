@@ -5,9 +5,9 @@
 
 use super::{parse_p, wrap};
 use crate::error::{Error, Result};
+use crate::ir::{BuildContext, Fact, InferInput, OpClass, Operator};
 use crate::ops::gemm::{contiguous, from_f32_vec, to_f32_vec};
 use crate::ops::util::{fact, input, MIN_PARALLEL_GRAIN};
-use crate::ops::{BuildContext, Fact, InferInput, Operator};
 use crate::tensor::Tensor;
 use num_traits::Float;
 
@@ -145,6 +145,10 @@ impl Global {
 }
 
 impl Operator for Global {
+    fn cost_class(&self) -> OpClass {
+        OpClass::Window
+    }
+
     fn infer(&self, inputs: &[InferInput]) -> Result<Vec<Fact>> {
         let x = fact(self.name(), inputs, 0)?;
         if !x.dtype.is_float() {

@@ -2,9 +2,9 @@
 //! geometries, the ONNX spec examples, the global pools, argmax indices,
 //! MaxUnpool, error paths and thread-count independence.
 
-use crate::attributes::{Attribute, Attributes};
+use crate::ir::attributes::{Attribute, Attributes};
+use crate::ir::{BuildContext, Operator};
 use crate::ops::unary::kernel::tests::{build_op, run_op};
-use crate::ops::{BuildContext, Operator};
 use crate::tensor::Tensor;
 use half::f16;
 

@@ -5,10 +5,10 @@
 
 use super::wrap;
 use crate::error::{Error, Result};
+use crate::ir::{BuildContext, Fact, InferInput, Operator};
 use crate::ops::conv::geom::WindowAttrs;
 use crate::ops::gemm::contiguous;
 use crate::ops::util::{const_value, fact, input, opt_fact, opt_input};
-use crate::ops::{BuildContext, Fact, InferInput, Operator};
 use crate::tensor::{DType, Element, Tensor};
 
 const OP: &str = "MaxUnpool";

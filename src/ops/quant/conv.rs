@@ -8,9 +8,9 @@
 use super::matmul::requantize;
 use super::{float_values, to_i32};
 use crate::error::{Error, Result};
+use crate::ir::{BuildContext, Fact, InferInput, OpClass, Operator};
 use crate::ops::conv::geom::{Window, WindowAttrs};
 use crate::ops::util::{fact, input, opt_input, par_rows};
-use crate::ops::{BuildContext, Fact, InferInput, Operator};
 use crate::tensor::{DType, Tensor};
 
 #[derive(Debug)]
@@ -181,6 +181,10 @@ fn check8(op: &str, t: DType) -> Result<()> {
 }
 
 impl Operator for QConv {
+    fn cost_class(&self) -> OpClass {
+        OpClass::Conv
+    }
+
     fn infer(&self, inputs: &[InferInput]) -> Result<Vec<Fact>> {
         let x = fact(self.name, inputs, 0)?;
         let w = fact(self.name, inputs, self.w_index())?;

@@ -3,8 +3,8 @@
 //! the ONNX reference does.
 
 use crate::error::Result;
+use crate::ir::{BuildContext, Fact, InferInput, Operator};
 use crate::ops::util::{fact, input, out_len, par_rows};
-use crate::ops::{BuildContext, Fact, InferInput, Operator};
 use crate::tensor::{DType, Tensor};
 
 const OP: &str = "DynamicQuantizeLinear";

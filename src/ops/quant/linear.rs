@@ -8,8 +8,8 @@
 use super::narrow::{check_float8_zero, ints, is_quant_output, narrow_tensor, range};
 use super::{float_tensor, float_values, int_tensor};
 use crate::error::{Error, Result};
+use crate::ir::{BuildContext, Fact, InferInput, Operator};
 use crate::ops::util::{fact, input, opt_fact, opt_input, out_len, par_rows};
-use crate::ops::{BuildContext, Fact, InferInput, Operator};
 use crate::tensor::{DType, Tensor};
 
 const QUANT: &str = "QuantizeLinear";

@@ -5,8 +5,8 @@
 
 use super::{int_range, int_tensor, to_i32, Bcast};
 use crate::error::{Error, Result};
+use crate::ir::{BuildContext, Fact, InferInput, OpClass, Operator};
 use crate::ops::util::{broadcast_shapes, fact, input, opt_input, par_rows};
-use crate::ops::{BuildContext, Fact, InferInput, Operator};
 use crate::tensor::{DType, Tensor};
 
 const MMI: &str = "MatMulInteger";
@@ -162,6 +162,10 @@ pub(super) fn build_matmul_integer(_ctx: &BuildContext) -> Result<Box<dyn Operat
 }
 
 impl Operator for MatMulInteger {
+    fn cost_class(&self) -> OpClass {
+        OpClass::MatMul
+    }
+
     fn infer(&self, inputs: &[InferInput]) -> Result<Vec<Fact>> {
         let shape = infer_shape(MMI, inputs, 0, 1)?;
         Ok(vec![Fact {
@@ -217,6 +221,10 @@ pub(super) fn requantize(
 }
 
 impl Operator for QLinearMatMul {
+    fn cost_class(&self) -> OpClass {
+        OpClass::MatMul
+    }
+
     fn infer(&self, inputs: &[InferInput]) -> Result<Vec<Fact>> {
         let shape = infer_shape(QLM, inputs, 0, 3)?;
         let t = fact(QLM, inputs, 7)?.dtype;

@@ -1,7 +1,7 @@
 //! Unit tests of the quantization family against naive references and the
 //! ONNX specification examples.
 
-use crate::attributes::Attribute;
+use crate::ir::attributes::Attribute;
 use crate::ops::unary::kernel::tests::{build_op, run_op, t1};
 use crate::tensor::{Tensor, F4E2M1, F8E4M3FN, F8E5M2, I2, I4, U4};
 

@@ -4,10 +4,11 @@
 
 use super::par_outputs;
 use crate::error::{Error, Result};
+use crate::ir::{BuildContext, Fact, InferInput, Operator};
 use crate::ops::shape::num::{num_dispatch, Num};
 use crate::ops::shape::{data, make, norm_axis, numel_of};
 use crate::ops::util::{fact, input};
-use crate::ops::{BuildContext, Fact, InferInput, Operator, Registry};
+use crate::ops::Registry;
 use crate::tensor::{DType, Tensor};
 use ndarray::ArrayD;
 
@@ -137,7 +138,7 @@ impl Operator for Arg {
 #[cfg(test)]
 mod tests {
     #![allow(clippy::cloned_ref_to_slice_refs)]
-    use crate::attributes::Attribute;
+    use crate::ir::attributes::Attribute;
     use crate::ops::shape::test_util::*;
     use half::f16;
 

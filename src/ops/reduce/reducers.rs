@@ -8,10 +8,11 @@
 
 use super::{fold, kept_offset, par_outputs, split_dims};
 use crate::error::{Error, Result};
+use crate::ir::{BuildContext, Fact, InferInput, Operator};
 use crate::ops::shape::num::{num_dispatch, Num};
 use crate::ops::shape::{data, int_list, make, make_array, norm_axes, numel_of};
 use crate::ops::util::{fact, input, opt_input};
-use crate::ops::{BuildContext, Fact, InferInput, Operator, Registry};
+use crate::ops::Registry;
 use crate::tensor::{DType, Tensor};
 use ndarray::ArrayD;
 
@@ -316,7 +317,7 @@ impl Operator for Reduce {
 #[cfg(test)]
 mod tests {
     #![allow(clippy::cloned_ref_to_slice_refs)]
-    use crate::attributes::Attribute;
+    use crate::ir::attributes::Attribute;
     use crate::ops::shape::test_util::*;
     use crate::tensor::Tensor;
     use half::f16;

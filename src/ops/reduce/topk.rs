@@ -5,10 +5,11 @@
 //! (allowed when `sorted` is 0, where the order is unspecified).
 
 use crate::error::{Error, Result};
+use crate::ir::{BuildContext, Fact, InferInput, Operator};
 use crate::ops::shape::num::{num_dispatch, Num};
 use crate::ops::shape::{data, int_scalar, make, norm_axis, numel_of};
 use crate::ops::util::{fact, input, par_rows};
-use crate::ops::{BuildContext, Fact, InferInput, Operator, Registry};
+use crate::ops::Registry;
 use crate::tensor::{DType, Tensor};
 use ndarray::ArrayD;
 use std::cmp::Ordering;
@@ -187,7 +188,7 @@ impl Operator for TopK {
 #[cfg(test)]
 mod tests {
     #![allow(clippy::cloned_ref_to_slice_refs)]
-    use crate::attributes::Attribute;
+    use crate::ir::attributes::Attribute;
     use crate::ops::shape::test_util::*;
 
     fn topk(

@@ -5,7 +5,7 @@
 
 #![allow(clippy::cloned_ref_to_slice_refs)]
 
-use crate::attributes::Attribute;
+use crate::ir::attributes::Attribute;
 use crate::ops::shape::test_util::*;
 use crate::tensor::Tensor;
 use half::f16;

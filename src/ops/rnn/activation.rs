@@ -3,8 +3,8 @@
 //! consumed in order by the functions that take them (the defaults are those
 //! of the matching ONNX operators).
 
-use crate::attributes::Attributes;
 use crate::error::Result;
+use crate::ir::attributes::Attributes;
 use num_traits::Float;
 
 /// One activation function with its parameters.
@@ -153,7 +153,7 @@ pub(super) fn parse(attrs: &Attributes, defaults: &[&str], dirs: usize) -> Resul
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::attributes::Attribute;
+    use crate::ir::attributes::Attribute;
     use std::collections::BTreeMap;
 
     fn attrs(pairs: Vec<(&str, Attribute)>) -> Attributes {

@@ -5,7 +5,7 @@
 use super::driver::matmul_t;
 use super::spec::{common, Cell, Recurrent, Scalar, StepCtx};
 use crate::error::Result;
-use crate::ops::{BuildContext, Operator};
+use crate::ir::{BuildContext, Operator};
 
 /// The LSTM cell.
 #[derive(Debug)]

@@ -4,7 +4,7 @@
 use super::driver::matmul_t;
 use super::spec::{common, Cell, Recurrent, Scalar, StepCtx};
 use crate::error::Result;
-use crate::ops::{BuildContext, Operator};
+use crate::ir::{BuildContext, Operator};
 
 /// The simple recurrent cell.
 #[derive(Debug)]

@@ -6,8 +6,8 @@
 use super::activation::{self, Act};
 use super::driver;
 use crate::error::{Error, Result};
+use crate::ir::{BuildContext, Fact, InferInput, Operator};
 use crate::ops::util::{fact, input, opt_fact, opt_input};
-use crate::ops::{BuildContext, Fact, InferInput, Operator};
 use crate::tensor::{DType, Tensor};
 use std::fmt::Debug;
 

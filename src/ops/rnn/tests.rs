@@ -3,7 +3,7 @@
 //! sequence lengths, initial states, peepholes and clip; plus the shape rule,
 //! FLOPs and input errors.
 
-use crate::attributes::Attribute;
+use crate::ir::attributes::Attribute;
 use crate::ops::gemm::testutil::{build_op, infer_and_run, int, rand_vec, string};
 use crate::tensor::Tensor;
 
@@ -432,11 +432,11 @@ fn flops_follow_the_products() {
         ("direction", string("bidirectional")),
     ];
     let op = build_op("LSTM", 7, &attrs, &[], 3, 3).unwrap();
-    let facts: Vec<crate::ops::Fact> = [&x, &w, &r]
+    let facts: Vec<crate::ir::Fact> = [&x, &w, &r]
         .iter()
-        .map(|t| crate::ops::Fact::of(t))
+        .map(|t| crate::ir::Fact::of(t))
         .collect();
-    let ins: Vec<Option<&crate::ops::Fact>> = facts.iter().map(Some).collect();
+    let ins: Vec<Option<&crate::ir::Fact>> = facts.iter().map(Some).collect();
     // 5 steps · 2 batch · 2 dirs · 16 gate rows · (2·(3+4) + 10).
     assert_eq!(op.flops(&ins, &[]), 5 * 2 * 2 * 16 * (2 * 7 + 10));
 }

@@ -1,10 +1,11 @@
 //! Concat and Split: joining tensors along an axis and cutting one apart.
 
 use super::{data, int_list, make, movement_flops, norm_axis, numel_of, to_dims};
-use crate::attributes::Attributes;
 use crate::error::{Error, Result};
+use crate::ir::attributes::Attributes;
+use crate::ir::{BuildContext, Fact, InferInput, Operator};
 use crate::ops::util::{fact, opt_input, par_spans};
-use crate::ops::{BuildContext, Fact, InferInput, Operator, Registry};
+use crate::ops::Registry;
 use crate::tensor::{DType, Element, Tensor};
 use ndarray::ArrayD;
 
@@ -324,7 +325,7 @@ fn split_typed<T: Element>(
 mod tests {
     #![allow(clippy::cloned_ref_to_slice_refs)]
     use super::super::test_util::*;
-    use crate::attributes::Attribute;
+    use crate::ir::attributes::Attribute;
     use crate::tensor::Tensor;
 
     #[test]

@@ -4,8 +4,9 @@ use super::{
     data, int_list, linear_map, make, movement_flops, numel, offset_copy, strides, to_dims,
 };
 use crate::error::{Error, Result};
+use crate::ir::{BuildContext, Fact, InferInput, Operator};
 use crate::ops::util::{broadcast_shapes, fact, input};
-use crate::ops::{BuildContext, Fact, InferInput, Operator, Registry};
+use crate::ops::Registry;
 use crate::tensor::{Element, Tensor};
 use ndarray::ArrayD;
 

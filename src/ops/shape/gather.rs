@@ -6,8 +6,9 @@ use super::{
     data, increment, linear_map, make, movement_flops, norm_axis, numel_of, offset_copy, strides,
 };
 use crate::error::{Error, Result};
+use crate::ir::{BuildContext, Fact, InferInput, Operator};
 use crate::ops::util::{fact, input, par_rows};
-use crate::ops::{BuildContext, Fact, InferInput, Operator, Registry};
+use crate::ops::Registry;
 use crate::tensor::{Element, Tensor};
 use ndarray::ArrayD;
 
@@ -378,7 +379,7 @@ impl Operator for GatherNd {
 mod tests {
     #![allow(clippy::cloned_ref_to_slice_refs)]
     use super::super::test_util::*;
-    use crate::attributes::Attribute;
+    use crate::ir::attributes::Attribute;
     use crate::tensor::Tensor;
 
     #[test]

@@ -3,8 +3,9 @@
 use super::num::{num_dispatch, Num};
 use super::{f64_list, int_list, make, movement_flops, numel_of, to_dims};
 use crate::error::{Error, Result};
+use crate::ir::{BuildContext, Fact, InferInput, Operator};
 use crate::ops::util::{fact, input};
-use crate::ops::{BuildContext, Fact, InferInput, Operator, Registry};
+use crate::ops::Registry;
 use crate::tensor::{DType, Element, Tensor};
 use ndarray::{ArrayD, IxDyn};
 
@@ -232,7 +233,7 @@ impl Operator for Range {
 mod tests {
     #![allow(clippy::cloned_ref_to_slice_refs)]
     use super::super::test_util::*;
-    use crate::attributes::Attribute;
+    use crate::ir::attributes::Attribute;
     use crate::tensor::Tensor;
 
     #[test]

@@ -3,8 +3,9 @@
 
 use super::{f64_list, make, movement_flops, numel_of};
 use crate::error::{Error, Result};
+use crate::ir::{BuildContext, Fact, InferInput, Operator};
 use crate::ops::util::{fact, input};
-use crate::ops::{BuildContext, Fact, InferInput, Operator, Registry};
+use crate::ops::Registry;
 use crate::tensor::{DType, Element, Tensor};
 use half::{bf16, f16};
 use ndarray::ArrayD;
@@ -240,7 +241,7 @@ impl Operator for OneHot {
 mod tests {
     #![allow(clippy::cloned_ref_to_slice_refs)]
     use super::super::test_util::*;
-    use crate::attributes::Attribute;
+    use crate::ir::attributes::Attribute;
     use crate::tensor::Tensor;
     use half::f16;
 

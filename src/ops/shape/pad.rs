@@ -6,8 +6,9 @@
 use super::num::{num_dispatch, Num};
 use super::{data, int_list, make, movement_flops, norm_axes, offset_copy, strides, PAD};
 use crate::error::{Error, Result};
+use crate::ir::{BuildContext, Fact, InferInput, Operator};
 use crate::ops::util::{fact, input, opt_input};
-use crate::ops::{BuildContext, Fact, InferInput, Operator, Registry};
+use crate::ops::Registry;
 use crate::tensor::{Element, Tensor};
 use ndarray::ArrayD;
 
@@ -254,7 +255,7 @@ impl Operator for Pad {
 mod tests {
     #![allow(clippy::cloned_ref_to_slice_refs)]
     use super::super::test_util::*;
-    use crate::attributes::Attribute;
+    use crate::ir::attributes::Attribute;
     use crate::tensor::Tensor;
 
     /// numpy-style reference for one axis.

@@ -4,8 +4,9 @@
 use super::movement_flops;
 use super::num::Num;
 use crate::error::{Error, Result};
+use crate::ir::{BuildContext, Fact, InferInput, Operator};
 use crate::ops::util::{fact, input, opt_input};
-use crate::ops::{BuildContext, Fact, InferInput, Operator, Registry};
+use crate::ops::Registry;
 use crate::tensor::{DType, Tensor};
 use ndarray::ArrayD;
 
@@ -24,6 +25,10 @@ fn build_identity(_ctx: &BuildContext) -> Result<Box<dyn Operator>> {
 }
 
 impl Operator for Identity {
+    fn is_view_of_input(&self, _present: &[bool]) -> bool {
+        true
+    }
+
     fn infer(&self, inputs: &[InferInput]) -> Result<Vec<Fact>> {
         Ok(vec![fact("Identity", inputs, 0)?.clone()])
     }
@@ -76,6 +81,12 @@ impl Dropout {
 }
 
 impl Operator for Dropout {
+    /// Without ratio and training_mode inputs Dropout is in inference mode,
+    /// where its output is its input.
+    fn is_view_of_input(&self, present: &[bool]) -> bool {
+        present.iter().skip(1).all(|p| !p)
+    }
+
     fn infer(&self, inputs: &[InferInput]) -> Result<Vec<Fact>> {
         let f = fact(DROPOUT, inputs, 0)?;
         if !f.dtype.is_float() {
@@ -242,7 +253,7 @@ impl Operator for Size {
 mod tests {
     #![allow(clippy::cloned_ref_to_slice_refs)]
     use super::super::test_util::*;
-    use crate::attributes::Attribute;
+    use crate::ir::attributes::Attribute;
     use crate::tensor::Tensor;
     use half::f16;
 

@@ -3,8 +3,9 @@
 
 use super::{int_list, movement_flops, norm_axes, numel};
 use crate::error::{Error, Result};
+use crate::ir::{BuildContext, Fact, InferInput, Operator};
 use crate::ops::util::{fact, input, opt_input};
-use crate::ops::{BuildContext, Fact, InferInput, Operator, Registry};
+use crate::ops::Registry;
 use crate::tensor::{Element, Tensor};
 use ndarray::{ArrayD, IxDyn};
 
@@ -131,6 +132,10 @@ impl Reshape {
 }
 
 impl Operator for Reshape {
+    fn is_view_of_input(&self, _present: &[bool]) -> bool {
+        true
+    }
+
     fn infer(&self, inputs: &[InferInput]) -> Result<Vec<Fact>> {
         let f = fact(RESHAPE, inputs, 0)?;
         fact(RESHAPE, inputs, 1)?;
@@ -185,6 +190,10 @@ impl Flatten {
 }
 
 impl Operator for Flatten {
+    fn is_view_of_input(&self, _present: &[bool]) -> bool {
+        true
+    }
+
     fn infer(&self, inputs: &[InferInput]) -> Result<Vec<Fact>> {
         let f = fact(FLATTEN, inputs, 0)?;
         Ok(vec![match &f.shape {
@@ -291,6 +300,10 @@ impl Squeeze {
 }
 
 impl Operator for Squeeze {
+    fn is_view_of_input(&self, _present: &[bool]) -> bool {
+        true
+    }
+
     fn infer(&self, inputs: &[InferInput]) -> Result<Vec<Fact>> {
         let f = fact(self.name(), inputs, 0)?;
         let axes = if self.opset >= 13 {
@@ -326,7 +339,7 @@ impl Operator for Squeeze {
 mod tests {
     #![allow(clippy::cloned_ref_to_slice_refs)]
     use super::super::test_util::*;
-    use crate::attributes::Attribute;
+    use crate::ir::attributes::Attribute;
     use crate::tensor::Tensor;
 
     fn reshape(x: &Tensor, spec: &[i64], opset: i64, allowzero: i64) -> crate::Result<Tensor> {

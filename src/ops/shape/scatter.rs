@@ -7,8 +7,9 @@ use super::gather::{check_elements, element_offsets, index_values, nd_offsets, n
 use super::num::{num_dispatch, Num};
 use super::{data, make, movement_flops};
 use crate::error::{Error, Result};
+use crate::ir::{BuildContext, Fact, InferInput, Operator};
 use crate::ops::util::{fact, input};
-use crate::ops::{BuildContext, Fact, InferInput, Operator, Registry};
+use crate::ops::Registry;
 use crate::tensor::{Element, Tensor};
 use ndarray::ArrayD;
 
@@ -219,7 +220,7 @@ impl Operator for Scatter {
 mod tests {
     #![allow(clippy::cloned_ref_to_slice_refs)]
     use super::super::test_util::*;
-    use crate::attributes::Attribute;
+    use crate::ir::attributes::Attribute;
 
     #[test]
     fn scatter_elements_spec_examples() {

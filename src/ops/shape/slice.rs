@@ -4,8 +4,9 @@
 
 use super::{data, int_list, make, movement_flops, norm_axes, offset_copy, strides};
 use crate::error::{Error, Result};
+use crate::ir::{BuildContext, Fact, InferInput, Operator};
 use crate::ops::util::{fact, input, opt_input};
-use crate::ops::{BuildContext, Fact, InferInput, Operator, Registry};
+use crate::ops::Registry;
 use crate::tensor::{Element, Tensor};
 use ndarray::ArrayD;
 

@@ -10,10 +10,10 @@
 use super::fft::{Plan, C};
 use super::int_input;
 use crate::error::{Error, Result};
+use crate::ir::{BuildContext, Fact, InferInput, Operator};
 use crate::ops::quant::{float_tensor, float_values};
 use crate::ops::shape::numel_of;
 use crate::ops::util::{const_value, fact, input, opt_fact, opt_input, par_rows};
-use crate::ops::{BuildContext, Fact, InferInput, Operator};
 use crate::tensor::Tensor;
 
 const OP: &str = "DFT";

@@ -7,9 +7,9 @@
 
 use super::{int_input, numeric_tensor, output_datatype};
 use crate::error::{Error, Result};
+use crate::ir::{BuildContext, Fact, InferInput, Operator};
 use crate::ops::shape::numel_of;
 use crate::ops::util::{fact, input, out_len};
-use crate::ops::{BuildContext, Fact, InferInput, Operator};
 use crate::tensor::{DType, Tensor};
 
 const OP: &str = "MelWeightMatrix";

@@ -1,7 +1,7 @@
 //! Unit tests of the signal operators against a naive O(n²) DFT, round trips
 //! (inverse of forward), and closed-form window values.
 
-use crate::attributes::Attribute;
+use crate::ir::attributes::Attribute;
 use crate::ops::shape::test_util::*;
 use crate::tensor::Tensor;
 use std::f64::consts::PI;

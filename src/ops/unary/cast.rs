@@ -12,8 +12,9 @@
 
 use super::kernel::par_map;
 use crate::error::{Error, Result};
+use crate::ir::{BuildContext, Fact, InferInput, Operator};
 use crate::ops::util::{fact, input, out_len};
-use crate::ops::{BuildContext, Fact, InferInput, Operator, Registry};
+use crate::ops::Registry;
 use crate::tensor::{DType, Tensor};
 use half::{bf16, f16};
 use ndarray::ArrayD;
@@ -405,7 +406,7 @@ pub(crate) fn register(r: &mut Registry) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::attributes::{Attribute, Attributes};
+    use crate::ir::attributes::{Attribute, Attributes};
     use std::collections::BTreeMap;
 
     fn cast_op(to: DType) -> Box<dyn Operator> {

@@ -219,8 +219,8 @@ pub fn tanh_f32(x: f32) -> f32 {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::attributes::{Attribute, Attributes};
-    use crate::ops::{BuildContext, Fact, InferInput, Operator};
+    use crate::ir::attributes::{Attribute, Attributes};
+    use crate::ir::{BuildContext, Fact, InferInput, Operator};
 
     /// Builds `op` (default domain) with attributes, opset and constant inputs.
     pub(crate) fn build_op(

@@ -5,10 +5,10 @@
 //! for GridSample.
 
 use crate::error::{Error, Result};
+use crate::ir::{BuildContext, Fact, InferInput, Operator};
 use crate::ops::quant::{float_tensor, float_values};
 use crate::ops::shape::{int_list, numel_of, to_dims};
 use crate::ops::util::{const_value, fact, input, out_len, par_rows};
-use crate::ops::{BuildContext, Fact, InferInput, Operator};
 use crate::tensor::{DType, Tensor};
 
 const OP: &str = "AffineGrid";

@@ -7,10 +7,10 @@
 //! axis contributes its own taps and the sample is their tensor product.
 
 use crate::error::{Error, Result};
+use crate::ir::{BuildContext, Fact, InferInput, Operator};
 use crate::ops::quant::{float_tensor, float_values};
 use crate::ops::shape::{numel_of, strides};
 use crate::ops::util::{fact, input, out_len, par_rows};
-use crate::ops::{BuildContext, Fact, InferInput, Operator};
 use crate::tensor::Tensor;
 
 const OP: &str = "GridSample";

@@ -7,10 +7,10 @@
 //! data, so its shape is known before running only for constant inputs.
 
 use crate::error::{Error, Result};
+use crate::ir::{BuildContext, Fact, InferInput, Operator};
 use crate::ops::quant::float_values;
 use crate::ops::shape::make;
 use crate::ops::util::{fact, input, opt_input};
-use crate::ops::{BuildContext, Fact, InferInput, Operator};
 use crate::tensor::{DType, Tensor};
 
 const OP: &str = "NonMaxSuppression";

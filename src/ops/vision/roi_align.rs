@@ -8,10 +8,10 @@
 //! reference and ONNX Runtime do.
 
 use crate::error::{Error, Result};
+use crate::ir::{BuildContext, Fact, InferInput, Operator};
 use crate::ops::quant::{float_tensor, float_values};
 use crate::ops::shape::{int_list, numel_of};
 use crate::ops::util::{fact, input, out_len, par_rows};
-use crate::ops::{BuildContext, Fact, InferInput, Operator};
 use crate::tensor::{DType, Tensor};
 
 const OP: &str = "RoiAlign";

@@ -2,7 +2,7 @@
 //! specification examples and identities (an identity affine grid samples
 //! the input back exactly).
 
-use crate::attributes::Attribute;
+use crate::ir::attributes::Attribute;
 use crate::ops::shape::test_util::*;
 use crate::tensor::Tensor;
 

@@ -5,7 +5,7 @@
 //! and each fused activation.
 
 use super::{check_conv, geo, rand64, ref_conv, t32, Geo};
-use crate::attributes::Attribute;
+use crate::ir::attributes::Attribute;
 use crate::ops::gemm::testutil::{assert_tensor_close, int, run, string};
 
 #[test]

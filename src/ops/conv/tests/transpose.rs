@@ -2,7 +2,7 @@
 //! examples, error cases and thread-count bit identity.
 
 use super::{geo, rand64, ravel, t32, unravel, Geo};
-use crate::attributes::Attribute;
+use crate::ir::attributes::Attribute;
 use crate::ops::gemm::testutil::{
     assert_tensor_close, bits, build_op, int, ints, run, string, with_threads,
 };
@@ -370,7 +370,7 @@ fn convt_f64_f16_and_threads() {
 
 #[test]
 fn convt_errors_and_flops() {
-    use crate::ops::{Fact, InferInput};
+    use crate::ir::{Fact, InferInput};
     use crate::tensor::DType;
     let x = t32(&[1, 4, 3, 3], &[0.0; 36]);
     let err = |attrs: &[(&str, Attribute)], w: &Tensor| {

@@ -29,7 +29,7 @@ pub enum Attribute {
     /// A list of subgraphs.
     Graphs(Vec<onnx_protobuf::GraphProto>),
     /// A subgraph the loader has converted into a body of ramify's graph IR.
-    Body(std::sync::Arc<crate::graph::Body>),
+    Body(std::sync::Arc<dyn super::Subgraph>),
     /// A kind operators never read (type protos, sparse tensors).
     Other(&'static str),
 }
@@ -131,7 +131,7 @@ impl Attributes {
     }
 
     /// A subgraph attribute converted to a body; required.
-    pub fn body(&self, name: &str) -> Result<std::sync::Arc<crate::graph::Body>> {
+    pub fn body(&self, name: &str) -> Result<std::sync::Arc<dyn super::Subgraph>> {
         match self.get(name) {
             Some(Attribute::Body(b)) => Ok(b.clone()),
             None => Err(self.error(name, "required but missing")),

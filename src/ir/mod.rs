@@ -1,0 +1,166 @@
+//! The intermediate representation's vocabulary, below both the graph and the
+//! operators: what is known about a value before running ([`Fact`]), what an
+//! operator is built from ([`BuildContext`], [`attributes`]), the [`Operator`]
+//! trait every kernel implements, and the [`Subgraph`] trait through which
+//! control-flow operators run their bodies without knowing how a graph is
+//! represented or executed.
+
+use crate::error::Result;
+use crate::tensor::{DType, Tensor};
+use attributes::Attributes;
+use std::fmt::Debug;
+
+pub mod attributes;
+
+/// What is known about a value before running: its element type and, when
+/// fixed, its shape.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Fact {
+    /// Element type.
+    pub dtype: DType,
+    /// Concrete shape, or `None` when it depends on data.
+    pub shape: Option<Vec<usize>>,
+}
+
+impl Fact {
+    /// A fact with a known shape.
+    pub fn new(dtype: DType, shape: Vec<usize>) -> Fact {
+        Fact {
+            dtype,
+            shape: Some(shape),
+        }
+    }
+
+    /// A fact whose shape is unknown.
+    pub fn unknown_shape(dtype: DType) -> Fact {
+        Fact { dtype, shape: None }
+    }
+
+    /// The fact describing a tensor.
+    pub fn of(t: &Tensor) -> Fact {
+        Fact::new(t.dtype(), t.shape().to_vec())
+    }
+
+    /// Number of elements, when the shape is known.
+    pub fn len(&self) -> Option<usize> {
+        self.shape.as_ref().map(|s| s.iter().product())
+    }
+
+    /// Whether the value has no elements, when the shape is known.
+    pub fn is_empty(&self) -> Option<bool> {
+        self.len().map(|n| n == 0)
+    }
+}
+
+/// One input as shape inference sees it: absent (optional input left out),
+/// or its fact plus its value when the value is a constant.
+#[derive(Debug, Clone, Copy)]
+pub struct InferInput<'a> {
+    /// The input's fact, `None` when the optional input is absent.
+    pub fact: Option<&'a Fact>,
+    /// The input's value when it is constant.
+    pub value: Option<&'a Tensor>,
+}
+
+/// What an operator is built from: its attributes, the opset the model
+/// imports, and the inputs that are constants at load time.
+#[derive(Debug, Clone, Copy)]
+pub struct BuildContext<'a> {
+    /// The node's attributes.
+    pub attrs: &'a Attributes,
+    /// Opset version of the operator's domain.
+    pub opset: i64,
+    /// Per input: the constant value, if the input is a constant.
+    pub consts: &'a [Option<&'a Tensor>],
+    /// How many inputs the node has (absent optional ones included).
+    pub num_inputs: usize,
+    /// How many outputs the node has.
+    pub num_outputs: usize,
+}
+
+impl BuildContext<'_> {
+    /// The constant value of input `i`, if any.
+    pub fn constant(&self, i: usize) -> Option<&Tensor> {
+        self.consts.get(i).copied().flatten()
+    }
+}
+
+/// Classes of operators with distinct single-thread throughput, for the
+/// cost model; an operator names its own through [`Operator::cost_class`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum OpClass {
+    /// Convolutions.
+    Conv,
+    /// Matrix products.
+    MatMul,
+    /// Pooling and normalisation.
+    Window,
+    /// Elementwise arithmetic and activations.
+    Elementwise,
+    /// Data movement and everything else.
+    Other,
+}
+
+impl OpClass {
+    /// Every class, in a fixed order.
+    pub const ALL: [OpClass; 5] = [
+        OpClass::Conv,
+        OpClass::MatMul,
+        OpClass::Window,
+        OpClass::Elementwise,
+        OpClass::Other,
+    ];
+}
+
+/// An operator instance, built once per node.
+pub trait Operator: Send + Sync + Debug {
+    /// Output facts from input facts (and constant input values).
+    fn infer(&self, inputs: &[InferInput]) -> Result<Vec<Fact>>;
+    /// Floating-point (or integer) operations for these input and output facts.
+    fn flops(&self, inputs: &[Option<&Fact>], outputs: &[Fact]) -> u64;
+    /// Computes the outputs. Absent optional inputs are `None`. Kernels split
+    /// their work over the threads of the current rayon pool and only over
+    /// independent outputs, so results do not depend on the thread count.
+    fn run(&self, inputs: &[Option<&Tensor>]) -> Result<Vec<Tensor>>;
+    /// The outputs computed from input facts alone, for operators whose
+    /// result depends only on shapes and types (`Shape`, `Size`); this lets
+    /// constant folding remove them once shapes are known.
+    fn fold_from_facts(&self, _inputs: &[InferInput]) -> Option<Vec<Tensor>> {
+        None
+    }
+    /// The operator's class in the cost model (its single-thread throughput).
+    fn cost_class(&self) -> OpClass {
+        OpClass::Other
+    }
+    /// Whether output 0 is input 0's data under output 0's shape (Reshape,
+    /// Flatten, Squeeze, Unsqueeze, Identity, Dropout in inference), given
+    /// which of the node's inputs are present: the executor may then relabel
+    /// the input's storage instead of running the kernel, provided no one
+    /// reads the node's other outputs.
+    fn is_view_of_input(&self, _present: &[bool]) -> bool {
+        false
+    }
+}
+
+/// A subgraph body of a control-flow operator (If, Loop, Scan), as the
+/// operator sees it: formal inputs first, then the outer-scope values the body
+/// reads, taken from the enclosing node's trailing (implicit) inputs. The graph
+/// layer implements it; operators only call it.
+pub trait Subgraph: Send + Sync + Debug {
+    /// How many declared (formal) inputs the body takes.
+    fn formal(&self) -> usize;
+    /// How many implicit (outer-scope) inputs the enclosing node lists.
+    fn implicit(&self) -> usize;
+    /// Number of outputs of the body.
+    fn num_outputs(&self) -> usize;
+    /// The declared element type of output `k`, when the model gives one.
+    fn declared_output(&self, k: usize) -> Option<DType>;
+    /// Runs the body on its formal inputs and the node's implicit inputs.
+    fn run(&self, formal: &[&Tensor], implicit: &[Option<&Tensor>]) -> Result<Vec<Tensor>>;
+    /// Facts of the body outputs for these facts of its formal and the node's
+    /// implicit inputs; `None` where nothing is known.
+    fn infer(&self, formal: &[Option<Fact>], implicit: &[Option<&Fact>]) -> Vec<Option<Fact>>;
+    /// A rough FLOP count of one run of the body, each node counted as
+    /// `per_node` (node FLOPs are unknown before running).
+    fn nominal_flops(&self, per_node: u64) -> u64;
+}
