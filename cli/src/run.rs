@@ -60,7 +60,7 @@ pub fn main(a: RunArgs) -> Result<()> {
     };
     let run_ms = t1.elapsed().as_secs_f64() * 1e3;
     if let (Some(path), Some(trace)) = (&a.trace, &report.trace) {
-        std::fs::write(path, crate::trace::chrome_json(&trace))
+        std::fs::write(path, crate::trace::chrome_json(trace))
             .with_context(|| format!("writing {}", path.display()))?;
     }
     println!("model {} (loaded in {load_ms:.1} ms)", model.display());
