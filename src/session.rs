@@ -368,7 +368,9 @@ impl Session {
                 ))
             })
             .collect();
-        optimize(&mut graph, &declared, Stage::Load { fusion })?;
+        on_own_pool(&sched, || {
+            optimize(&mut graph, &declared, Stage::Load { fusion })
+        })?;
         let info = |ids: &[ValueId]| -> Vec<IoInfo> {
             ids.iter()
                 .map(|&id| IoInfo {
@@ -475,13 +477,9 @@ impl Session {
             .map(|(&id, t)| (id, Fact::of(t)))
             .collect();
         let cpus = self.sched.config().policy.cpus;
-        let plan = Arc::new(Plan::new(
-            &self.graph,
-            &facts,
-            &self.cost,
-            cpus,
-            self.memory_limit,
-        )?);
+        let plan = Arc::new(on_own_pool(&self.sched, || {
+            Plan::new(&self.graph, &facts, &self.cost, cpus, self.memory_limit)
+        })?);
         self.plans
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -538,6 +536,9 @@ impl Session {
             options.cancel.clone(),
             options.time_limit.or(self.time_limit),
         );
+        // The load monitor samples while runs are in flight (and a little
+        // after); an idle session costs nothing.
+        let _active = self.sched.monitor().activity();
         let bound = self.bind(inputs)?;
         // Planning folds constants, which may run operators (a loop): it
         // stops like the run.
@@ -591,6 +592,19 @@ impl Session {
     pub fn memory_limit(&self) -> usize {
         self.memory_limit
     }
+}
+
+/// Runs `f` on the session's own pool, with this thread's memory limit and
+/// interrupt in force there: the kernels that constant folding runs (at load
+/// and when planning) then split their work over the session's threads, and
+/// never start rayon's process-wide pool, whose threads would outlive every
+/// session (and the library, for an app that unloads it).
+fn on_own_pool<R: Send>(sched: &Scheduler, f: impl FnOnce() -> Result<R> + Send) -> Result<R> {
+    let limit = crate::tensor::budget::current_limit();
+    let interrupt = crate::ops::interrupt::current();
+    let pool = sched.pools().get(0, 0, sched.config().policy.cpus)?;
+    pool.pool
+        .install(|| crate::tensor::budget::with_limit(limit, || with_interrupt(&interrupt, f)))
 }
 
 /// The message of a panic caught while `doing` something.

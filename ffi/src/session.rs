@@ -133,7 +133,9 @@ pub unsafe extern "C" fn ramify_session_create_from_memory(
 
 /// Destroys a session, its thread pools and load monitor. NULL is accepted
 /// and ignored. Tensors it returned stay valid. No other thread may be using
-/// the session.
+/// the session. Every thread the session started has exited when this
+/// returns, and the library keeps no thread of its own: once the last session
+/// is destroyed, an app may unload the library (`dlclose`).
 ///
 /// # Safety
 /// `session` must be NULL or a live handle from a `ramify_session_create_*`

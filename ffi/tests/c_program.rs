@@ -1,10 +1,11 @@
-//! Builds the C programs `tests/c/test_ramify.c` and `tests/c/soak_ramify.c`
-//! against `include/ramify.h` and the static library, then runs them: on the
-//! tiny model of `tests/common/model.rs` (two threads on one session, every
-//! error path), on the example model `models/inception_mini.onnx` against
-//! its reference output, the soak (eight threads on one session under
-//! changing load, every output against a serial run), and both under
-//! valgrind.
+//! Builds the C programs `tests/c/test_ramify.c`, `tests/c/soak_ramify.c` and
+//! `tests/c/unload_ramify.c` against `include/ramify.h` and the static
+//! library, then runs them: on the tiny model of `tests/common/model.rs` (two
+//! threads on one session, every error path), on the example model
+//! `models/inception_mini.onnx` against its reference output, the soak (eight
+//! threads on one session under changing load, every output against a serial
+//! run), the unload check (the shared library opened with dlopen, sessions
+//! created and destroyed, no thread left, dlclose), and each under valgrind.
 //!
 //! The C compiler is `$CC` or `cc`. valgrind must be installed
 //! (`scripts/test.sh` installs it) unless `RAMIFY_SKIP_VALGRIND=1`.
@@ -63,6 +64,19 @@ fn static_library() -> PathBuf {
     let lib = dir.join("libramify_ffi.a");
     assert!(lib.exists(), "{} was not built", lib.display());
     lib
+}
+
+/// libramify_ffi.so, from the same build as the static library.
+fn shared_library() -> PathBuf {
+    let lib = static_library();
+    let so = lib.with_file_name("libramify_ffi.so");
+    assert!(
+        so.exists(),
+        "{} was not built beside {}",
+        so.display(),
+        lib.display()
+    );
+    so
 }
 
 /// The compiled C program `tests/c/<name>.c` (built once per test run).
@@ -235,4 +249,28 @@ fn c_soak_is_clean_under_valgrind() {
         .output()
         .unwrap();
     check("soak_ramify under valgrind", out);
+}
+
+#[test]
+fn c_unload_leaves_no_thread_and_dlclose_succeeds() {
+    let out = Command::new(program("unload_ramify"))
+        .arg(shared_library())
+        .arg(tiny_model("unload"))
+        .output()
+        .unwrap();
+    check("unload_ramify", out);
+}
+
+#[test]
+fn c_unload_is_clean_under_valgrind() {
+    if !valgrind_available() {
+        return;
+    }
+    let out = valgrind()
+        .arg(program("unload_ramify"))
+        .arg(shared_library())
+        .arg(tiny_model("unload_valgrind"))
+        .output()
+        .unwrap();
+    check("unload_ramify under valgrind", out);
 }

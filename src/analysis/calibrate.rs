@@ -5,6 +5,7 @@
 use super::cost::CostModel;
 use crate::ir::{Fact, InferInput};
 use crate::ops::calibration::{probes, Probe};
+use crate::sched::Pool;
 use crate::tensor::Tensor;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
@@ -51,15 +52,14 @@ pub fn calibrate(budget: Duration) -> CostModel {
 }
 
 /// The calibrated model for this process, computed once (on a one-thread
-/// pool built for the purpose) and reused by every later session.
+/// pool built for the purpose, whose thread is joined before this returns)
+/// and reused by every later session.
 pub fn cached() -> CostModel {
     static CACHE: OnceLock<CostModel> = OnceLock::new();
     CACHE
-        .get_or_init(
-            || match rayon::ThreadPoolBuilder::new().num_threads(1).build() {
-                Ok(pool) => pool.install(|| calibrate(Duration::from_millis(25))),
-                Err(_) => CostModel::default(),
-            },
-        )
+        .get_or_init(|| match Pool::new(0, 1, "ramify-calibrate") {
+            Ok(pool) => pool.pool.install(|| calibrate(Duration::from_millis(25))),
+            Err(_) => CostModel::default(),
+        })
         .clone()
 }

@@ -65,9 +65,7 @@ impl Plan {
         memory_limit: usize,
     ) -> Result<Plan> {
         let mut graph = base.clone();
-        let facts = budget::with_limit(memory_limit, || {
-            optimize(&mut graph, inputs, Stage::Plan)
-        })?;
+        let facts = budget::with_limit(memory_limit, || optimize(&mut graph, inputs, Stage::Plan))?;
         check_live_bytes(&graph, &facts, memory_limit)?;
         let check_at_run = graph
             .nodes

@@ -44,6 +44,11 @@ pub struct LoadConfig {
     pub smoothing: f64,
     /// Thresholds and report delta of the device-state reporter.
     pub report: ReportConfig,
+    /// The background thread stops sampling (sleeps without waking) once no
+    /// run has been in flight for this long, and resumes, sampling at once,
+    /// when the next run starts: an idle app spends nothing on monitoring.
+    /// `None` samples all the time. Default 1 s.
+    pub idle_after: Option<Duration>,
 }
 
 impl Default for LoadConfig {
@@ -53,6 +58,7 @@ impl Default for LoadConfig {
             period: Duration::from_millis(100),
             smoothing: 0.3,
             report: ReportConfig::default(),
+            idle_after: Some(Duration::from_secs(1)),
         }
     }
 }

@@ -20,7 +20,7 @@ pub mod sample;
 pub mod smooth;
 
 pub use config::{HostState, LoadConfig, LoadSource};
-pub use monitor::LoadMonitor;
+pub use monitor::{Activity, LoadMonitor};
 pub use report::{LoadEvent, Metric, ReportConfig, Reporter};
 pub use sample::{Sample, Sampler};
 

@@ -1,10 +1,11 @@
 //! The [`LoadMonitor`]: one background thread ("ramify-load") per monitor
 //! samples the enabled sources every `period`, combines them (maximum),
 //! smooths the result (EWMA) and publishes the utilisation `n`, the per-CPU
-//! loads and device-state events. The thread sleeps between samples and is
+//! loads and device-state events. The thread sleeps between samples, parks
+//! while no run is in flight (after [`LoadConfig::idle_after`]), and is
 //! stopped and joined when the monitor drops.
 
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TrySendError};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
@@ -46,6 +47,12 @@ struct Shared {
     host: Mutex<Option<HostState>>,
     reporter: Mutex<Reporter>,
     subscribers: Mutex<Vec<SyncSender<LoadEvent>>>,
+    /// Runs in flight ([`LoadMonitor::activity`]).
+    active: AtomicUsize,
+    /// When the last run ended (or the monitor started).
+    last_active: Mutex<Instant>,
+    /// True while the sampler is parked for idleness.
+    parked: AtomicBool,
     stop: Mutex<bool>,
     wake: Condvar,
 }
@@ -65,8 +72,22 @@ impl Shared {
             host: Mutex::new(None),
             reporter: Mutex::new(reporter),
             subscribers: Mutex::new(Vec::new()),
+            active: AtomicUsize::new(0),
+            last_active: Mutex::new(Instant::now()),
+            parked: AtomicBool::new(false),
             stop: Mutex::new(false),
             wake: Condvar::new(),
+        }
+    }
+
+    /// Whether the sampler should park: no run in flight for `idle_after`.
+    fn idle(&self) -> bool {
+        match self.config.idle_after {
+            Some(after) => {
+                self.active.load(Ordering::SeqCst) == 0
+                    && lock(&self.last_active).elapsed() >= after
+            }
+            None => false,
         }
     }
 
@@ -159,6 +180,19 @@ fn run(shared: Arc<Shared>, mut sampler: Sampler, mut smoothed: Option<f64>) {
         }
         if *stop {
             return;
+        }
+        if shared.idle() {
+            // Park until a run starts (it notifies under this lock, so the
+            // wake-up cannot slip between the check and the wait), then
+            // sample at once: the CPU figures then cover the parked time.
+            shared.parked.store(true, Ordering::SeqCst);
+            while !*stop && shared.active.load(Ordering::SeqCst) == 0 {
+                stop = shared.wake.wait(stop).unwrap_or_else(|e| e.into_inner());
+            }
+            shared.parked.store(false, Ordering::SeqCst);
+            if *stop {
+                return;
+            }
         }
         drop(stop);
         let t = Instant::now();
@@ -328,6 +362,22 @@ impl LoadMonitor {
         }
     }
 
+    /// Marks a run in flight until the returned guard drops: a parked
+    /// sampler wakes and samples at once, and the monitor parks again
+    /// [`idle_after`](LoadConfig::idle_after) once no run is in flight.
+    pub fn activity(&self) -> Activity<'_> {
+        if self.shared.active.fetch_add(1, Ordering::SeqCst) == 0 {
+            let _stop = lock(&self.shared.stop);
+            self.shared.wake.notify_all();
+        }
+        Activity(&self.shared)
+    }
+
+    /// True while the sampler thread is parked because no run is in flight.
+    pub fn is_parked(&self) -> bool {
+        self.shared.parked.load(Ordering::SeqCst)
+    }
+
     /// A queue of device-state events from now on. It is bounded
     /// ([`EVENT_QUEUE`]); the sampler never waits for a slow subscriber:
     /// events that find the queue full are dropped.
@@ -335,6 +385,17 @@ impl LoadMonitor {
         let (tx, rx) = sync_channel(EVENT_QUEUE);
         lock(&self.shared.subscribers).push(tx);
         rx
+    }
+}
+
+/// A run in flight, from [`LoadMonitor::activity`] until dropped.
+#[derive(Debug)]
+pub struct Activity<'a>(&'a Shared);
+
+impl Drop for Activity<'_> {
+    fn drop(&mut self) {
+        *lock(&self.0.last_active) = Instant::now();
+        self.0.active.fetch_sub(1, Ordering::SeqCst);
     }
 }
 

@@ -10,6 +10,7 @@ fn config(sources: Vec<LoadSource>, period_ms: u64) -> LoadConfig {
         sources,
         period: Duration::from_millis(period_ms),
         smoothing: 1.0,
+        idle_after: None,
         ..LoadConfig::default()
     }
 }
@@ -76,6 +77,41 @@ fn sampler_thread_runs_and_stops_on_drop() {
 }
 
 #[test]
+fn sampler_parks_while_no_run_is_in_flight_and_wakes_for_the_next() {
+    let m = LoadMonitor::start(LoadConfig {
+        idle_after: Some(Duration::from_millis(30)),
+        ..config(vec![LoadSource::Memory], 5)
+    });
+    assert!(wait_for(|| m.is_parked()), "the sampler never parked");
+    let parked_at = m.samples();
+    std::thread::sleep(Duration::from_millis(100));
+    assert_eq!(m.samples(), parked_at, "a parked sampler sampled");
+    // A run in flight wakes it at once and keeps it sampling.
+    let run = m.activity();
+    assert!(
+        wait_for(|| m.samples() > parked_at),
+        "a run did not wake it"
+    );
+    let during = m.samples();
+    std::thread::sleep(Duration::from_millis(100));
+    assert!(!m.is_parked(), "parked during a run");
+    assert!(m.samples() >= during + 3, "stopped sampling during a run");
+    drop(run);
+    assert!(wait_for(|| m.is_parked()), "did not park after the run");
+    // Dropping a parked monitor still stops and joins its thread.
+    drop(m);
+}
+
+#[test]
+fn without_idle_after_the_sampler_never_parks() {
+    let m = LoadMonitor::start(config(vec![LoadSource::Memory], 5));
+    let first = m.samples();
+    std::thread::sleep(Duration::from_millis(100));
+    assert!(!m.is_parked());
+    assert!(m.samples() >= first + 3);
+}
+
+#[test]
 fn thread_stops_when_last_arc_goes() {
     let m = LoadMonitor::start(config(vec![LoadSource::SystemCpu], 1000));
     let other = m.clone();
@@ -92,7 +128,9 @@ fn thread_stops_when_last_arc_goes() {
     drop(other);
     assert!(t.elapsed() < Duration::from_millis(500));
     if let Some(tid) = tid {
-        assert!(task_name(tid).is_none());
+        // Joined; the kernel drops the task's /proc entry a moment after
+        // the join returns.
+        assert!(wait_for(|| task_name(tid).is_none()));
     }
 }
 

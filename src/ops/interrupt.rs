@@ -104,6 +104,14 @@ pub fn with_interrupt<R>(interrupt: &Interrupt, f: impl FnOnce() -> R) -> R {
     f()
 }
 
+/// The interrupt in force on this thread (an empty one when none is), to
+/// carry into work handed to another thread.
+pub fn current() -> Interrupt {
+    CURRENT
+        .with(|c| c.borrow().clone())
+        .unwrap_or_else(|| Interrupt::new(None, None))
+}
+
 /// An error when the run in force on this thread must stop now.
 pub fn check() -> Result<()> {
     CURRENT.with(|c| c.borrow().as_ref().map_or(Ok(()), Interrupt::check))

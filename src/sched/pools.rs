@@ -2,12 +2,14 @@
 //! position, size) and reused by every later run and fork, each optionally
 //! pinned to the CPUs it was last given (core_affinity; no pinning where the
 //! OS does not allow it, e.g. iOS), or given back the process's whole CPU
-//! mask (unpinned).
+//! mask (unpinned). A pool's threads are ramify's own: dropping the pool
+//! joins them, so nothing of ours runs after a session is gone.
 
 use super::affinity::{self, Mask};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
 
 /// One reusable pool.
 pub struct Pool {
@@ -15,9 +17,26 @@ pub struct Pool {
     pub id: u64,
     /// Number of threads.
     pub size: usize,
-    /// The rayon pool.
+    /// The rayon pool. Declared before `threads`: dropping it tells the
+    /// workers to exit, and `_threads` then waits for them.
     pub pool: rayon::ThreadPool,
     pinned: Mutex<Vec<usize>>,
+    _threads: Joined,
+}
+
+/// The pool's threads, joined on drop (except the dropping thread itself,
+/// should the last handle go on one of them).
+struct Joined(Vec<JoinHandle<()>>);
+
+impl Drop for Joined {
+    fn drop(&mut self) {
+        let me = std::thread::current().id();
+        for h in self.0.drain(..) {
+            if h.thread().id() != me {
+                let _ = h.join();
+            }
+        }
+    }
 }
 
 impl std::fmt::Debug for Pool {
@@ -27,6 +46,39 @@ impl std::fmt::Debug for Pool {
 }
 
 impl Pool {
+    /// A pool of `size` threads named `{name}-{i}`, spawned and joined by
+    /// ramify (rayon's own threads would outlive the pool for a while).
+    pub fn new(id: u64, size: usize, name: &str) -> crate::Result<Pool> {
+        let size = size.max(1);
+        let mut handles = Vec::with_capacity(size);
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(size)
+            .spawn_handler(|thread| {
+                let mut b = std::thread::Builder::new();
+                if let Some(n) = thread.name() {
+                    b = b.name(n.to_string());
+                }
+                if let Some(bytes) = thread.stack_size() {
+                    b = b.stack_size(bytes);
+                }
+                handles.push(b.spawn(|| thread.run())?);
+                Ok(())
+            })
+            .thread_name({
+                let name = name.to_string();
+                move |i| format!("{name}-{i}")
+            })
+            .build()
+            .map_err(|e| crate::Error::Config(format!("cannot start {size} threads: {e}")))?;
+        Ok(Pool {
+            id,
+            size,
+            pool,
+            pinned: Mutex::new(Vec::new()),
+            _threads: Joined(handles),
+        })
+    }
+
     /// Pins thread i of the pool to `cpus[i % len]`, unless it is already so
     /// pinned. Returns false where pinning is unsupported.
     pub fn pin(&self, cpus: &[usize]) -> bool {
@@ -132,17 +184,7 @@ impl Pools {
             return Ok(p.clone());
         }
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        let pool = rayon::ThreadPoolBuilder::new()
-            .num_threads(size)
-            .thread_name(move |i| format!("ramify-p{id}-{i}"))
-            .build()
-            .map_err(|e| crate::Error::Config(format!("cannot start {size} threads: {e}")))?;
-        let p = Arc::new(Pool {
-            id,
-            size,
-            pool,
-            pinned: Mutex::new(Vec::new()),
-        });
+        let p = Arc::new(Pool::new(id, size, &format!("ramify-p{id}"))?);
         map.insert((parent, position, size), p.clone());
         Ok(p)
     }
@@ -172,6 +214,33 @@ mod tests {
         assert!(!Arc::ptr_eq(&a, &c));
         assert_eq!(a.pool.current_num_threads(), 2);
         assert_eq!(pools.thread_count(), 4);
+    }
+
+    /// How many of this process's threads have a name starting with `prefix`.
+    #[cfg(target_os = "linux")]
+    fn threads_named(prefix: &str) -> usize {
+        std::fs::read_dir("/proc/self/task")
+            .unwrap()
+            .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
+            .filter(|comm| comm.starts_with(prefix))
+            .count()
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn dropping_a_pool_joins_its_threads() {
+        let pool = Pool::new(7, 3, "ramify-jointest").unwrap();
+        assert_eq!(pool.pool.install(rayon::current_num_threads), 3);
+        pool.pool.broadcast(|_| ());
+        assert_eq!(threads_named("ramify-jointest"), 3);
+        drop(pool);
+        // The drop returned only after they exited; the kernel drops an
+        // exited thread's /proc entry a moment after a join returns.
+        let end = std::time::Instant::now() + std::time::Duration::from_secs(1);
+        while threads_named("ramify-jointest") > 0 && std::time::Instant::now() < end {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        assert_eq!(threads_named("ramify-jointest"), 0);
     }
 
     #[test]
