@@ -134,10 +134,10 @@ pub trait Operator: Send + Sync + Debug {
     }
     /// Whether output 0 is input 0's data under output 0's shape (Reshape,
     /// Flatten, Squeeze, Unsqueeze, Identity, Dropout in inference), given
-    /// which of the node's inputs are present: the executor may then relabel
+    /// whether any input after the first is present: the executor may then relabel
     /// the input's storage instead of running the kernel, provided no one
     /// reads the node's other outputs.
-    fn is_view_of_input(&self, _present: &[bool]) -> bool {
+    fn is_view_of_input(&self, _later_inputs: bool) -> bool {
         false
     }
 }

@@ -25,7 +25,7 @@ fn build_identity(_ctx: &BuildContext) -> Result<Box<dyn Operator>> {
 }
 
 impl Operator for Identity {
-    fn is_view_of_input(&self, _present: &[bool]) -> bool {
+    fn is_view_of_input(&self, _later_inputs: bool) -> bool {
         true
     }
 
@@ -83,8 +83,8 @@ impl Dropout {
 impl Operator for Dropout {
     /// Without ratio and training_mode inputs Dropout is in inference mode,
     /// where its output is its input.
-    fn is_view_of_input(&self, present: &[bool]) -> bool {
-        present.iter().skip(1).all(|p| !p)
+    fn is_view_of_input(&self, later_inputs: bool) -> bool {
+        !later_inputs
     }
 
     fn infer(&self, inputs: &[InferInput]) -> Result<Vec<Fact>> {

@@ -132,7 +132,7 @@ impl Reshape {
 }
 
 impl Operator for Reshape {
-    fn is_view_of_input(&self, _present: &[bool]) -> bool {
+    fn is_view_of_input(&self, _later_inputs: bool) -> bool {
         true
     }
 
@@ -190,7 +190,7 @@ impl Flatten {
 }
 
 impl Operator for Flatten {
-    fn is_view_of_input(&self, _present: &[bool]) -> bool {
+    fn is_view_of_input(&self, _later_inputs: bool) -> bool {
         true
     }
 
@@ -300,7 +300,7 @@ impl Squeeze {
 }
 
 impl Operator for Squeeze {
-    fn is_view_of_input(&self, _present: &[bool]) -> bool {
+    fn is_view_of_input(&self, _later_inputs: bool) -> bool {
         true
     }
 
