@@ -35,14 +35,6 @@ pub enum Error {
         /// The value's name.
         value: String,
     },
-    /// The model imports an operator-set domain ramify does not implement.
-    #[error("unsupported operator-set domain {domain:?} (version {version})")]
-    UnsupportedDomain {
-        /// The domain, e.g. `com.microsoft`.
-        domain: String,
-        /// The imported version.
-        version: i64,
-    },
     /// No kernel exists for this operator at this opset.
     #[error("unsupported operator {op:?} in domain {domain:?} at opset {opset} (node {node:?})")]
     UnsupportedOperator {
@@ -85,6 +77,30 @@ pub enum Error {
         name: String,
         /// The names the model accepts.
         expected: Vec<String>,
+    },
+    /// The caller asked for an output the model does not have.
+    #[error("unknown output {name:?}; the model's outputs are {expected:?}")]
+    UnknownOutput {
+        /// The name given.
+        name: String,
+        /// The model's output names.
+        expected: Vec<String>,
+    },
+    /// A caller's output buffer cannot hold the output.
+    #[error(
+        "output {name:?} needs {needed} bytes ({dtype} {shape:?}); its buffer holds {capacity}"
+    )]
+    OutputBuffer {
+        /// The output's name.
+        name: String,
+        /// Its element type.
+        dtype: String,
+        /// Its shape.
+        shape: Vec<usize>,
+        /// The bytes it needs.
+        needed: usize,
+        /// The bytes the buffer has.
+        capacity: usize,
     },
     /// The caller did not give a value for a model input.
     #[error("missing input {0:?}")]

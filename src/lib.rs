@@ -38,5 +38,7 @@ pub use error::{Error, Result};
 pub use ir::attributes;
 pub use ops::interrupt::CancelToken;
 pub use sched::Mode;
-pub use session::{IoInfo, RunOptions, RunReport, Session, SessionBuilder};
+pub use session::{
+    available_cpus, IoInfo, Outputs, RunOptions, RunReport, Session, SessionBuilder,
+};
 pub use tensor::{DType, Element, Tensor};

@@ -535,6 +535,35 @@ impl Tensor {
         })
     }
 
+    /// The elements as bytes, row-major, in native byte order (booleans one
+    /// byte each, 0 or 1; 16-bit floats as their bit patterns; 4- and 2-bit
+    /// types one element per byte). `None` for strings and for tensors not
+    /// in standard layout.
+    ///
+    /// ```
+    /// use ramify::Tensor;
+    /// let t = Tensor::from_vec(&[2], vec![1u16, 2]).unwrap();
+    /// let want: Vec<u8> = [1u16, 2].iter().flat_map(|v| v.to_ne_bytes()).collect();
+    /// assert_eq!(t.as_bytes(), Some(&want[..]));
+    /// ```
+    pub fn as_bytes(&self) -> Option<&[u8]> {
+        if self.dtype() == DType::String {
+            return None;
+        }
+        dispatch!(self, a => a.as_slice().map(|s| {
+            // SAFETY: every element type but String (excluded above) is
+            // plain data without padding or pointers (numbers, bool, and
+            // one-byte or half-crate newtypes), so its bytes may be read;
+            // the slice covers exactly the elements' memory.
+            unsafe { std::slice::from_raw_parts(s.as_ptr().cast::<u8>(), std::mem::size_of_val(s)) }
+        }))
+    }
+
+    /// True when the data is laid out row-major and contiguous.
+    pub fn is_standard_layout(&self) -> bool {
+        dispatch!(self, a => a.is_standard_layout())
+    }
+
     /// This tensor with its data laid out in standard (row-major, contiguous) order.
     pub fn into_standard_layout(self) -> Tensor {
         map_same!(self, a => if a.is_standard_layout() { a } else { a.as_standard_layout().into_owned() })

@@ -34,9 +34,7 @@ const CASE_TIMEOUT: Duration = Duration::from_secs(60);
 fn is_unsupported(e: &Error) -> bool {
     matches!(
         e,
-        Error::UnsupportedOperator { .. }
-            | Error::UnsupportedDomain { .. }
-            | Error::UnsupportedType(..)
+        Error::UnsupportedOperator { .. } | Error::UnsupportedType(..)
     )
 }
 

@@ -94,18 +94,88 @@ fn unknown_operator_names_op_domain_and_opset() {
     assert!(err.to_string().contains("FrobnicateTensor"));
 }
 
+/// Tools leave imports of domains no node uses (onnxruntime's quantization
+/// pre-processing adds `ai.onnx.training`, `com.microsoft.nchwc`, ...): the
+/// model loads. A node in such a domain fails, naming op, domain and opset.
 #[test]
-fn unknown_domain() {
+fn unused_domain_imports_load_and_a_node_in_one_is_named() {
     let mut m = relu_add_model();
-    let mut o = onnx_protobuf::OperatorSetIdProto::new();
-    o.domain = "com.example.custom".into();
-    o.version = 1;
-    m.opset_import.push(o);
+    for (domain, version) in [
+        ("com.example.custom", 1),
+        ("ai.onnx.training", 1),
+        ("com.microsoft.nchwc", 1),
+    ] {
+        let mut o = onnx_protobuf::OperatorSetIdProto::new();
+        o.domain = domain.into();
+        o.version = version;
+        m.opset_import.push(o);
+    }
+    let s = Session::from_bytes(&bytes(&m)).expect("unused imports are accepted");
+    assert_eq!(s.inputs().len(), 1);
+
+    let mut n = node("Frob", &["x"], &["z"]);
+    n.domain = "com.example.custom".into();
+    let g = m.graph.as_mut().unwrap();
+    g.node.push(n);
+    g.output.push(value_info("z", 1, &[4]));
     let err = Session::from_bytes(&bytes(&m)).unwrap_err();
-    assert!(
-        matches!(&err, Error::UnsupportedDomain { domain, .. } if domain == "com.example.custom"),
-        "{err:?}"
+    match &err {
+        Error::UnsupportedOperator {
+            op, domain, opset, ..
+        } => assert_eq!(
+            (op.as_str(), domain.as_str(), *opset),
+            ("Frob", "com.example.custom", 1)
+        ),
+        other => panic!("{other:?}"),
+    }
+}
+
+/// Messages name the input (file or memory buffer) and the real cause.
+#[test]
+fn load_errors_name_the_source_and_the_cause() {
+    let dir = std::env::temp_dir();
+    match Session::from_file(&dir).unwrap_err() {
+        Error::Io { source, .. } => {
+            assert_eq!(source.kind(), std::io::ErrorKind::IsADirectory);
+            assert!(source.to_string().contains("directory"), "{source}");
+        }
+        other => panic!("{other:?}"),
+    }
+    let err = Session::from_bytes(&[]).unwrap_err();
+    assert!(matches!(err, Error::InvalidModel(_)), "{err:?}");
+    assert_eq!(
+        err.to_string(),
+        "invalid model: the model is empty (memory buffer with 0 bytes)"
     );
+    let empty = dir.join(format!("ramify_empty_{}.onnx", std::process::id()));
+    std::fs::write(&empty, b"").unwrap();
+    let err = Session::from_file(&empty).unwrap_err();
+    std::fs::remove_file(&empty).unwrap();
+    assert!(
+        err.to_string().contains("the model is empty (file "),
+        "{err}"
+    );
+
+    let b = bytes(&relu_add_model());
+    let err = Session::from_bytes(&b[..b.len() - 1]).unwrap_err();
+    let msg = err.to_string();
+    assert!(
+        msg.contains("the data ends inside top-level field"),
+        "{msg}"
+    );
+    assert!(
+        msg.ends_with(&format!("(in the memory buffer of {} bytes)", b.len() - 1)),
+        "{msg}"
+    );
+    // Neither text nor a huge field number is an ONNX model.
+    for junk in [
+        &b"hello, this is not a model at all"[..],
+        b"\xff\xff\xff\xff\x7f\x00",
+    ] {
+        let msg = Session::from_bytes(junk).unwrap_err().to_string();
+        assert!(msg.contains("not an ONNX model"), "{msg}");
+        assert!(!msg.contains("file"), "no file is involved: {msg}");
+    }
 }
 
 #[test]

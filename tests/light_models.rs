@@ -110,6 +110,7 @@ fn parallel_and_serial_runs_are_bit_identical() {
             let s = SessionBuilder::new()
                 .mode(mode)
                 .cpus(cpus)
+                .oversubscribe(true)
                 .build_from_file(dir.join("model.onnx"))
                 .unwrap();
             let in_name = s.inputs()[0].name.clone();

@@ -255,6 +255,7 @@ fn one_cpu_pools_run_as_tasks_of_the_runs_pool() {
     // their own.
     let three = SessionBuilder::new()
         .cpus(3)
+        .oversubscribe(true)
         .mode(Mode::Parallel)
         .pin_threads(false)
         .build_from_bytes(&model)

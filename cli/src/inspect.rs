@@ -109,6 +109,7 @@ pub fn main(a: InspectArgs) -> Result<()> {
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
     let session = SessionBuilder::new()
         .cpus(cpus)
+        .oversubscribe(true)
         .fixed_load(a.load)
         .build_from_file(&model)
         .with_context(|| format!("loading {}", model.display()))?;

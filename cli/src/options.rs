@@ -7,9 +7,18 @@ use ramify::{Mode, SessionBuilder};
 
 #[derive(Args, Clone, Debug)]
 pub struct SchedArgs {
-    /// CPUs the session may use (default: all).
+    /// CPUs the session may use (default: all); at most the CPUs this
+    /// process may run on, unless --oversubscribe.
     #[arg(long, alias = "threads")]
     pub cpus: Option<usize>,
+    /// Let --cpus exceed the CPUs this process may run on (more threads
+    /// than CPUs).
+    #[arg(long)]
+    pub oversubscribe: bool,
+    /// Run the session's threads only on these CPUs (comma-separated, as
+    /// the OS numbers them, e.g. a phone's big cores: 4,5,6,7).
+    #[arg(long, value_delimiter = ',', value_name = "CPU,...")]
+    pub cpu_set: Option<Vec<usize>>,
     /// adaptive (decide from load at each fork), serial, or parallel.
     #[arg(long, default_value = "adaptive")]
     pub mode: Mode,
@@ -48,9 +57,22 @@ impl SchedArgs {
     /// A session builder with these options.
     pub fn builder(&self) -> SessionBuilder {
         let mut b = SessionBuilder::new().mode(self.mode);
-        let cpus = self.cpus.unwrap_or_else(num_cpus_all);
-        b = b.cpus(cpus);
-        let defaults = ramify::sched::PolicyConfig::for_cpus(cpus);
+        let usable = match &self.cpu_set {
+            Some(set) => set.len(),
+            None => ramify::available_cpus().len(),
+        };
+        let asked = self.cpus.unwrap_or(usable);
+        b = b.cpus(asked).oversubscribe(self.oversubscribe);
+        if let Some(set) = &self.cpu_set {
+            b = b.cpu_set(set.iter().copied());
+        }
+        // The limit the session will apply, so unset presets default to it.
+        let cpus = if self.oversubscribe {
+            asked
+        } else {
+            asked.min(usable)
+        };
+        let defaults = ramify::sched::PolicyConfig::for_cpus(cpus.max(1));
         if self.theta1.is_some() || self.theta2.is_some() {
             b = b.thresholds(
                 self.theta1.unwrap_or(defaults.theta1),
@@ -109,10 +131,6 @@ pub fn parse_bytes(text: &str) -> Result<usize, String> {
         return Err(format!("{text:?} is not a usable memory limit"));
     }
     Ok(bytes as usize)
-}
-
-fn num_cpus_all() -> usize {
-    std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
 #[cfg(test)]

@@ -18,7 +18,7 @@ pub enum RamifyStatus {
     /// another argument (e.g. a byte size that does not match the shape), or
     /// the session options contradict each other.
     InvalidArgument = 1,
-    /// A file could not be read (missing, unreadable).
+    /// A file could not be read (missing, unreadable, a directory).
     IoError = 2,
     /// The model is not a valid ONNX model (malformed protobuf, broken graph,
     /// bad attribute, unusable external data).
@@ -26,8 +26,9 @@ pub enum RamifyStatus {
     /// The model needs an operator, operator-set domain or element type that
     /// ramify (or the C API) does not support.
     Unsupported = 4,
-    /// The run's inputs do not fit the model: an unknown or missing input name,
-    /// a wrong element type or a shape the model's declaration rules out.
+    /// The run's inputs or outputs do not fit the model: an unknown or
+    /// missing input name, an unknown output name, a wrong element type or a
+    /// shape the model's declaration rules out.
     InvalidInput = 5,
     /// An operator failed while loading or running the model (shapes it cannot
     /// work with, values out of range), or a deadline passed.
@@ -38,6 +39,10 @@ pub enum RamifyStatus {
     /// once, would exceed the session's memory limit
     /// (`ramify_session_options_set_memory_limit`); nothing was allocated.
     MemoryLimit = 8,
+    /// A caller's output buffer (`ramify_binding_bind_output`) is smaller
+    /// than the output; `ramify_binding_output_shape` tells the shape it
+    /// needs. Nothing was written.
+    BufferTooSmall = 9,
 }
 
 /// An error on its way to C: the status to return and the message to keep.
@@ -75,13 +80,13 @@ pub(crate) fn status_of(e: &Error) -> RamifyStatus {
         | Error::MissingValue { .. }
         | Error::ExternalData { .. }
         | Error::Attribute { .. } => RamifyStatus::InvalidModel,
-        Error::UnsupportedDomain { .. }
-        | Error::UnsupportedOperator { .. }
-        | Error::UnsupportedType(_) => RamifyStatus::Unsupported,
+        Error::UnsupportedOperator { .. } | Error::UnsupportedType(_) => RamifyStatus::Unsupported,
         Error::UnknownInput { .. }
         | Error::MissingInput(_)
         | Error::InputShape { .. }
-        | Error::InputType { .. } => RamifyStatus::InvalidInput,
+        | Error::InputType { .. }
+        | Error::UnknownOutput { .. } => RamifyStatus::InvalidInput,
+        Error::OutputBuffer { .. } => RamifyStatus::BufferTooSmall,
         Error::MemoryLimit { .. } | Error::PlanMemory { .. } => RamifyStatus::MemoryLimit,
         Error::Node { source, .. } => match status_of(source) {
             // An operator wrapped in its node keeps its own kind when it is

@@ -282,6 +282,7 @@ mod tests {
             inputs: vec![0],
             outputs: outputs.iter().map(|o| id(o)).collect(),
             constants: vec![None; names.len()],
+            metadata: Default::default(),
         }
     }
 

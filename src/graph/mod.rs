@@ -6,6 +6,7 @@
 mod body;
 mod fold;
 mod fuse;
+mod metadata;
 mod order;
 pub mod pipeline;
 mod prune;
@@ -13,6 +14,7 @@ mod prune;
 pub use body::Body;
 pub use fold::{specialize, Facts};
 pub use fuse::fuse;
+pub use metadata::ModelMetadata;
 pub use order::topological_sort;
 pub use prune::prune;
 
@@ -138,6 +140,8 @@ pub struct Graph {
     pub outputs: Vec<ValueId>,
     /// Constant values (initializers and folded results), indexed by [`ValueId`].
     pub constants: Vec<Option<Arc<Tensor>>>,
+    /// What the model file says about itself (empty for subgraphs).
+    pub metadata: Arc<ModelMetadata>,
 }
 
 impl Graph {

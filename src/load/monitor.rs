@@ -303,13 +303,19 @@ impl LoadMonitor {
     /// ([`STAY_MARGIN`](super::smooth::STAY_MARGIN)); before the first
     /// per-CPU sample, and for fixed monitors, the first `k` of them.
     pub fn least_loaded_cpus(&self, k: usize) -> Vec<usize> {
+        self.least_loaded_cpus_in(k, &self.allowed)
+    }
+
+    /// Like [`least_loaded_cpus`](Self::least_loaded_cpus), choosing among
+    /// `allowed` only (a session's CPU set).
+    pub fn least_loaded_cpus_in(&self, k: usize, allowed: &[usize]) -> Vec<usize> {
         let loads = lock(&self.shared.per_cpu).clone();
         if self.fixed.is_some() || loads.is_empty() {
-            return self.allowed.iter().copied().take(k).collect();
+            return allowed.iter().copied().take(k).collect();
         }
         let mut chosen = lock(&self.shared.chosen);
         let prev = chosen.get(&k).map(Vec::as_slice).unwrap_or_default();
-        let pick = least_loaded(&loads, &self.allowed, k, prev);
+        let pick = least_loaded(&loads, allowed, k, prev);
         chosen.insert(k, pick.clone());
         pick
     }

@@ -7,9 +7,12 @@
 use crate::error::{Error, Result};
 use std::io::{Read, Seek, SeekFrom};
 
+/// The largest field number protobuf allows.
+const MAX_FIELD: u64 = (1 << 29) - 1;
+
 fn truncated(field: u64) -> Error {
     Error::Malformed(format!(
-        "the file ends inside top-level field {field}: it is truncated"
+        "the data ends inside top-level field {field}: it is truncated"
     ))
 }
 
@@ -44,6 +47,11 @@ pub(crate) fn check_framing(r: &mut (impl Read + Seek)) -> Result<()> {
     let mut pos = 0u64;
     while let Some(tag) = varint(r, 0)? {
         let field = tag >> 3;
+        if field == 0 || field > MAX_FIELD {
+            return Err(Error::Malformed(format!(
+                "not an ONNX model: at byte {pos} the data holds no valid protobuf field (field number {field} is out of range)"
+            )));
+        }
         let skip = match tag & 7 {
             0 => {
                 varint(r, field)?.ok_or_else(|| truncated(field))?;
@@ -54,7 +62,7 @@ pub(crate) fn check_framing(r: &mut (impl Read + Seek)) -> Result<()> {
             5 => 4,
             w => {
                 return Err(Error::Malformed(format!(
-                    "top-level field {field} has wire type {w}, which ONNX does not use"
+                    "not an ONNX model: top-level field {field} at byte {pos} has wire type {w}, which ONNX does not use"
                 )))
             }
         };

@@ -7,9 +7,8 @@ use super::framing::check_framing;
 use super::subgraph::take_subgraphs;
 use super::tensor_proto::tensor_from_proto;
 use crate::error::{Error, Result};
-use crate::graph::{topological_sort, Declared, Dim, Graph, Node, Value, ValueId};
+use crate::graph::{topological_sort, Declared, Dim, Graph, ModelMetadata, Node, Value, ValueId};
 use crate::ir::attributes::Attribute;
-use crate::ops;
 use crate::tensor::DType;
 use onnx_protobuf::{
     tensor_shape_proto::dimension::Value as DimValue, type_proto::Value as TypeValue, GraphProto,
@@ -31,19 +30,48 @@ pub fn load_model_file(path: &Path) -> Result<Graph> {
         path: path.to_path_buf(),
         source,
     };
+    if path.is_dir() {
+        return Err(io(std::io::Error::new(
+            std::io::ErrorKind::IsADirectory,
+            "it is a directory, not a model file",
+        )));
+    }
     let file = std::fs::File::open(path).map_err(io)?;
+    let len = file.metadata().map_err(io)?.len();
     let mut reader = BufReader::with_capacity(1 << 20, file);
-    check_framing(&mut reader)?;
-    let proto =
-        ModelProto::parse_from_reader(&mut reader).map_err(|e| Error::Malformed(e.to_string()))?;
+    let source = || format!("file {}", path.display());
+    if len == 0 {
+        return Err(empty(&source()));
+    }
+    check_framing(&mut reader).map_err(|e| naming(e, &source()))?;
+    let proto = ModelProto::parse_from_reader(&mut reader)
+        .map_err(|e| naming(Error::Malformed(e.to_string()), &source()))?;
     build(proto, path.parent())
 }
 
 /// Loads a model from bytes. Models with external data need a file path.
 pub fn load_model_bytes(bytes: &[u8]) -> Result<Graph> {
-    check_framing(&mut std::io::Cursor::new(bytes))?;
-    let proto = ModelProto::parse_from_bytes(bytes).map_err(|e| Error::Malformed(e.to_string()))?;
+    let source = || format!("memory buffer of {} bytes", bytes.len());
+    if bytes.is_empty() {
+        return Err(empty("memory buffer"));
+    }
+    check_framing(&mut std::io::Cursor::new(bytes)).map_err(|e| naming(e, &source()))?;
+    let proto = ModelProto::parse_from_bytes(bytes)
+        .map_err(|e| naming(Error::Malformed(e.to_string()), &source()))?;
     build(proto, None)
+}
+
+/// The error for a model of zero bytes.
+fn empty(source: &str) -> Error {
+    Error::InvalidModel(format!("the model is empty ({source} with 0 bytes)"))
+}
+
+/// Adds where malformed bytes came from (a file, a memory buffer) to the message.
+fn naming(e: Error, source: &str) -> Error {
+    match e {
+        Error::Malformed(m) => Error::Malformed(format!("{m} (in the {source})")),
+        other => other,
+    }
 }
 
 fn declared(v: &ValueInfoProto) -> Result<Option<Declared>> {
@@ -100,12 +128,21 @@ impl Values {
 }
 
 fn build(mut model: ModelProto, base: Option<&Path>) -> Result<Graph> {
+    if model.ir_version == 0 && model.graph.is_none() && model.opset_import.is_empty() {
+        return Err(Error::InvalidModel(
+            "the model is empty: no IR version, operator sets or graph".into(),
+        ));
+    }
     if !(MIN_IR_VERSION..=MAX_IR_VERSION).contains(&model.ir_version) {
         return Err(Error::InvalidModel(format!(
             "IR version {} is not supported (ramify reads {MIN_IR_VERSION} to {MAX_IR_VERSION})",
             model.ir_version
         )));
     }
+    // Every import is kept, also of domains ramify does not implement: tools
+    // (onnxruntime's quantization pre-processing among them) leave imports
+    // that no node uses. A node in such a domain fails when its operator is
+    // built, naming the operator, its domain and opset.
     let mut opsets: HashMap<String, i64> = HashMap::new();
     for o in &model.opset_import {
         let domain = if o.domain == "ai.onnx" {
@@ -113,12 +150,6 @@ fn build(mut model: ModelProto, base: Option<&Path>) -> Result<Graph> {
         } else {
             o.domain.as_str()
         };
-        if !ops::is_supported_domain(domain) && domain != "ai.onnx.ml" {
-            return Err(Error::UnsupportedDomain {
-                domain: o.domain.clone(),
-                version: o.version,
-            });
-        }
         opsets.insert(domain.to_string(), o.version);
     }
     if opsets.is_empty() {
@@ -130,8 +161,29 @@ fn build(mut model: ModelProto, base: Option<&Path>) -> Result<Graph> {
         .graph
         .take()
         .ok_or_else(|| Error::InvalidModel("the model has no graph".into()))?;
-    let (graph, _) = convert_graph(g, &opsets, base, false)?;
+    let metadata = metadata(&model, &g);
+    let (mut graph, _) = convert_graph(g, &opsets, base, false)?;
+    graph.metadata = Arc::new(metadata);
     Ok(graph)
+}
+
+/// The model's self-description (read before the graph is consumed).
+fn metadata(model: &ModelProto, g: &GraphProto) -> ModelMetadata {
+    ModelMetadata {
+        producer_name: model.producer_name.clone(),
+        producer_version: model.producer_version.clone(),
+        domain: model.domain.clone(),
+        model_version: model.model_version,
+        ir_version: model.ir_version,
+        description: model.doc_string.clone(),
+        graph_name: g.name.clone(),
+        graph_description: g.doc_string.clone(),
+        custom: model
+            .metadata_props
+            .iter()
+            .map(|p| (p.key.clone(), p.value.clone()))
+            .collect(),
+    }
 }
 
 /// Converts one GraphProto (the model's graph or a subgraph) into a [`Graph`]
@@ -248,6 +300,7 @@ pub(super) fn convert_graph(
         inputs,
         outputs,
         constants,
+        metadata: Default::default(),
     };
     for (name, op_type, domain, opset, inputs, outputs, attrs) in raw_nodes {
         let (op, built_with_consts) =

@@ -38,6 +38,30 @@ pub fn current() -> Option<Mask> {
     None
 }
 
+/// The mask of exactly `cpus` (indices past the mask's capacity are
+/// ignored); `None` where masks are unsupported or no CPU fits.
+#[cfg(any(target_os = "linux", target_os = "android"))]
+pub fn of_cpus(cpus: &[usize]) -> Option<Mask> {
+    // SAFETY: cpu_set_t is plain bits, so all-zero is a valid (empty) set;
+    // CPU_SET writes only indices below the set's capacity, checked here.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        let capacity = 8 * std::mem::size_of::<libc::cpu_set_t>();
+        let mut any = false;
+        for &c in cpus.iter().filter(|&&c| c < capacity) {
+            libc::CPU_SET(c, &mut set);
+            any = true;
+        }
+        any.then_some(Mask(set))
+    }
+}
+
+/// The mask of exactly `cpus` (none on this OS).
+#[cfg(not(any(target_os = "linux", target_os = "android")))]
+pub fn of_cpus(_cpus: &[usize]) -> Option<Mask> {
+    None
+}
+
 /// Sets the calling thread's mask; false when the OS refuses.
 #[cfg(any(target_os = "linux", target_os = "android"))]
 pub fn set(mask: &Mask) -> bool {

@@ -49,6 +49,12 @@ impl Pool {
     /// A pool of `size` threads named `{name}-{i}`, spawned and joined by
     /// ramify (rayon's own threads would outlive the pool for a while).
     pub fn new(id: u64, size: usize, name: &str) -> crate::Result<Pool> {
+        Pool::confined(id, size, name, None)
+    }
+
+    /// Like [`new`](Self::new), with every thread confined to `mask` from
+    /// its start (a session's CPU set) where the OS allows it.
+    fn confined(id: u64, size: usize, name: &str, mask: Option<Mask>) -> crate::Result<Pool> {
         let size = size.max(1);
         let mut handles = Vec::with_capacity(size);
         let pool = rayon::ThreadPoolBuilder::new()
@@ -61,7 +67,12 @@ impl Pool {
                 if let Some(bytes) = thread.stack_size() {
                     b = b.stack_size(bytes);
                 }
-                handles.push(b.spawn(|| thread.run())?);
+                handles.push(b.spawn(move || {
+                    if let Some(m) = &mask {
+                        affinity::set(m);
+                    }
+                    thread.run()
+                })?);
                 Ok(())
             })
             .thread_name({
@@ -149,6 +160,7 @@ pub struct Pools {
     pools: Mutex<HashMap<(u64, usize, usize), Arc<Pool>>>,
     next_id: AtomicU64,
     whole: Option<Mask>,
+    confine: Option<Mask>,
 }
 
 impl Default for Pools {
@@ -165,6 +177,20 @@ impl Pools {
             pools: Mutex::new(HashMap::new()),
             next_id: AtomicU64::new(1),
             whole: affinity::current(),
+            confine: None,
+        }
+    }
+
+    /// An empty set whose threads only ever run on `cpus` (unpinned pools
+    /// get that set as their mask). Where masks are unsupported (iOS), the
+    /// set is not enforced.
+    pub fn on_cpus(cpus: &[usize]) -> Pools {
+        let mask = affinity::of_cpus(cpus);
+        Pools {
+            pools: Mutex::new(HashMap::new()),
+            next_id: AtomicU64::new(1),
+            whole: mask.or_else(affinity::current),
+            confine: mask,
         }
     }
 
@@ -184,7 +210,12 @@ impl Pools {
             return Ok(p.clone());
         }
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        let p = Arc::new(Pool::new(id, size, &format!("ramify-p{id}"))?);
+        let p = Arc::new(Pool::confined(
+            id,
+            size,
+            &format!("ramify-p{id}"),
+            self.confine,
+        )?);
         map.insert((parent, position, size), p.clone());
         Ok(p)
     }

@@ -60,6 +60,9 @@ pub struct SchedulerConfig {
     pub pin_threads: bool,
     /// How the device load is measured.
     pub load: LoadConfig,
+    /// The CPUs the session's threads may run on (e.g. a phone's big
+    /// cores); `None`: every CPU the process may use.
+    pub cpu_set: Option<Vec<usize>>,
 }
 
 impl Default for SchedulerConfig {
@@ -69,6 +72,7 @@ impl Default for SchedulerConfig {
             policy: PolicyConfig::for_cpus(num_cpus::get()),
             pin_threads: cfg!(any(target_os = "linux", target_os = "android")),
             load: LoadConfig::default(),
+            cpu_set: None,
         }
     }
 }
@@ -123,10 +127,17 @@ impl Scheduler {
     /// A scheduler reading load from `monitor`.
     pub fn new(config: SchedulerConfig, monitor: Arc<LoadMonitor>) -> Result<Scheduler> {
         config.policy.validate().map_err(Error::Config)?;
+        let pools = match &config.cpu_set {
+            Some(set) => {
+                check_cpu_set(set, config.policy.cpus)?;
+                Pools::on_cpus(set)
+            }
+            None => Pools::new(),
+        };
         Ok(Scheduler {
             config,
             monitor,
-            pools: Pools::new(),
+            pools,
             last_band: AtomicU8::new(NO_BAND),
         })
     }
@@ -313,12 +324,48 @@ impl Scheduler {
 
     /// The `k` least-loaded CPUs to pin to (none when not pinning).
     pub fn least_loaded_cpus(&self, k: usize, pin: bool) -> Vec<usize> {
-        if pin {
-            self.monitor.least_loaded_cpus(k)
-        } else {
-            Vec::new()
+        match (pin, &self.config.cpu_set) {
+            (false, _) => Vec::new(),
+            (true, Some(set)) => self.monitor.least_loaded_cpus_in(k, set),
+            (true, None) => self.monitor.least_loaded_cpus(k),
         }
     }
+
+    /// The CPUs this scheduler's threads may run on: its CPU set, or every
+    /// CPU the process may use.
+    pub fn cpu_set(&self) -> Vec<usize> {
+        self.config
+            .cpu_set
+            .clone()
+            .unwrap_or_else(crate::load::allowed::allowed_cpus)
+    }
+}
+
+/// A CPU set must be non-empty, hold no repeats, lie within the CPUs the
+/// process may use, and hold at least the CPU limit m.
+fn check_cpu_set(set: &[usize], cpus: usize) -> Result<()> {
+    let allowed = crate::load::allowed::allowed_cpus();
+    if set.is_empty() {
+        return Err(Error::Config("the CPU set is empty".into()));
+    }
+    if let Some(c) = set.iter().find(|c| !allowed.contains(c)) {
+        return Err(Error::Config(format!(
+            "CPU {c} of the CPU set is not one the process may use ({allowed:?})"
+        )));
+    }
+    let mut sorted = set.to_vec();
+    sorted.sort_unstable();
+    sorted.dedup();
+    if sorted.len() != set.len() {
+        return Err(Error::Config(format!("the CPU set {set:?} repeats a CPU")));
+    }
+    if cpus > set.len() {
+        return Err(Error::Config(format!(
+            "the CPU limit m = {cpus} exceeds the {} CPUs of the CPU set {set:?}",
+            set.len()
+        )));
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -331,8 +378,40 @@ mod tests {
             policy: PolicyConfig::for_cpus(cpus),
             pin_threads,
             load: LoadConfig::default(),
+            cpu_set: None,
         };
         Scheduler::new(config, LoadMonitor::fixed(0.0)).unwrap()
+    }
+
+    /// A CPU set is checked against the CPUs the process may use, and
+    /// pinned pools choose their CPUs from it.
+    #[test]
+    fn a_cpu_set_is_checked_and_confines_the_choice() {
+        let allowed = crate::load::allowed::allowed_cpus();
+        let with_set = |set: Vec<usize>, cpus: usize| {
+            let config = SchedulerConfig {
+                policy: PolicyConfig::for_cpus(cpus),
+                pin_threads: true,
+                cpu_set: Some(set),
+                ..SchedulerConfig::default()
+            };
+            Scheduler::new(config, LoadMonitor::fixed(0.0))
+        };
+        let last = *allowed.last().unwrap();
+        let s = with_set(vec![last], 1).unwrap();
+        assert_eq!(s.cpu_set(), vec![last]);
+        assert_eq!(s.least_loaded_cpus(1, true), vec![last]);
+        assert!(s.least_loaded_cpus(1, false).is_empty());
+        for (set, cpus, text) in [
+            (vec![], 1, "empty"),
+            (vec![usize::MAX], 1, "not one the process may use"),
+            (vec![last, last], 1, "repeats"),
+            (vec![last], 2, "exceeds the 1 CPUs"),
+        ] {
+            let err = with_set(set, cpus).unwrap_err().to_string();
+            assert!(err.contains(text), "{err}");
+        }
+        assert_eq!(scheduler(1, false).cpu_set(), allowed);
     }
 
     /// A measured fork overhead larger than the policy's own is charged:

@@ -177,6 +177,7 @@ macro_rules! minifloat {
     ($(#[$doc:meta])* $name:ident, $fmt:expr, $bits:expr) => {
         $(#[$doc])*
         #[derive(Clone, Copy, PartialEq, Eq, Hash, Default)]
+        #[repr(transparent)]
         pub struct $name(u8);
 
         impl $name {
@@ -239,6 +240,7 @@ macro_rules! small_int {
     ($(#[$doc:meta])* $name:ident, $repr:ty, $bits:expr, $signed:expr) => {
         $(#[$doc])*
         #[derive(Clone, Copy, PartialEq, Eq, Hash, Default, PartialOrd, Ord)]
+        #[repr(transparent)]
         pub struct $name($repr);
 
         impl $name {

@@ -1,16 +1,24 @@
 //! The public entry point: a [`Session`] loads a model once and runs it many
 //! times, from any thread. It validates inputs, keeps one specialised plan per
-//! set of input shapes, and runs the plan on its thread pool.
+//! set of input shapes (and output selection), and runs the plan on its
+//! thread pool. [`SessionBuilder`] holds the settings; [`Outputs`] chooses
+//! outputs and the caller's buffers they are written to.
+
+mod builder;
+mod outputs;
+
+pub use builder::SessionBuilder;
+pub use outputs::Outputs;
 
 use crate::analysis::{calibrated_cost_model, CostModel};
 use crate::error::{Error, Result};
 use crate::exec::{self, Plan, Trace};
 use crate::graph::pipeline::{optimize, Stage};
-use crate::graph::{Declared, Graph, ValueId};
+use crate::graph::{Declared, Graph, ModelMetadata, ValueId};
 use crate::ir::Fact;
-use crate::load::{HostState, LoadConfig, LoadMonitor, LoadSource};
+use crate::load::HostState;
 use crate::ops::interrupt::{with_interrupt, CancelToken, Interrupt};
-use crate::sched::{ForkReport, Mode, PolicyConfig, Scheduler, SchedulerConfig};
+use crate::sched::{ForkReport, Scheduler};
 use crate::tensor::Tensor;
 use std::collections::HashMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -27,222 +35,16 @@ pub struct IoInfo {
     pub declared: Option<Declared>,
 }
 
-/// Configures and builds a [`Session`].
+/// The CPUs the process may run on (its affinity mask where the OS has
+/// one), as the OS numbers them: what [`SessionBuilder::cpus`] is bounded by
+/// and [`SessionBuilder::cpu_set`] chooses from.
 ///
 /// ```
-/// use ramify::{Mode, SessionBuilder};
-/// let builder = SessionBuilder::new().cpus(2).mode(Mode::Adaptive).thresholds(0.7, 0.5);
+/// let cpus = ramify::available_cpus();
+/// assert!(!cpus.is_empty());
 /// ```
-#[derive(Debug, Clone, Default)]
-pub struct SessionBuilder {
-    cpus: Option<usize>,
-    mode: Mode,
-    thresholds: Option<(f64, f64)>,
-    presets: Option<(usize, usize)>,
-    pin_threads: Option<bool>,
-    load_sources: Option<Vec<LoadSource>>,
-    fixed_load: Option<f64>,
-    load_monitor: Option<Arc<LoadMonitor>>,
-    no_fusion: bool,
-    no_makespan_check: bool,
-    memory_limit: Option<usize>,
-    time_limit: Option<Duration>,
-}
-
-impl SessionBuilder {
-    /// A builder with default settings: all CPUs, adaptive mode, the method's
-    /// thresholds and the makespan check, load from the system CPU use and
-    /// other processes' runnable threads.
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// Limits the CPUs (m) the session uses; at least 1.
-    pub fn cpus(mut self, n: usize) -> Self {
-        self.cpus = Some(n.max(1));
-        self
-    }
-
-    /// Alias of [`cpus`](Self::cpus).
-    pub fn threads(self, n: usize) -> Self {
-        self.cpus(n)
-    }
-
-    /// How forks are run.
-    pub fn mode(mut self, mode: Mode) -> Self {
-        self.mode = mode;
-        self
-    }
-
-    /// The load thresholds θ1 (serial at or above) and θ2 (shrunk pool at or above).
-    pub fn thresholds(mut self, theta1: f64, theta2: f64) -> Self {
-        self.thresholds = Some((theta1, theta2));
-        self
-    }
-
-    /// The pool presets M1 (shrunk pool) and M2 (threads per operator when serial).
-    pub fn presets(mut self, m1: usize, m2: usize) -> Self {
-        self.presets = Some((m1, m2));
-        self
-    }
-
-    /// Pin pool threads to the CPUs they are given (default: where the OS allows).
-    pub fn pin_threads(mut self, pin: bool) -> Self {
-        self.pin_threads = Some(pin);
-        self
-    }
-
-    /// Which load sources the monitor combines.
-    pub fn load_sources(mut self, sources: Vec<LoadSource>) -> Self {
-        self.load_sources = Some(sources);
-        self
-    }
-
-    /// Uses a fixed utilisation instead of measuring (for experiments and tests).
-    pub fn fixed_load(mut self, n: f64) -> Self {
-        self.fixed_load = Some(n.clamp(0.0, 1.0));
-        self
-    }
-
-    /// Reads the load from `monitor` instead of starting a sampler thread of
-    /// its own, so that the sessions of one process can share one: each
-    /// started monitor is a background thread that wakes every period, and
-    /// the load it measures (others' CPU use, run-queue delay, memory, the
-    /// host's pushes) is the device's, the same for every session. The
-    /// monitor's own configuration applies ([`load_sources`](Self::load_sources)
-    /// is then ignored); a [`fixed_load`](Self::fixed_load) still wins.
-    ///
-    /// ```
-    /// use ramify::load::{LoadConfig, LoadMonitor};
-    /// use ramify::SessionBuilder;
-    /// let monitor = LoadMonitor::start(LoadConfig::default());
-    /// let detector = SessionBuilder::new().load_monitor(monitor.clone());
-    /// let classifier = SessionBuilder::new().cpus(2).load_monitor(monitor);
-    /// ```
-    pub fn load_monitor(mut self, monitor: Arc<LoadMonitor>) -> Self {
-        self.load_monitor = Some(monitor);
-        self
-    }
-
-    /// Turns the makespan check on or off (default on): in adaptive mode a
-    /// parallel plan is kept only when its estimated finishing time beats
-    /// serial execution of the same siblings. Off, forks follow the method's
-    /// bands alone.
-    pub fn makespan_check(mut self, on: bool) -> Self {
-        self.no_makespan_check = !on;
-        self
-    }
-
-    /// Turns the load-time fusions (BatchNormalization and per-channel
-    /// Mul/Add folded into Conv, Mul/Add into BatchNormalization,
-    /// activations fused into Conv/Gemm/BatchNormalization) on or off
-    /// (default on).
-    pub fn fusion(mut self, on: bool) -> Self {
-        self.no_fusion = !on;
-        self
-    }
-
-    /// The memory budget in bytes (default: half of the device's physical
-    /// memory). No tensor of the model may exceed it, nor may the
-    /// intermediate values a run holds at once: a model that declares or
-    /// computes a larger one fails with [`Error::MemoryLimit`] or
-    /// [`Error::PlanMemory`] (naming the node, shape and bytes) before
-    /// anything is allocated, at load time where shapes are known and at
-    /// run time otherwise.
-    ///
-    /// ```
-    /// use ramify::SessionBuilder;
-    /// let builder = SessionBuilder::new().memory_limit(256 << 20);
-    /// ```
-    pub fn memory_limit(mut self, bytes: usize) -> Self {
-        self.memory_limit = Some(bytes);
-        self
-    }
-
-    /// The longest a load (constant folding runs operators) or a run may
-    /// take before it stops with [`Error::Deadline`]; a run's own
-    /// [`RunOptions::time_limit`] takes precedence. Checked before every
-    /// operator and on every iteration of a loop, so a hostile model (a loop
-    /// of 2^62 trips) cannot hold the caller's thread. Default: no limit.
-    ///
-    /// ```
-    /// use ramify::SessionBuilder;
-    /// use std::time::Duration;
-    /// let builder = SessionBuilder::new().time_limit(Duration::from_secs(2));
-    /// ```
-    pub fn time_limit(mut self, limit: Duration) -> Self {
-        self.time_limit = Some(limit);
-        self
-    }
-
-    fn scheduler(&self) -> Result<Scheduler> {
-        let cpus = self.cpus.unwrap_or_else(num_cpus::get).max(1);
-        let mut policy = PolicyConfig::for_cpus(cpus);
-        if let Some((t1, t2)) = self.thresholds {
-            policy.theta1 = t1;
-            policy.theta2 = t2;
-        }
-        if let Some((m1, m2)) = self.presets {
-            policy.m1 = m1;
-            policy.m2 = m2;
-        }
-        policy.makespan_check = !self.no_makespan_check;
-        let mut config = SchedulerConfig {
-            mode: self.mode,
-            policy,
-            ..SchedulerConfig::default()
-        };
-        if let Some(pin) = self.pin_threads {
-            config.pin_threads = pin;
-        }
-        if let Some(sources) = &self.load_sources {
-            config.load = LoadConfig {
-                sources: sources.clone(),
-                ..LoadConfig::default()
-            };
-        }
-        // Every mode samples the load: the fixed modes do not decide by it,
-        // but they pin their pools only while the device is idle.
-        let monitor = match (self.fixed_load, &self.load_monitor) {
-            (Some(n), _) => LoadMonitor::fixed(n),
-            (None, Some(shared)) => {
-                config.load = shared.config().clone();
-                Arc::clone(shared)
-            }
-            (None, None) => LoadMonitor::start(config.load.clone()),
-        };
-        Scheduler::new(config, monitor)
-    }
-
-    /// Loads a model file (external data is read from beside it).
-    pub fn build_from_file(self, path: impl AsRef<Path>) -> Result<Session> {
-        let path = path.as_ref();
-        self.build(|| crate::onnx::load_model_file(path))
-    }
-
-    /// Loads a model from bytes in memory.
-    pub fn build_from_bytes(self, bytes: &[u8]) -> Result<Session> {
-        self.build(|| crate::onnx::load_model_bytes(bytes))
-    }
-
-    /// Parses with `parse` and builds the session, within the memory budget;
-    /// a panic on the way (a bug) becomes [`Error::Internal`].
-    fn build(self, parse: impl FnOnce() -> Result<Graph>) -> Result<Session> {
-        let limit = self
-            .memory_limit
-            .unwrap_or_else(crate::tensor::budget::default_limit);
-        let interrupt = Interrupt::new(None, self.time_limit);
-        catch_unwind(AssertUnwindSafe(|| {
-            crate::tensor::budget::with_limit(limit, || {
-                with_interrupt(&interrupt, || {
-                    let graph = parse()?;
-                    let sched = self.scheduler()?;
-                    Session::new(graph, sched, !self.no_fusion, limit, self.time_limit)
-                })
-            })
-        }))
-        .map_err(|p| Error::Internal(panic_message("loading", &p)))?
-    }
+pub fn available_cpus() -> Vec<usize> {
+    crate::load::allowed::allowed_cpus()
 }
 
 /// The decisions of one run: the load seen and what was chosen at each fork.
@@ -269,7 +71,7 @@ pub struct Session {
     graph: Graph,
     inputs: Vec<IoInfo>,
     outputs: Vec<IoInfo>,
-    plans: Mutex<HashMap<Vec<Vec<usize>>, Arc<Plan>>>,
+    plans: Mutex<HashMap<PlanKey, Arc<Plan>>>,
     sched: Scheduler,
     cost: CostModel,
     memory_limit: usize,
@@ -414,6 +216,15 @@ impl Session {
         &self,
         inputs: impl IntoIterator<Item = (N, Tensor)>,
     ) -> Result<Vec<Arc<Tensor>>> {
+        self.bind_shared(inputs.into_iter().map(|(n, t)| (n, Arc::new(t))))
+    }
+
+    /// [`bind`](Self::bind) for shared tensors: they are read in place, and
+    /// copied only when not laid out row-major.
+    fn bind_shared<N: AsRef<str>>(
+        &self,
+        inputs: impl IntoIterator<Item = (N, Arc<Tensor>)>,
+    ) -> Result<Vec<Arc<Tensor>>> {
         let mut bound: Vec<Option<Arc<Tensor>>> = vec![None; self.inputs.len()];
         for (name, t) in inputs {
             let name = name.as_ref();
@@ -439,7 +250,11 @@ impl Session {
                     });
                 }
             }
-            bound[i] = Some(Arc::new(t.into_standard_layout()));
+            bound[i] = Some(if t.is_standard_layout() {
+                t
+            } else {
+                Arc::new((*t).clone().into_standard_layout())
+            });
         }
         bound
             .into_iter()
@@ -460,7 +275,21 @@ impl Session {
 
     /// The plan for these input tensors' shapes, built on first use.
     pub fn plan_for(&self, inputs: &[Arc<Tensor>]) -> Result<Arc<Plan>> {
-        let key: Vec<Vec<usize>> = inputs.iter().map(|t| t.shape().to_vec()).collect();
+        self.plan_selecting(inputs, None)
+    }
+
+    /// The plan for these input shapes that computes only the outputs
+    /// `selected` (indices into [`outputs`](Self::outputs), ascending; `None`
+    /// for all): nodes that no selected output needs are pruned.
+    fn plan_selecting(
+        &self,
+        inputs: &[Arc<Tensor>],
+        selected: Option<&[usize]>,
+    ) -> Result<Arc<Plan>> {
+        let key: PlanKey = (
+            inputs.iter().map(|t| t.shape().to_vec()).collect(),
+            selected.map(<[usize]>::to_vec),
+        );
         if let Some(p) = self
             .plans
             .lock()
@@ -477,8 +306,13 @@ impl Session {
             .map(|(&id, t)| (id, Fact::of(t)))
             .collect();
         let cpus = self.sched.config().policy.cpus;
-        let plan = Arc::new(on_own_pool(&self.sched, || {
-            Plan::new(&self.graph, &facts, &self.cost, cpus, self.memory_limit)
+        let plan = Arc::new(on_own_pool(&self.sched, || match selected {
+            None => Plan::new(&self.graph, &facts, &self.cost, cpus, self.memory_limit),
+            Some(sel) => {
+                let mut graph = self.graph.clone();
+                graph.outputs = sel.iter().map(|&i| self.graph.outputs[i]).collect();
+                Plan::new(&graph, &facts, &self.cost, cpus, self.memory_limit)
+            }
         })?);
         self.plans
             .lock()
@@ -532,34 +366,49 @@ impl Session {
         traced: bool,
         options: &RunOptions,
     ) -> Result<(Vec<(String, Tensor)>, RunReport)> {
-        let interrupt = Interrupt::new(
-            options.cancel.clone(),
-            options.time_limit.or(self.time_limit),
-        );
         // The load monitor samples while runs are in flight (and a little
         // after); an idle session costs nothing.
         let _active = self.sched.monitor().activity();
         let bound = self.bind(inputs)?;
+        let (results, report) = self.execute(bound, None, traced, options, |_| Ok(()))?;
+        let outputs = self
+            .outputs
+            .iter()
+            .zip(results)
+            .map(|(info, t)| {
+                let t = Arc::try_unwrap(t).unwrap_or_else(|shared| (*shared).clone());
+                (info.name.clone(), t)
+            })
+            .collect();
+        Ok((outputs, report))
+    }
+
+    /// Plans and runs bound inputs, computing the outputs `selected` (all
+    /// when `None`); `check` sees the plan before anything runs.
+    fn execute(
+        &self,
+        bound: Vec<Arc<Tensor>>,
+        selected: Option<&[usize]>,
+        traced: bool,
+        options: &RunOptions,
+        check: impl FnOnce(&Plan) -> Result<()>,
+    ) -> Result<(Vec<Arc<Tensor>>, RunReport)> {
+        let interrupt = Interrupt::new(
+            options.cancel.clone(),
+            options.time_limit.or(self.time_limit),
+        );
         // Planning folds constants, which may run operators (a loop): it
         // stops like the run.
-        let plan = with_interrupt(&interrupt, || self.plan_for(&bound))?;
+        let plan = with_interrupt(&interrupt, || self.plan_selecting(&bound, selected))?;
+        check(&plan)?;
         let feeds: Vec<(ValueId, Arc<Tensor>)> =
             self.graph.inputs.iter().copied().zip(bound).collect();
         let result = catch_unwind(AssertUnwindSafe(|| {
             exec::run(&plan, &self.sched, feeds, traced, &interrupt)
         }))
         .map_err(|p| Error::Internal(panic_message("running", &p)))??;
-        let outputs = self
-            .outputs
-            .iter()
-            .zip(result.outputs)
-            .map(|(info, t)| {
-                let t = Arc::try_unwrap(t).unwrap_or_else(|shared| (*shared).clone());
-                (info.name.clone(), t)
-            })
-            .collect();
         Ok((
-            outputs,
+            result.outputs,
             RunReport {
                 forks: result.forks,
                 trace: result.trace,
@@ -592,7 +441,28 @@ impl Session {
     pub fn memory_limit(&self) -> usize {
         self.memory_limit
     }
+
+    /// The CPU limit m in force: what [`SessionBuilder::cpus`] asked for,
+    /// bounded by the CPUs the process may use (or the CPU set).
+    pub fn cpus(&self) -> usize {
+        self.sched.config().policy.cpus
+    }
+
+    /// The CPUs this session's threads may run on: its CPU set
+    /// ([`SessionBuilder::cpu_set`]), or every CPU the process may use.
+    pub fn cpu_set(&self) -> Vec<usize> {
+        self.sched.cpu_set()
+    }
+
+    /// What the model file says about itself: producer, version,
+    /// description, custom key/value pairs.
+    pub fn metadata(&self) -> &ModelMetadata {
+        &self.graph.metadata
+    }
 }
+
+/// Plans are kept per input shapes and output selection.
+type PlanKey = (Vec<Vec<usize>>, Option<Vec<usize>>);
 
 /// Runs `f` on the session's own pool, with this thread's memory limit and
 /// interrupt in force there: the kernels that constant folding runs (at load

@@ -1,0 +1,277 @@
+//! [`SessionBuilder`]: a session's settings (CPUs, mode, thresholds, load
+//! sources, CPU set, memory and time limits) and the load that builds it.
+
+use super::{panic_message, Session};
+use crate::error::{Error, Result};
+use crate::graph::Graph;
+use crate::load::{LoadConfig, LoadMonitor, LoadSource};
+use crate::ops::interrupt::{with_interrupt, Interrupt};
+use crate::sched::{Mode, PolicyConfig, Scheduler, SchedulerConfig};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Configures and builds a [`Session`].
+///
+/// ```
+/// use ramify::{Mode, SessionBuilder};
+/// let builder = SessionBuilder::new().cpus(2).mode(Mode::Adaptive).thresholds(0.7, 0.5);
+/// ```
+#[derive(Debug, Clone, Default)]
+pub struct SessionBuilder {
+    cpus: Option<usize>,
+    mode: Mode,
+    thresholds: Option<(f64, f64)>,
+    presets: Option<(usize, usize)>,
+    pin_threads: Option<bool>,
+    load_sources: Option<Vec<LoadSource>>,
+    fixed_load: Option<f64>,
+    load_monitor: Option<Arc<LoadMonitor>>,
+    no_fusion: bool,
+    no_makespan_check: bool,
+    memory_limit: Option<usize>,
+    time_limit: Option<Duration>,
+    cpu_set: Option<Vec<usize>>,
+    oversubscribe: bool,
+}
+
+impl SessionBuilder {
+    /// A builder with default settings: all CPUs, adaptive mode, the method's
+    /// thresholds and the makespan check, load from the system CPU use and
+    /// other processes' runnable threads.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Limits the CPUs (m) the session uses: at least 1, and at most the
+    /// CPUs the process may run on (its affinity mask, or the
+    /// [`cpu_set`](Self::cpu_set)) unless [`oversubscribe`](Self::oversubscribe)
+    /// allows more. [`Session::cpus`] tells the limit in force.
+    ///
+    /// ```
+    /// use ramify::SessionBuilder;
+    /// let session = SessionBuilder::new()
+    ///     .cpus(4096)
+    ///     .build_from_file("models/inception_mini.onnx")?;
+    /// assert!(session.cpus() <= ramify::available_cpus().len());
+    /// # Ok::<(), ramify::Error>(())
+    /// ```
+    pub fn cpus(mut self, n: usize) -> Self {
+        self.cpus = Some(n.max(1));
+        self
+    }
+
+    /// Confines the session's threads to these CPUs (indices as the OS
+    /// numbers them, e.g. a phone's big cores): pinned pools choose among
+    /// them and unpinned ones get them as their mask. m defaults to their
+    /// number. Each must be one the process may use ([`available_cpus`]),
+    /// with no repeats; a bad set fails the build with [`Error::Config`].
+    /// Where the OS has no CPU masks (iOS), the set only sizes m.
+    ///
+    /// [`available_cpus`]: crate::available_cpus
+    pub fn cpu_set(mut self, cpus: impl IntoIterator<Item = usize>) -> Self {
+        self.cpu_set = Some(cpus.into_iter().collect());
+        self
+    }
+
+    /// Lets [`cpus`](Self::cpus) exceed the CPUs the process may use (more
+    /// threads than CPUs, for experiments that study oversubscription).
+    /// Default off.
+    pub fn oversubscribe(mut self, on: bool) -> Self {
+        self.oversubscribe = on;
+        self
+    }
+
+    /// Alias of [`cpus`](Self::cpus).
+    pub fn threads(self, n: usize) -> Self {
+        self.cpus(n)
+    }
+
+    /// How forks are run.
+    pub fn mode(mut self, mode: Mode) -> Self {
+        self.mode = mode;
+        self
+    }
+
+    /// The load thresholds θ1 (serial at or above) and θ2 (shrunk pool at or above).
+    pub fn thresholds(mut self, theta1: f64, theta2: f64) -> Self {
+        self.thresholds = Some((theta1, theta2));
+        self
+    }
+
+    /// The pool presets M1 (shrunk pool) and M2 (threads per operator when serial).
+    pub fn presets(mut self, m1: usize, m2: usize) -> Self {
+        self.presets = Some((m1, m2));
+        self
+    }
+
+    /// Pin pool threads to the CPUs they are given (default: where the OS allows).
+    pub fn pin_threads(mut self, pin: bool) -> Self {
+        self.pin_threads = Some(pin);
+        self
+    }
+
+    /// Which load sources the monitor combines.
+    pub fn load_sources(mut self, sources: Vec<LoadSource>) -> Self {
+        self.load_sources = Some(sources);
+        self
+    }
+
+    /// Uses a fixed utilisation instead of measuring (for experiments and tests).
+    pub fn fixed_load(mut self, n: f64) -> Self {
+        self.fixed_load = Some(n.clamp(0.0, 1.0));
+        self
+    }
+
+    /// Reads the load from `monitor` instead of starting a sampler thread of
+    /// its own, so that the sessions of one process can share one: each
+    /// started monitor is a background thread that wakes every period, and
+    /// the load it measures (others' CPU use, run-queue delay, memory, the
+    /// host's pushes) is the device's, the same for every session. The
+    /// monitor's own configuration applies ([`load_sources`](Self::load_sources)
+    /// is then ignored); a [`fixed_load`](Self::fixed_load) still wins.
+    ///
+    /// ```
+    /// use ramify::load::{LoadConfig, LoadMonitor};
+    /// use ramify::SessionBuilder;
+    /// let monitor = LoadMonitor::start(LoadConfig::default());
+    /// let detector = SessionBuilder::new().load_monitor(monitor.clone());
+    /// let classifier = SessionBuilder::new().cpus(2).load_monitor(monitor);
+    /// ```
+    pub fn load_monitor(mut self, monitor: Arc<LoadMonitor>) -> Self {
+        self.load_monitor = Some(monitor);
+        self
+    }
+
+    /// Turns the makespan check on or off (default on): in adaptive mode a
+    /// parallel plan is kept only when its estimated finishing time beats
+    /// serial execution of the same siblings. Off, forks follow the method's
+    /// bands alone.
+    pub fn makespan_check(mut self, on: bool) -> Self {
+        self.no_makespan_check = !on;
+        self
+    }
+
+    /// Turns the load-time fusions (BatchNormalization and per-channel
+    /// Mul/Add folded into Conv, Mul/Add into BatchNormalization,
+    /// activations fused into Conv/Gemm/BatchNormalization) on or off
+    /// (default on).
+    pub fn fusion(mut self, on: bool) -> Self {
+        self.no_fusion = !on;
+        self
+    }
+
+    /// The memory budget in bytes (default: half of the device's physical
+    /// memory). No tensor of the model may exceed it, nor may the
+    /// intermediate values a run holds at once: a model that declares or
+    /// computes a larger one fails with [`Error::MemoryLimit`] or
+    /// [`Error::PlanMemory`] (naming the node, shape and bytes) before
+    /// anything is allocated, at load time where shapes are known and at
+    /// run time otherwise.
+    ///
+    /// ```
+    /// use ramify::SessionBuilder;
+    /// let builder = SessionBuilder::new().memory_limit(256 << 20);
+    /// ```
+    pub fn memory_limit(mut self, bytes: usize) -> Self {
+        self.memory_limit = Some(bytes);
+        self
+    }
+
+    /// The longest a load (constant folding runs operators) or a run may
+    /// take before it stops with [`Error::Deadline`]; a run's own
+    /// [`RunOptions::time_limit`] takes precedence. Checked before every
+    /// operator and on every iteration of a loop, so a hostile model (a loop
+    /// of 2^62 trips) cannot hold the caller's thread. Default: no limit.
+    ///
+    /// ```
+    /// use ramify::SessionBuilder;
+    /// use std::time::Duration;
+    /// let builder = SessionBuilder::new().time_limit(Duration::from_secs(2));
+    /// ```
+    pub fn time_limit(mut self, limit: Duration) -> Self {
+        self.time_limit = Some(limit);
+        self
+    }
+
+    fn scheduler(&self) -> Result<Scheduler> {
+        let usable = match &self.cpu_set {
+            Some(set) => set.len(),
+            None => crate::available_cpus().len(),
+        }
+        .max(1);
+        let cpus = match self.cpus {
+            Some(n) if self.oversubscribe => n,
+            Some(n) => n.min(usable),
+            None => usable,
+        }
+        .max(1);
+        let mut policy = PolicyConfig::for_cpus(cpus);
+        if let Some((t1, t2)) = self.thresholds {
+            policy.theta1 = t1;
+            policy.theta2 = t2;
+        }
+        if let Some((m1, m2)) = self.presets {
+            policy.m1 = m1;
+            policy.m2 = m2;
+        }
+        policy.makespan_check = !self.no_makespan_check;
+        let mut config = SchedulerConfig {
+            mode: self.mode,
+            policy,
+            cpu_set: self.cpu_set.clone(),
+            ..SchedulerConfig::default()
+        };
+        if let Some(pin) = self.pin_threads {
+            config.pin_threads = pin;
+        }
+        if let Some(sources) = &self.load_sources {
+            config.load = LoadConfig {
+                sources: sources.clone(),
+                ..LoadConfig::default()
+            };
+        }
+        // Every mode samples the load: the fixed modes do not decide by it,
+        // but they pin their pools only while the device is idle.
+        let monitor = match (self.fixed_load, &self.load_monitor) {
+            (Some(n), _) => LoadMonitor::fixed(n),
+            (None, Some(shared)) => {
+                config.load = shared.config().clone();
+                Arc::clone(shared)
+            }
+            (None, None) => LoadMonitor::start(config.load.clone()),
+        };
+        Scheduler::new(config, monitor)
+    }
+
+    /// Loads a model file (external data is read from beside it).
+    pub fn build_from_file(self, path: impl AsRef<Path>) -> Result<Session> {
+        let path = path.as_ref();
+        self.build(|| crate::onnx::load_model_file(path))
+    }
+
+    /// Loads a model from bytes in memory.
+    pub fn build_from_bytes(self, bytes: &[u8]) -> Result<Session> {
+        self.build(|| crate::onnx::load_model_bytes(bytes))
+    }
+
+    /// Parses with `parse` and builds the session, within the memory budget;
+    /// a panic on the way (a bug) becomes [`Error::Internal`].
+    fn build(self, parse: impl FnOnce() -> Result<Graph>) -> Result<Session> {
+        let limit = self
+            .memory_limit
+            .unwrap_or_else(crate::tensor::budget::default_limit);
+        let interrupt = Interrupt::new(None, self.time_limit);
+        catch_unwind(AssertUnwindSafe(|| {
+            crate::tensor::budget::with_limit(limit, || {
+                with_interrupt(&interrupt, || {
+                    let graph = parse()?;
+                    let sched = self.scheduler()?;
+                    Session::new(graph, sched, !self.no_fusion, limit, self.time_limit)
+                })
+            })
+        }))
+        .map_err(|p| Error::Internal(panic_message("loading", &p)))?
+    }
+}
