@@ -23,16 +23,23 @@ int main(int argc, char **argv) {
         fprintf(stderr, "usage: %s MODEL.onnx\n", argv[0]);
         return 2;
     }
-    printf("ramify %s\n", ramify_version());
+    printf("ramify %s (header %d.%d.%d)\n", ramify_version(), RAMIFY_VERSION_MAJOR, RAMIFY_VERSION_MINOR,
+           RAMIFY_VERSION_PATCH);
 
     RamifySessionOptions *options = NULL;
     RamifySession *session = NULL;
     RamifyStatus s = ramify_session_options_create(&options);
     if (s != RAMIFY_STATUS_OK) return fail("options", s);
-    ramify_session_options_set_cpus(options, 4);
+    ramify_session_options_set_cpus(options, 4); /* bounded by the device's CPUs */
     s = ramify_session_create_from_file(argv[1], options, &session);
     ramify_session_options_destroy(options);
     if (s != RAMIFY_STATUS_OK) return fail("load", s);
+    size_t cpus = 0;
+    RamifyModelMetadata meta;
+    ramify_session_cpu_count(session, &cpus);
+    ramify_session_metadata(session, &meta);
+    printf("%s: producer \"%s\", model version %lld, on %zu CPU(s)\n", argv[1], meta.producer_name,
+           (long long)meta.model_version, cpus);
 
     size_t n_inputs = 0, n_outputs = 0;
     ramify_session_input_count(session, &n_inputs);
@@ -44,24 +51,27 @@ int main(int argc, char **argv) {
     }
     const char *name = NULL;
     const int64_t *declared = NULL;
-    int64_t rank = 0;
+    size_t rank = 0;
     ramify_session_input_name(session, 0, &name);
     s = ramify_session_input_shape(session, 0, &declared, &rank);
-    if (s != RAMIFY_STATUS_OK || rank < 0) {
+    if (s != RAMIFY_STATUS_OK || rank == RAMIFY_RANK_UNKNOWN || rank > 8) {
         ramify_session_destroy(session);
         return fail("input shape", s);
     }
     int64_t shape[8];
     size_t count = 1;
-    for (int64_t i = 0; i < rank && i < 8; i++) {
+    for (size_t i = 0; i < rank; i++) {
+        const char *dim_name = NULL;
+        ramify_session_input_dim_name(session, 0, i, &dim_name);
+        if (dim_name) printf("input dimension %zu is free (\"%s\"): using 1\n", i, dim_name);
         shape[i] = declared[i] < 0 ? 1 : declared[i];
         count *= (size_t)shape[i];
     }
     float *data = calloc(count ? count : 1, sizeof(float));
-    RamifyTensorView input = {data, count * sizeof(float), RAMIFY_ELEMENT_TYPE_FLOAT, shape, (size_t)rank};
+    RamifyInput input = {name, data, count * sizeof(float), RAMIFY_ELEMENT_TYPE_FLOAT, shape, rank};
     RamifyTensor **outputs = calloc(n_outputs, sizeof(RamifyTensor *));
 
-    s = ramify_session_run(session, &name, &input, 1, outputs, n_outputs);
+    s = ramify_session_run(session, &input, 1, outputs, n_outputs);
     free(data);
     if (s == RAMIFY_STATUS_OK) {
         for (size_t i = 0; i < n_outputs; i++) {

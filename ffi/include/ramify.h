@@ -22,6 +22,34 @@
  *  - A RamifyTensor is owned by the caller; reading it from several threads is
  *    fine, releasing it must not race with other uses. Tensors stay valid
  *    after their session is destroyed.
+ *  - A RamifyBinding is not synchronised: give each thread its own. Bindings
+ *    of many threads may run one session at once.
+ *
+ * Memory
+ *  - ramify_session_run copies its RamifyInput buffers and returns new
+ *    tensors. For camera and audio loops, create input tensors once
+ *    (ramify_tensor_create), write each frame through
+ *    ramify_tensor_mutable_data, bind them (ramify_binding_bind_input: read
+ *    in place, no copy) and bind your own output buffers
+ *    (ramify_binding_bind_output), then call ramify_session_run_binding.
+ *
+ * Scheduling options (ramify_session_options_set_*)
+ *  - m (cpus): the CPUs a session uses; bounded by the CPUs the process may
+ *    run on. On a phone, use a CPU set of the big cores for latency
+ *    (ramify_session_options_set_cpu_set), or a small m to leave cores to
+ *    the app's UI and camera threads.
+ *  - At every fork of the graph (parallel branches), ramify reads the
+ *    device load n in [0, 1] (other processes' CPU use) and picks a band:
+ *    below θ2 the branches run in parallel on pools sized m·(1−n)·t/T
+ *    (t a branch's estimated time, T all branches'); from θ2 to θ1 they run
+ *    in parallel on a shrunk pool of M1 CPUs; at or above θ1 they run one
+ *    after another, each operator on M2 CPUs.
+ *  - Defaults (θ1 = 0.7, θ2 = 0.5, M1 = 3/4·m, M2 = 1/2·m) suit phones.
+ *    Lower θ1 and θ2 (e.g. 0.5 and 0.3) for an app that shares the CPU
+ *    with heavy work of its own (video encoding, games); raise them (0.85,
+ *    0.7) on a device reserved for inference. RAMIFY_MODE_SERIAL with m = 1
+ *    or 2 gives the lowest energy per run; RAMIFY_MODE_PARALLEL ignores the
+ *    load (for benchmarks).
  */
 
 
@@ -32,6 +60,20 @@
 
 #include <stddef.h>
 #include <stdint.h>
+
+// The `rank` that `ramify_session_input_shape` and
+// `ramify_session_output_shape` report when the model declares no shape.
+#define RAMIFY_RANK_UNKNOWN SIZE_MAX
+
+// The major version of the header: compare with `ramify_version()` at run
+// time to detect a library older than the header.
+#define RAMIFY_VERSION_MAJOR 0
+
+// The minor version of the header.
+#define RAMIFY_VERSION_MINOR 1
+
+// The patch version of the header.
+#define RAMIFY_VERSION_PATCH 0
 
 // Load source bit: the system-wide CPU utilisation.
 #define RAMIFY_LOAD_SYSTEM_CPU 1
@@ -60,7 +102,7 @@ typedef enum RamifyStatus {
   // another argument (e.g. a byte size that does not match the shape), or
   // the session options contradict each other.
   RAMIFY_STATUS_INVALID_ARGUMENT = 1,
-  // A file could not be read (missing, unreadable).
+  // A file could not be read (missing, unreadable, a directory).
   RAMIFY_STATUS_IO_ERROR = 2,
   // The model is not a valid ONNX model (malformed protobuf, broken graph,
   // bad attribute, unusable external data).
@@ -68,8 +110,9 @@ typedef enum RamifyStatus {
   // The model needs an operator, operator-set domain or element type that
   // ramify (or the C API) does not support.
   RAMIFY_STATUS_UNSUPPORTED = 4,
-  // The run's inputs do not fit the model: an unknown or missing input name,
-  // a wrong element type or a shape the model's declaration rules out.
+  // The run's inputs or outputs do not fit the model: an unknown or
+  // missing input name, an unknown output name, a wrong element type or a
+  // shape the model's declaration rules out.
   RAMIFY_STATUS_INVALID_INPUT = 5,
   // An operator failed while loading or running the model (shapes it cannot
   // work with, values out of range), or a deadline passed.
@@ -80,6 +123,10 @@ typedef enum RamifyStatus {
   // once, would exceed the session's memory limit
   // (`ramify_session_options_set_memory_limit`); nothing was allocated.
   RAMIFY_STATUS_MEMORY_LIMIT = 8,
+  // A caller's output buffer (`ramify_binding_bind_output`) is smaller
+  // than the output; `ramify_binding_output_shape` tells the shape it
+  // needs. Nothing was written.
+  RAMIFY_STATUS_BUFFER_TOO_SMALL = 9,
 } RamifyStatus;
 
 // How a session runs sibling subgraphs (the values of `ramify_session_options_set_mode`).
@@ -126,6 +173,11 @@ typedef enum RamifyElementType {
   RAMIFY_ELEMENT_TYPE_BFLOAT16 = 16,
 } RamifyElementType;
 
+// The inputs and outputs of runs. Create with `ramify_binding_create`,
+// destroy with `ramify_binding_destroy`. Not synchronised: one thread at
+// a time (give each thread its own binding; they may share a session).
+typedef struct RamifyBinding RamifyBinding;
+
 // A loaded model, ready to run. Create with `ramify_session_create_from_file`
 // or `ramify_session_create_from_memory`, destroy with `ramify_session_destroy`.
 typedef struct RamifySession RamifySession;
@@ -136,30 +188,59 @@ typedef struct RamifySession RamifySession;
 // load from the system CPU use and other processes' runnable threads).
 typedef struct RamifySessionOptions RamifySessionOptions;
 
-// A tensor the runtime returned from `ramify_session_run`. The caller owns
-// the handle and frees it with `ramify_tensor_release`; it stays valid after
-// its session is destroyed. Pointers read from it (shape, data) are valid
-// until it is released.
+// A tensor: a run's output, or one the app made with `ramify_tensor_create`.
+// The caller owns the handle and frees it with `ramify_tensor_release`; it
+// stays valid after its session is destroyed. Pointers read from it (shape,
+// data) are valid until it is released.
 typedef struct RamifyTensor RamifyTensor;
 
-// A caller-owned input buffer: `byte_size` bytes of row-major (C order)
-// elements of `element_type`, with `rank` dimensions at `shape`. ramify copies
-// the data during `ramify_session_run`; the caller keeps ownership and may
-// free or reuse the buffer as soon as the call returns. `data` needs no
-// particular alignment; it may be NULL only when `byte_size` is 0, and
-// `shape` only when `rank` is 0.
-typedef struct RamifyTensorView {
+// What a model file says about itself. Every string is NUL-terminated
+// UTF-8 owned by the session (valid until it is destroyed), "" when the
+// model leaves it empty.
+typedef struct RamifyModelMetadata {
+  // The tool that wrote the model (e.g. "pytorch").
+  const char *producer_name;
+  // That tool's version.
+  const char *producer_version;
+  // The model's namespace (e.g. "com.example.vision").
+  const char *domain;
+  // The model's description (its doc string).
+  const char *description;
+  // The main graph's name.
+  const char *graph_name;
+  // The main graph's description.
+  const char *graph_description;
+  // The model's own version number (0 when unset).
+  int64_t model_version;
+  // The ONNX IR version of the file.
+  int64_t ir_version;
+  // How many custom key/value pairs the model has
+  // (`ramify_session_custom_metadata`).
+  size_t custom_count;
+} RamifyModelMetadata;
+
+// One named input of `ramify_session_run`, in a caller-owned buffer:
+// `byte_size` bytes of row-major (C order) elements of `element_type`,
+// with `rank` dimensions at `shape`. ramify copies the data during the
+// call; the caller keeps ownership and may free or reuse the buffer as
+// soon as the call returns. `data` needs no particular alignment; it may
+// be NULL only when `byte_size` is 0, and `shape` only when `rank` is 0.
+// (To share a buffer with runs without a copy, see `ramify_tensor_create`
+// and `ramify_binding_bind_input`.)
+typedef struct RamifyInput {
+  // The model input this feeds: NUL-terminated UTF-8.
+  const char *name;
   // The elements, row-major.
   const void *data;
   // Bytes at `data`: must equal the element count times the element size.
-  uintptr_t byte_size;
+  size_t byte_size;
   // A `RamifyElementType` code.
   int32_t element_type;
   // `rank` dimensions, each ≥ 0.
   const int64_t *shape;
   // Number of dimensions (0 for a scalar).
-  uintptr_t rank;
-} RamifyTensorView;
+  size_t rank;
+} RamifyInput;
 
 #ifdef __cplusplus
 extern "C" {
@@ -180,6 +261,157 @@ const char *ramify_last_error(void);
 // "RAMIFY_STATUS_UNKNOWN" for a value that is not a `RamifyStatus`.
 const char *ramify_status_name(int32_t status);
 
+// Creates an empty binding: no input bound, no output chosen (a run then
+// returns every output, read with `ramify_binding_output`).
+//
+// # Safety
+// `out` must be NULL or writable.
+enum RamifyStatus ramify_binding_create(struct RamifyBinding **out);
+
+// Destroys a binding and the results it holds. NULL is accepted and
+// ignored. Tensors it bound stay the caller's; tensors handed out by
+// `ramify_binding_output` stay valid.
+//
+// # Safety
+// `binding` must be NULL or a live handle not used by another thread.
+void ramify_binding_destroy(struct RamifyBinding *binding);
+
+// Binds `tensor` (from `ramify_tensor_create`, or a run's output) as model
+// input `name`, replacing an earlier binding of that name. Runs read its
+// elements in place, without a copy.
+//
+// Lifetime rule: the binding keeps the handle, not a copy. The tensor must
+// stay alive (not released) until the binding is destroyed, cleared or the
+// name is bound again, and the app must not write into it while a run
+// with this binding is in progress; between runs it may write the next
+// frame through `ramify_tensor_mutable_data`.
+//
+// # Safety
+// `binding` must be NULL or a live handle; `name` NULL or a NUL-terminated
+// string; `tensor` NULL or a live tensor handle that follows the rule above.
+enum RamifyStatus ramify_binding_bind_input(struct RamifyBinding *binding,
+                                            const char *name,
+                                            const struct RamifyTensor *tensor);
+
+// Chooses output `name` and gives it the caller's buffer: each run writes
+// the output's elements there (row-major, the layout of `ramify_tensor_data`)
+// once it has finished. A buffer larger than the output keeps its extra
+// bytes; a smaller one fails the run with `RAMIFY_STATUS_BUFFER_TOO_SMALL`
+// (before anything runs when the shape is known in advance), and
+// `ramify_binding_output_shape` then tells the shape needed. `data` may be
+// NULL only when `byte_size` is 0. The buffer must stay valid, and must
+// not overlap another bound buffer, while runs with this binding go on.
+//
+// # Safety
+// `binding` must be NULL or a live handle; `name` NULL or a NUL-terminated
+// string; `data` NULL or writable for `byte_size` bytes during runs.
+enum RamifyStatus ramify_binding_bind_output(struct RamifyBinding *binding,
+                                             const char *name,
+                                             void *data,
+                                             size_t byte_size);
+
+// Chooses output `name`: each run returns it as a tensor, read with
+// `ramify_binding_output`. Replaces a buffer bound to that name.
+//
+// # Safety
+// `binding` must be NULL or a live handle; `name` NULL or a NUL-terminated string.
+enum RamifyStatus ramify_binding_select_output(struct RamifyBinding *binding, const char *name);
+
+// Forgets every bound input, chosen output and result.
+//
+// # Safety
+// `binding` must be NULL or a live handle.
+enum RamifyStatus ramify_binding_clear(struct RamifyBinding *binding);
+
+// Runs the model once with `binding`'s inputs, computing only its chosen
+// outputs (all when none is chosen): buffers bound with
+// `ramify_binding_bind_output` receive their outputs, selected outputs are
+// kept in the binding for `ramify_binding_output`. Every model input must
+// be bound. On failure no buffer is written and earlier results are gone
+// (after `RAMIFY_STATUS_BUFFER_TOO_SMALL`, `ramify_binding_output_shape`
+// still tells the shapes needed).
+//
+// # Safety
+// `session` must be NULL or a live handle; `binding` NULL or a live handle
+// whose bound tensors and buffers follow the rules of the bind functions.
+enum RamifyStatus ramify_session_run_binding(const struct RamifySession *session,
+                                             struct RamifyBinding *binding);
+
+// Writes a new handle to selected output `name` from the binding's last
+// run to `*out` (the caller releases it with `ramify_tensor_release`; it
+// shares the data with the binding until the next run, so
+// `ramify_tensor_mutable_data` refuses it meanwhile). Outputs bound to a
+// buffer were written there instead and are refused here.
+//
+// # Safety
+// `binding` must be NULL or a live handle; `name` NULL or a NUL-terminated
+// string; `out` NULL or writable.
+enum RamifyStatus ramify_binding_output(const struct RamifyBinding *binding,
+                                        const char *name,
+                                        struct RamifyTensor **out);
+
+// Writes the shape of output `name` from the binding's last run (selected
+// or bound to a buffer; also after `RAMIFY_STATUS_BUFFER_TOO_SMALL`, the
+// shape the buffer must hold): `*rank` dimensions at `*dims`, owned by the
+// binding until its next run.
+//
+// # Safety
+// `binding` must be NULL or a live handle; `name` NULL or a NUL-terminated
+// string; `dims` and `rank` NULL or writable.
+enum RamifyStatus ramify_binding_output_shape(const struct RamifyBinding *binding,
+                                              const char *name,
+                                              const int64_t **dims,
+                                              size_t *rank);
+
+// Writes the model's metadata to `*out`.
+//
+// # Safety
+// `session` must be NULL or a live handle; `out` NULL or writable.
+enum RamifyStatus ramify_session_metadata(const struct RamifySession *session,
+                                          struct RamifyModelMetadata *out);
+
+// Writes custom metadata pair `index` (0-based, in file order, below
+// `custom_count`) to `*key` and `*value`, owned by the session.
+//
+// # Safety
+// `session` must be NULL or a live handle; `key` and `value` NULL or writable.
+enum RamifyStatus ramify_session_custom_metadata(const struct RamifySession *session,
+                                                 size_t index,
+                                                 const char **key,
+                                                 const char **value);
+
+// Writes the value of custom metadata key `key` to `*value` (owned by the
+// session), or NULL when the model has no such key (the last one wins when
+// a key repeats).
+//
+// # Safety
+// `session` must be NULL or a live handle; `key` NULL or a NUL-terminated
+// string; `value` NULL or writable.
+enum RamifyStatus ramify_session_lookup_metadata(const struct RamifySession *session,
+                                                 const char *key,
+                                                 const char **value);
+
+// Writes the CPU limit m in force to `*out`: the CPUs asked for
+// (`ramify_session_options_set_cpus`), bounded by those the process may
+// run on or by the CPU set.
+//
+// # Safety
+// `session` must be NULL or a live handle; `out` NULL or writable.
+enum RamifyStatus ramify_session_cpu_count(const struct RamifySession *session, size_t *out);
+
+// Writes the CPUs the session's threads may run on (its CPU set, or every
+// CPU the process may use, ascending), as the OS numbers them:
+// the first `capacity` of them to `cpus`, and how many there are to
+// `*count`. Call with `capacity` 0 (and `cpus` NULL) to learn the count.
+//
+// # Safety
+// `session` must be NULL or a live handle; `cpus` NULL or writable for
+// `capacity` values; `count` NULL or writable.
+enum RamifyStatus ramify_session_cpu_set(const struct RamifySession *session,
+                                         size_t *cpus,
+                                         size_t capacity,
+                                         size_t *count);
+
 // Creates session options with every value at its default. Destroy them
 // with `ramify_session_options_destroy`; they may be destroyed as soon as
 // the sessions that use them are created.
@@ -195,12 +427,30 @@ enum RamifyStatus ramify_session_options_create(struct RamifySessionOptions **ou
 // not yet destroyed, and not in use by another thread.
 void ramify_session_options_destroy(struct RamifySessionOptions *options);
 
-// Limits the CPUs (m) a session uses: 1 to `RAMIFY_MAX_CPUS` (default: all).
+// Limits the CPUs (m) a session uses: 1 to `RAMIFY_MAX_CPUS` (default:
+// all). The session bounds it by the CPUs the process may run on (its
+// affinity mask) or by the CPU set: `ramify_session_cpu_count` tells the
+// limit in force.
 //
 // # Safety
 // `options` must be NULL or a live handle not used by another thread meanwhile.
 enum RamifyStatus ramify_session_options_set_cpus(struct RamifySessionOptions *options,
-                                                  uintptr_t cpus);
+                                                  size_t cpus);
+
+// Confines the session's threads to `count` CPUs listed at `cpus`, as the
+// OS numbers them (on a phone, e.g. its big cores: which CPUs those are is
+// in `/sys/devices/system/cpu/cpu*/cpu_capacity`). The CPU limit defaults
+// to their number. Session creation checks that each is a CPU the process
+// may use, without repeats (`RAMIFY_STATUS_INVALID_ARGUMENT` otherwise).
+// `count` 0 (with `cpus` NULL or not) goes back to every CPU. Where the OS
+// has no CPU masks (iOS), the set only bounds the CPU limit.
+//
+// # Safety
+// `options` must be NULL or a live handle not used by another thread
+// meanwhile; `cpus` NULL or readable for `count` values.
+enum RamifyStatus ramify_session_options_set_cpu_set(struct RamifySessionOptions *options,
+                                                     const size_t *cpus,
+                                                     size_t count);
 
 // Sets how forks run: a `RamifyMode` value (default `RAMIFY_MODE_ADAPTIVE`).
 //
@@ -230,13 +480,13 @@ enum RamifyStatus ramify_session_options_set_theta2(struct RamifySessionOptions 
 //
 // # Safety
 // `options` must be NULL or a live handle not used by another thread meanwhile.
-enum RamifyStatus ramify_session_options_set_m1(struct RamifySessionOptions *options, uintptr_t m1);
+enum RamifyStatus ramify_session_options_set_m1(struct RamifySessionOptions *options, size_t m1);
 
 // Sets M2, the threads per operator when siblings run serially (default ½·m).
 //
 // # Safety
 // `options` must be NULL or a live handle not used by another thread meanwhile.
-enum RamifyStatus ramify_session_options_set_m2(struct RamifySessionOptions *options, uintptr_t m2);
+enum RamifyStatus ramify_session_options_set_m2(struct RamifySessionOptions *options, size_t m2);
 
 // Chooses the load sources the session's monitor combines: a non-zero OR of
 // `RAMIFY_LOAD_*` bits (default `RAMIFY_LOAD_SYSTEM_CPU | RAMIFY_LOAD_RUNNABLE`). Include
@@ -272,14 +522,15 @@ enum RamifyStatus ramify_session_options_set_fixed_load(struct RamifySessionOpti
 // # Safety
 // `options` must be NULL or a live handle not used by another thread meanwhile.
 enum RamifyStatus ramify_session_options_set_memory_limit(struct RamifySessionOptions *options,
-                                                          uintptr_t bytes);
+                                                          size_t bytes);
 
 // Runs the model once.
 //
-// Inputs: `n_inputs` entries, `input_names[i]` (NUL-terminated UTF-8) naming
-// the model input that `inputs[i]` feeds, in any order; every model input
-// must be given exactly once. The input buffers are copied during the call
-// and stay the caller's.
+// Inputs: `n_inputs` entries at `inputs`, each naming the model input it
+// feeds, in any order; every model input must be given exactly once. The
+// input buffers are copied during the call and stay the caller's. (To
+// share buffers without a copy, choose outputs or write them into your
+// own buffers, use a `RamifyBinding` and `ramify_session_run_binding`.)
 //
 // Outputs: `outputs` is the caller's array of `n_outputs` pointers, where
 // `n_outputs` must equal `ramify_session_output_count`. On success
@@ -290,16 +541,15 @@ enum RamifyStatus ramify_session_options_set_memory_limit(struct RamifySessionOp
 // Many threads may run one session at the same time.
 //
 // # Safety
-// `session` must be NULL or a live handle; `input_names` and `inputs` NULL or
-// arrays of `n_inputs` entries (NULL allowed when `n_inputs` is 0) whose
-// pointers are valid as `RamifyTensorView` describes; `outputs` NULL or an
-// array of `n_outputs` writable pointers.
+// `session` must be NULL or a live handle; `inputs` NULL (when `n_inputs`
+// is 0) or an array of `n_inputs` entries whose pointers are valid as
+// `RamifyInput` describes; `outputs` NULL or an array of `n_outputs`
+// writable pointers.
 enum RamifyStatus ramify_session_run(const struct RamifySession *session,
-                                     const char *const *input_names,
-                                     const struct RamifyTensorView *inputs,
-                                     uintptr_t n_inputs,
+                                     const struct RamifyInput *inputs,
+                                     size_t n_inputs,
                                      struct RamifyTensor **outputs,
-                                     uintptr_t n_outputs);
+                                     size_t n_outputs);
 
 // Loads a model file (external data is read from beside it) into a new
 // session. `options` may be NULL for the defaults; it is not kept. On
@@ -321,7 +571,7 @@ enum RamifyStatus ramify_session_create_from_file(const char *path,
 // `data` must be NULL or readable for `size` bytes; `options` NULL or a live
 // options handle; `out` NULL or writable.
 enum RamifyStatus ramify_session_create_from_memory(const void *data,
-                                                    uintptr_t size,
+                                                    size_t size,
                                                     const struct RamifySessionOptions *options,
                                                     struct RamifySession **out);
 
@@ -336,17 +586,38 @@ enum RamifyStatus ramify_session_create_from_memory(const void *data,
 // function, not destroyed before, not in use by any other thread.
 void ramify_session_destroy(struct RamifySession *session);
 
+// Writes the name of dimension `dim` of input `index`'s declared shape to
+// `*out`: the symbolic name (e.g. "batch"), "" for an unnamed free
+// dimension, or NULL for a fixed one. Owned by the session.
+//
+// # Safety
+// `session` must be NULL or a live handle; `out` NULL or writable.
+enum RamifyStatus ramify_session_input_dim_name(const struct RamifySession *session,
+                                                size_t index,
+                                                size_t dim,
+                                                const char **out);
+
+// Writes the name of dimension `dim` of output `index`'s declared shape,
+// as `ramify_session_input_dim_name` does.
+//
+// # Safety
+// `session` must be NULL or a live handle; `out` NULL or writable.
+enum RamifyStatus ramify_session_output_dim_name(const struct RamifySession *session,
+                                                 size_t index,
+                                                 size_t dim,
+                                                 const char **out);
+
 // Writes the number of model inputs the caller feeds to `*out`.
 //
 // # Safety
 // `session` must be NULL or a live handle; `out` NULL or writable.
-enum RamifyStatus ramify_session_input_count(const struct RamifySession *session, uintptr_t *out);
+enum RamifyStatus ramify_session_input_count(const struct RamifySession *session, size_t *out);
 
 // Writes the number of model outputs a run returns to `*out`.
 //
 // # Safety
 // `session` must be NULL or a live handle; `out` NULL or writable.
-enum RamifyStatus ramify_session_output_count(const struct RamifySession *session, uintptr_t *out);
+enum RamifyStatus ramify_session_output_count(const struct RamifySession *session, size_t *out);
 
 // Writes the name of input `index` (0-based, in the model's order) to
 // `*out`: NUL-terminated UTF-8 owned by the session, valid until it is destroyed.
@@ -354,7 +625,7 @@ enum RamifyStatus ramify_session_output_count(const struct RamifySession *sessio
 // # Safety
 // `session` must be NULL or a live handle; `out` NULL or writable.
 enum RamifyStatus ramify_session_input_name(const struct RamifySession *session,
-                                            uintptr_t index,
+                                            size_t index,
                                             const char **out);
 
 // Writes the name of output `index` (0-based, in the order `ramify_session_run`
@@ -363,7 +634,7 @@ enum RamifyStatus ramify_session_input_name(const struct RamifySession *session,
 // # Safety
 // `session` must be NULL or a live handle; `out` NULL or writable.
 enum RamifyStatus ramify_session_output_name(const struct RamifySession *session,
-                                             uintptr_t index,
+                                             size_t index,
                                              const char **out);
 
 // Writes the declared `RamifyElementType` of input `index` to `*out`
@@ -372,7 +643,7 @@ enum RamifyStatus ramify_session_output_name(const struct RamifySession *session
 // # Safety
 // `session` must be NULL or a live handle; `out` NULL or writable.
 enum RamifyStatus ramify_session_input_element_type(const struct RamifySession *session,
-                                                    uintptr_t index,
+                                                    size_t index,
                                                     int32_t *out);
 
 // Writes the declared `RamifyElementType` of output `index` to `*out`.
@@ -380,28 +651,29 @@ enum RamifyStatus ramify_session_input_element_type(const struct RamifySession *
 // # Safety
 // `session` must be NULL or a live handle; `out` NULL or writable.
 enum RamifyStatus ramify_session_output_element_type(const struct RamifySession *session,
-                                                     uintptr_t index,
+                                                     size_t index,
                                                      int32_t *out);
 
 // Writes the declared shape of input `index`: `*rank` dimensions at `*dims`
-// (owned by the session), symbolic dimensions (e.g. a batch size "N") as -1.
-// When the model declares no shape, `*rank` is -1 and `*dims` NULL.
+// (owned by the session), symbolic dimensions (e.g. a batch size "N") as -1
+// (their names: `ramify_session_input_dim_name`). When the model declares
+// no shape, `*rank` is `RAMIFY_RANK_UNKNOWN` and `*dims` NULL.
 //
 // # Safety
 // `session` must be NULL or a live handle; `dims` and `rank` NULL or writable.
 enum RamifyStatus ramify_session_input_shape(const struct RamifySession *session,
-                                             uintptr_t index,
+                                             size_t index,
                                              const int64_t **dims,
-                                             int64_t *rank);
+                                             size_t *rank);
 
 // Writes the declared shape of output `index`, as `ramify_session_input_shape` does.
 //
 // # Safety
 // `session` must be NULL or a live handle; `dims` and `rank` NULL or writable.
 enum RamifyStatus ramify_session_output_shape(const struct RamifySession *session,
-                                              uintptr_t index,
+                                              size_t index,
                                               const int64_t **dims,
-                                              int64_t *rank);
+                                              size_t *rank);
 
 // Pushes device state the app measured into the session's load monitor; it
 // counts from the next fork on, when the session's load sources include
@@ -435,7 +707,7 @@ enum RamifyStatus ramify_tensor_element_type(const struct RamifyTensor *tensor, 
 //
 // # Safety
 // `tensor` must be NULL or a live handle; `out` NULL or writable.
-enum RamifyStatus ramify_tensor_rank(const struct RamifyTensor *tensor, uintptr_t *out);
+enum RamifyStatus ramify_tensor_rank(const struct RamifyTensor *tensor, size_t *out);
 
 // Writes a pointer to the tensor's `rank` dimensions to `*dims` (owned by
 // the tensor, valid until it is released) and, when `rank` is not NULL, the
@@ -446,20 +718,20 @@ enum RamifyStatus ramify_tensor_rank(const struct RamifyTensor *tensor, uintptr_
 // NULL or writable.
 enum RamifyStatus ramify_tensor_shape(const struct RamifyTensor *tensor,
                                       const int64_t **dims,
-                                      uintptr_t *rank);
+                                      size_t *rank);
 
 // Writes the tensor's number of elements (the product of its dimensions) to `*out`.
 //
 // # Safety
 // `tensor` must be NULL or a live handle; `out` NULL or writable.
-enum RamifyStatus ramify_tensor_element_count(const struct RamifyTensor *tensor, uintptr_t *out);
+enum RamifyStatus ramify_tensor_element_count(const struct RamifyTensor *tensor, size_t *out);
 
 // Writes the size of the tensor's data in bytes (element count × element
 // size) to `*out`. String tensors have no flat buffer: `RAMIFY_STATUS_UNSUPPORTED`.
 //
 // # Safety
 // `tensor` must be NULL or a live handle; `out` NULL or writable.
-enum RamifyStatus ramify_tensor_byte_size(const struct RamifyTensor *tensor, uintptr_t *out);
+enum RamifyStatus ramify_tensor_byte_size(const struct RamifyTensor *tensor, size_t *out);
 
 // Writes a pointer to the tensor's elements, row-major, to `*out` (owned by
 // the tensor, valid until it is released; aligned for the element type).
@@ -469,6 +741,33 @@ enum RamifyStatus ramify_tensor_byte_size(const struct RamifyTensor *tensor, uin
 // # Safety
 // `tensor` must be NULL or a live handle; `out` NULL or writable.
 enum RamifyStatus ramify_tensor_data(const struct RamifyTensor *tensor, const void **out);
+
+// Creates a tensor of `element_type` (any `RamifyElementType` but
+// undefined and string) with `rank` dimensions at `shape`, every element
+// zero. Write its elements through `ramify_tensor_mutable_data`; bind it
+// with `ramify_binding_bind_input` to feed runs without a copy. Free it
+// with `ramify_tensor_release`. A tensor larger than half the device's
+// memory is refused with `RAMIFY_STATUS_MEMORY_LIMIT`.
+//
+// # Safety
+// `shape` must be NULL (when `rank` is 0) or readable for `rank` values;
+// `out` NULL or writable.
+enum RamifyStatus ramify_tensor_create(int32_t element_type,
+                                       const int64_t *shape,
+                                       size_t rank,
+                                       struct RamifyTensor **out);
+
+// Writes a pointer to the tensor's elements, for writing, to `*out`: the
+// layout `ramify_tensor_data` describes. The pointer stays valid until the
+// tensor is released. Do not write through it while a run that reads the
+// tensor is in progress. Refused (`RAMIFY_STATUS_INVALID_ARGUMENT`) while
+// the tensor is shared: a run is reading it, or it is a binding's output
+// (`ramify_binding_output`) that the binding or another handle still holds.
+//
+// # Safety
+// `tensor` must be NULL or a live handle not used by another thread
+// meanwhile; `out` NULL or writable.
+enum RamifyStatus ramify_tensor_mutable_data(struct RamifyTensor *tensor, void **out);
 
 #ifdef __cplusplus
 }  // extern "C"

@@ -2,11 +2,12 @@
 //! Android, Swift or Objective-C on iOS, or plain C and C++.
 //!
 //! Its shape follows onnxruntime's and TensorFlow Lite's C APIs: opaque
-//! handles (`RamifySessionOptions`, `RamifySession`, `RamifyTensor`), calls
-//! that return a `RamifyStatus` and leave a message for `ramify_last_error()`,
-//! element types as ONNX `TensorProto.DataType` codes, caller-owned input
-//! buffers that are copied in, and runtime-owned output tensors with
-//! accessors and a release function.
+//! handles (`RamifySessionOptions`, `RamifySession`, `RamifyTensor`,
+//! `RamifyBinding`), calls that return a `RamifyStatus` and leave a message
+//! for `ramify_last_error()`, element types as ONNX `TensorProto.DataType`
+//! codes, caller-owned input buffers that are copied in or tensors shared
+//! with runs without a copy, outputs chosen by name and returned as tensors
+//! or written into the caller's buffers.
 //!
 //! Every exported function runs its body under `catch_unwind`: a panic becomes
 //! `RAMIFY_STATUS_INTERNAL_ERROR`, never an unwind into C. NULL pointers and
@@ -15,15 +16,29 @@
 //! from this crate by cbindgen (see `tests/header.rs`); build notes for Android
 //! and iOS are in `README.md`.
 
+mod binding;
 mod error;
+mod metadata;
 mod options;
 mod run;
 mod session;
 mod tensor;
+mod tensor_alloc;
 
+pub use binding::{
+    ramify_binding_bind_input, ramify_binding_bind_output, ramify_binding_clear,
+    ramify_binding_create, ramify_binding_destroy, ramify_binding_output,
+    ramify_binding_output_shape, ramify_binding_select_output, ramify_session_run_binding,
+    RamifyBinding,
+};
 pub use error::RamifyStatus;
+pub use metadata::{
+    ramify_session_cpu_count, ramify_session_cpu_set, ramify_session_custom_metadata,
+    ramify_session_lookup_metadata, ramify_session_metadata, RamifyModelMetadata,
+};
 pub use options::{
-    ramify_session_options_create, ramify_session_options_destroy, ramify_session_options_set_cpus,
+    ramify_session_options_create, ramify_session_options_destroy,
+    ramify_session_options_set_cpu_set, ramify_session_options_set_cpus,
     ramify_session_options_set_fixed_load, ramify_session_options_set_load_sources,
     ramify_session_options_set_m1, ramify_session_options_set_m2, ramify_session_options_set_mode,
     ramify_session_options_set_pin_threads, ramify_session_options_set_theta1,
@@ -34,19 +49,29 @@ pub use options::{
 pub use run::ramify_session_run;
 pub use session::{
     ramify_session_create_from_file, ramify_session_create_from_memory, ramify_session_destroy,
-    ramify_session_input_count, ramify_session_input_element_type, ramify_session_input_name,
-    ramify_session_input_shape, ramify_session_output_count, ramify_session_output_element_type,
-    ramify_session_output_name, ramify_session_output_shape, ramify_session_push_host_state,
-    RamifySession,
+    ramify_session_input_count, ramify_session_input_dim_name, ramify_session_input_element_type,
+    ramify_session_input_name, ramify_session_input_shape, ramify_session_output_count,
+    ramify_session_output_dim_name, ramify_session_output_element_type, ramify_session_output_name,
+    ramify_session_output_shape, ramify_session_push_host_state, RamifySession,
+    RAMIFY_RANK_UNKNOWN,
 };
 pub use tensor::{
     ramify_tensor_byte_size, ramify_tensor_data, ramify_tensor_element_count,
     ramify_tensor_element_type, ramify_tensor_rank, ramify_tensor_release, ramify_tensor_shape,
-    RamifyElementType, RamifyTensor, RamifyTensorView,
+    RamifyElementType, RamifyInput, RamifyTensor,
 };
+pub use tensor_alloc::{ramify_tensor_create, ramify_tensor_mutable_data};
 
 use std::ffi::c_char;
 use std::panic::catch_unwind;
+
+/// The major version of the header: compare with `ramify_version()` at run
+/// time to detect a library older than the header.
+pub const RAMIFY_VERSION_MAJOR: u32 = 0;
+/// The minor version of the header.
+pub const RAMIFY_VERSION_MINOR: u32 = 1;
+/// The patch version of the header.
+pub const RAMIFY_VERSION_PATCH: u32 = 0;
 
 /// The library version, e.g. "0.1.0": a static NUL-terminated string.
 #[no_mangle]
@@ -79,6 +104,7 @@ pub extern "C" fn ramify_status_name(status: i32) -> *const c_char {
         6 => c"RAMIFY_STATUS_RUNTIME_ERROR",
         7 => c"RAMIFY_STATUS_INTERNAL_ERROR",
         8 => c"RAMIFY_STATUS_MEMORY_LIMIT",
+        9 => c"RAMIFY_STATUS_BUFFER_TOO_SMALL",
         _ => c"RAMIFY_STATUS_UNKNOWN",
     };
     name.as_ptr()
@@ -100,6 +126,24 @@ mod tests {
     }
 
     #[test]
+    fn version_macros_are_the_crate_version() {
+        let parts = [
+            RAMIFY_VERSION_MAJOR,
+            RAMIFY_VERSION_MINOR,
+            RAMIFY_VERSION_PATCH,
+        ];
+        let want: Vec<u32> = [
+            env!("CARGO_PKG_VERSION_MAJOR"),
+            env!("CARGO_PKG_VERSION_MINOR"),
+            env!("CARGO_PKG_VERSION_PATCH"),
+        ]
+        .iter()
+        .map(|p| p.parse().unwrap())
+        .collect();
+        assert_eq!(parts.to_vec(), want, "update the version constants");
+    }
+
+    #[test]
     fn status_names_cover_every_status() {
         let all = [
             RamifyStatus::Ok,
@@ -111,6 +155,7 @@ mod tests {
             RamifyStatus::RuntimeError,
             RamifyStatus::InternalError,
             RamifyStatus::MemoryLimit,
+            RamifyStatus::BufferTooSmall,
         ];
         for s in all {
             let name = unsafe { CStr::from_ptr(ramify_status_name(s as i32)) };

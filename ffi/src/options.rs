@@ -55,12 +55,19 @@ pub struct RamifySessionOptions {
     pin_threads: Option<bool>,
     fixed_load: Option<f64>,
     memory_limit: Option<usize>,
+    cpu_set: Option<Vec<usize>>,
 }
 
 impl RamifySessionOptions {
-    /// The policy's defaults for the CPU limit (all CPUs when unset, as ramify does).
+    /// The policy's defaults for the CPU limit the session will apply: the
+    /// CPUs asked for, bounded by those the process may use or the CPU set.
     fn defaults(&self) -> PolicyConfig {
-        PolicyConfig::for_cpus(self.cpus.unwrap_or_else(num_cpus::get))
+        let usable = match &self.cpu_set {
+            Some(set) => set.len(),
+            None => ramify::available_cpus().len(),
+        }
+        .max(1);
+        PolicyConfig::for_cpus(self.cpus.unwrap_or(usable).min(usable))
     }
 
     /// (θ1, θ2) when either is set; the other takes its default.
@@ -87,6 +94,9 @@ impl RamifySessionOptions {
         let mut b = SessionBuilder::new();
         if let Some(n) = self.cpus {
             b = b.cpus(n);
+        }
+        if let Some(set) = &self.cpu_set {
+            b = b.cpu_set(set.iter().copied());
         }
         if let Some(m) = self.mode {
             b = b.mode(m);
@@ -178,7 +188,10 @@ pub unsafe extern "C" fn ramify_session_options_destroy(options: *mut RamifySess
     })
 }
 
-/// Limits the CPUs (m) a session uses: 1 to `RAMIFY_MAX_CPUS` (default: all).
+/// Limits the CPUs (m) a session uses: 1 to `RAMIFY_MAX_CPUS` (default:
+/// all). The session bounds it by the CPUs the process may run on (its
+/// affinity mask) or by the CPU set: `ramify_session_cpu_count` tells the
+/// limit in force.
 ///
 /// # Safety
 /// `options` must be NULL or a live handle not used by another thread meanwhile.
@@ -189,6 +202,40 @@ pub unsafe extern "C" fn ramify_session_options_set_cpus(
 ) -> RamifyStatus {
     set("ramify_session_options_set_cpus", options, |o| {
         o.cpus = Some(pool_size("cpus", cpus)?);
+        Ok(())
+    })
+}
+
+/// Confines the session's threads to `count` CPUs listed at `cpus`, as the
+/// OS numbers them (on a phone, e.g. its big cores: which CPUs those are is
+/// in `/sys/devices/system/cpu/cpu*/cpu_capacity`). The CPU limit defaults
+/// to their number. Session creation checks that each is a CPU the process
+/// may use, without repeats (`RAMIFY_STATUS_INVALID_ARGUMENT` otherwise).
+/// `count` 0 (with `cpus` NULL or not) goes back to every CPU. Where the OS
+/// has no CPU masks (iOS), the set only bounds the CPU limit.
+///
+/// # Safety
+/// `options` must be NULL or a live handle not used by another thread
+/// meanwhile; `cpus` NULL or readable for `count` values.
+#[no_mangle]
+pub unsafe extern "C" fn ramify_session_options_set_cpu_set(
+    options: *mut RamifySessionOptions,
+    cpus: *const usize,
+    count: usize,
+) -> RamifyStatus {
+    set("ramify_session_options_set_cpu_set", options, |o| {
+        if count == 0 {
+            o.cpu_set = None;
+            return Ok(());
+        }
+        // SAFETY: the caller passes `count` readable values (or NULL).
+        let list = unsafe { crate::error::arg_slice(cpus, count, "cpus") }?;
+        if count > RAMIFY_MAX_CPUS {
+            return Err(FfiError::arg(format!(
+                "the CPU set holds {count} CPUs, more than {RAMIFY_MAX_CPUS}"
+            )));
+        }
+        o.cpu_set = Some(list.to_vec());
         Ok(())
     })
 }
@@ -516,7 +563,14 @@ mod tests {
             ramify_session_options_set_theta2(o, 0.3);
             ramify_session_options_set_m2(o, 1);
             assert_eq!((*o).thresholds(), Some((0.7, 0.3)));
-            assert_eq!((*o).presets(), Some((6, 1)));
+            // M1 defaults to ¾ of the limit the session will apply: 8, or
+            // fewer where the process may use fewer CPUs.
+            let m = 8.min(ramify::available_cpus().len());
+            assert_eq!((*o).presets(), Some((PolicyConfig::for_cpus(m).m1, 1)));
+            // A CPU set of one CPU bounds it to 1.
+            let one = [*ramify::available_cpus().last().unwrap()];
+            ramify_session_options_set_cpu_set(o, one.as_ptr(), 1);
+            assert_eq!((*o).presets(), Some((1, 1)));
             ramify_session_options_destroy(o);
         }
     }

@@ -1,17 +1,17 @@
-//! `ramify_session_run`: named, caller-owned input buffers in; one
+//! `ramify_session_run`: named, caller-owned input buffers in (copied); one
 //! runtime-owned tensor per model output back.
 
 use crate::error::{arg_ref, arg_slice, arg_str, guard, FfiError, FfiResult, RamifyStatus};
 use crate::session::RamifySession;
-use crate::tensor::{tensor_from_view, RamifyTensor, RamifyTensorView};
-use std::ffi::c_char;
+use crate::tensor::{tensor_from_view, RamifyInput, RamifyTensor};
 
 /// Runs the model once.
 ///
-/// Inputs: `n_inputs` entries, `input_names[i]` (NUL-terminated UTF-8) naming
-/// the model input that `inputs[i]` feeds, in any order; every model input
-/// must be given exactly once. The input buffers are copied during the call
-/// and stay the caller's.
+/// Inputs: `n_inputs` entries at `inputs`, each naming the model input it
+/// feeds, in any order; every model input must be given exactly once. The
+/// input buffers are copied during the call and stay the caller's. (To
+/// share buffers without a copy, choose outputs or write them into your
+/// own buffers, use a `RamifyBinding` and `ramify_session_run_binding`.)
 ///
 /// Outputs: `outputs` is the caller's array of `n_outputs` pointers, where
 /// `n_outputs` must equal `ramify_session_output_count`. On success
@@ -22,28 +22,26 @@ use std::ffi::c_char;
 /// Many threads may run one session at the same time.
 ///
 /// # Safety
-/// `session` must be NULL or a live handle; `input_names` and `inputs` NULL or
-/// arrays of `n_inputs` entries (NULL allowed when `n_inputs` is 0) whose
-/// pointers are valid as `RamifyTensorView` describes; `outputs` NULL or an
-/// array of `n_outputs` writable pointers.
+/// `session` must be NULL or a live handle; `inputs` NULL (when `n_inputs`
+/// is 0) or an array of `n_inputs` entries whose pointers are valid as
+/// `RamifyInput` describes; `outputs` NULL or an array of `n_outputs`
+/// writable pointers.
 #[no_mangle]
 pub unsafe extern "C" fn ramify_session_run(
     session: *const RamifySession,
-    input_names: *const *const c_char,
-    inputs: *const RamifyTensorView,
+    inputs: *const RamifyInput,
     n_inputs: usize,
     outputs: *mut *mut RamifyTensor,
     n_outputs: usize,
 ) -> RamifyStatus {
     guard("ramify_session_run", || unsafe {
-        run(session, input_names, inputs, n_inputs, outputs, n_outputs)
+        run(session, inputs, n_inputs, outputs, n_outputs)
     })
 }
 
 unsafe fn run(
     session: *const RamifySession,
-    input_names: *const *const c_char,
-    inputs: *const RamifyTensorView,
+    inputs: *const RamifyInput,
     n_inputs: usize,
     outputs: *mut *mut RamifyTensor,
     n_outputs: usize,
@@ -61,11 +59,10 @@ unsafe fn run(
             s.outputs.len()
         )));
     }
-    let names = arg_slice(input_names, n_inputs, "input_names")?;
     let views = arg_slice(inputs, n_inputs, "inputs")?;
     let mut feeds: Vec<(&str, ramify::Tensor)> = Vec::with_capacity(n_inputs);
-    for (i, (&name, view)) in names.iter().zip(views).enumerate() {
-        let name = arg_str(name, &format!("input_names[{i}]"))?;
+    for (i, view) in views.iter().enumerate() {
+        let name = arg_str(view.name, &format!("inputs[{i}].name"))?;
         if feeds.iter().any(|(n, _)| *n == name) {
             return Err(FfiError::new(
                 RamifyStatus::InvalidInput,
@@ -133,8 +130,9 @@ mod tests {
         Fixture { session: s }
     }
 
-    fn view(data: &[f32], shape: &[i64]) -> RamifyTensorView {
-        RamifyTensorView {
+    fn view(data: &[f32], shape: &[i64]) -> RamifyInput {
+        RamifyInput {
+            name: c"x".as_ptr(),
             data: data.as_ptr() as *const c_void,
             byte_size: std::mem::size_of_val(data),
             element_type: 1,
@@ -144,11 +142,13 @@ mod tests {
     }
 
     /// Runs with one input named `name`; returns the status and the one output.
-    fn run_one(f: &Fixture, name: &CStr, v: RamifyTensorView) -> (RamifyStatus, *mut RamifyTensor) {
-        let names = [name.as_ptr()];
+    fn run_one(f: &Fixture, name: &CStr, v: RamifyInput) -> (RamifyStatus, *mut RamifyTensor) {
+        let v = RamifyInput {
+            name: name.as_ptr(),
+            ..v
+        };
         let mut out = [std::ptr::dangling_mut::<RamifyTensor>()];
-        let st =
-            unsafe { ramify_session_run(f.session, names.as_ptr(), &v, 1, out.as_mut_ptr(), 1) };
+        let st = unsafe { ramify_session_run(f.session, &v, 1, out.as_mut_ptr(), 1) };
         (st, out[0])
     }
 
@@ -195,7 +195,7 @@ mod tests {
         );
 
         // Four int32 values take the same 16 bytes as four floats.
-        let v = RamifyTensorView {
+        let v = RamifyInput {
             element_type: 6,
             ..view(&x, &[1, 4])
         };
@@ -207,7 +207,7 @@ mod tests {
             last()
         );
 
-        let v = RamifyTensorView {
+        let v = RamifyInput {
             byte_size: 15,
             ..view(&x, &[1, 4])
         };
@@ -226,40 +226,34 @@ mod tests {
         let x = [0.0f32; 4];
         let shape = [1i64, 4];
         let v = view(&x, &shape);
-        let names = [c"x".as_ptr()];
         let mut out = [ptr::null_mut::<RamifyTensor>(); 2];
         let o = out.as_mut_ptr();
         let s = f.session;
-        let null_name = [ptr::null::<c_char>()];
+        let unnamed = RamifyInput {
+            name: ptr::null(),
+            ..v
+        };
         type Call<'a> = Box<dyn Fn() -> RamifyStatus + 'a>;
         let cases: Vec<(Call, &str)> = vec![
             (
-                Box::new(|| unsafe {
-                    ramify_session_run(ptr::null(), names.as_ptr(), &v, 1, o, 1)
-                }),
+                Box::new(|| unsafe { ramify_session_run(ptr::null(), &v, 1, o, 1) }),
                 "ramify_session_run: session is NULL",
             ),
             (
-                Box::new(|| unsafe { ramify_session_run(s, ptr::null(), &v, 1, o, 1) }),
-                "ramify_session_run: input_names is NULL but its length is 1",
-            ),
-            (
-                Box::new(|| unsafe { ramify_session_run(s, names.as_ptr(), ptr::null(), 1, o, 1) }),
+                Box::new(|| unsafe { ramify_session_run(s, ptr::null(), 1, o, 1) }),
                 "ramify_session_run: inputs is NULL but its length is 1",
             ),
             (
-                Box::new(|| unsafe {
-                    ramify_session_run(s, names.as_ptr(), &v, 1, ptr::null_mut(), 1)
-                }),
+                Box::new(|| unsafe { ramify_session_run(s, &v, 1, ptr::null_mut(), 1) }),
                 "ramify_session_run: outputs is NULL but its length is 1",
             ),
             (
-                Box::new(|| unsafe { ramify_session_run(s, names.as_ptr(), &v, 1, o, 2) }),
+                Box::new(|| unsafe { ramify_session_run(s, &v, 1, o, 2) }),
                 "ramify_session_run: n_outputs is 2, but the model has 1 outputs",
             ),
             (
-                Box::new(|| unsafe { ramify_session_run(s, null_name.as_ptr(), &v, 1, o, 1) }),
-                "ramify_session_run: input_names[0] is NULL",
+                Box::new(|| unsafe { ramify_session_run(s, &unnamed, 1, o, 1) }),
+                "ramify_session_run: inputs[0].name is NULL",
             ),
         ];
         for (call, text) in cases {
@@ -268,19 +262,11 @@ mod tests {
         }
         unsafe {
             // A missing input and a duplicated one.
-            let st =
-                ramify_session_run(f.session, ptr::null(), ptr::null(), 0, out.as_mut_ptr(), 1);
+            let st = ramify_session_run(f.session, ptr::null(), 0, out.as_mut_ptr(), 1);
             assert_eq!(st, RamifyStatus::InvalidInput);
             assert_eq!(last(), "ramify_session_run: missing input \"x\"");
             let two = [v, v];
-            let st = ramify_session_run(
-                f.session,
-                [names[0], names[0]].as_ptr(),
-                two.as_ptr(),
-                2,
-                out.as_mut_ptr(),
-                1,
-            );
+            let st = ramify_session_run(f.session, two.as_ptr(), 2, out.as_mut_ptr(), 1);
             assert_eq!(st, RamifyStatus::InvalidInput);
             assert_eq!(
                 last(),

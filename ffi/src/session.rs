@@ -17,6 +17,7 @@ pub struct RamifySession {
     pub(crate) session: Session,
     pub(crate) inputs: Vec<IoMeta>,
     pub(crate) outputs: Vec<IoMeta>,
+    pub(crate) metadata: crate::metadata::MetadataStrings,
 }
 
 /// What C sees of one model input or output, kept for the session's lifetime
@@ -27,6 +28,8 @@ pub(crate) struct IoMeta {
     pub element_type: i32,
     /// Declared dimensions, symbolic ones as -1; None when the rank is unknown.
     pub dims: Option<Vec<i64>>,
+    /// Per dimension: the symbolic name ("" when anonymous), None when fixed.
+    pub dim_names: Vec<Option<CString>>,
 }
 
 impl IoMeta {
@@ -45,10 +48,20 @@ impl IoMeta {
                 }),
             ),
         };
+        let dim_names = info
+            .declared
+            .iter()
+            .flat_map(|d| d.dims.iter().flatten())
+            .map(|d| match d {
+                Dim::Fixed(_) => None,
+                Dim::Symbolic(name) => Some(crate::metadata::c_text(name)),
+            })
+            .collect();
         IoMeta {
             name: CString::new(info.name.as_str()).ok(),
             element_type,
             dims,
+            dim_names,
         }
     }
 }
@@ -58,10 +71,12 @@ impl RamifySession {
     pub fn new(session: Session) -> RamifySession {
         let inputs = session.inputs().iter().map(IoMeta::new).collect();
         let outputs = session.outputs().iter().map(IoMeta::new).collect();
+        let metadata = crate::metadata::MetadataStrings::new(session.metadata());
         RamifySession {
             session,
             inputs,
             outputs,
+            metadata,
         }
     }
 
@@ -231,21 +246,86 @@ unsafe fn shape(
     side: Side,
     index: usize,
     dims: *mut *const i64,
-    rank: *mut i64,
+    rank: *mut usize,
 ) -> FfiResult {
     let dims = out_ptr(dims, "dims")?;
     let rank = out_ptr(rank, "rank")?;
     match &meta(session, side, index)?.dims {
         None => {
             dims.write(std::ptr::null());
-            rank.write(-1);
+            rank.write(RAMIFY_RANK_UNKNOWN);
         }
         Some(d) => {
             dims.write(d.as_ptr());
-            rank.write(d.len() as i64);
+            rank.write(d.len());
         }
     }
     Ok(())
+}
+
+/// The `rank` that `ramify_session_input_shape` and
+/// `ramify_session_output_shape` report when the model declares no shape.
+pub const RAMIFY_RANK_UNKNOWN: usize = usize::MAX;
+
+unsafe fn dim_name(
+    session: *const RamifySession,
+    side: Side,
+    index: usize,
+    dim: usize,
+    out: *mut *const c_char,
+) -> FfiResult {
+    let out = out_ptr(out, "out")?;
+    let m = meta(session, side, index)?;
+    let Some(dims) = &m.dims else {
+        return Err(FfiError::arg(format!(
+            "{} {index} has no declared shape",
+            side.word()
+        )));
+    };
+    let name = m.dim_names.get(dim).ok_or_else(|| {
+        FfiError::arg(format!(
+            "dimension {dim} is out of range: {} {index} has rank {}",
+            side.word(),
+            dims.len()
+        ))
+    })?;
+    out.write(name.as_ref().map_or(std::ptr::null(), |n| n.as_ptr()));
+    Ok(())
+}
+
+/// Writes the name of dimension `dim` of input `index`'s declared shape to
+/// `*out`: the symbolic name (e.g. "batch"), "" for an unnamed free
+/// dimension, or NULL for a fixed one. Owned by the session.
+///
+/// # Safety
+/// `session` must be NULL or a live handle; `out` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn ramify_session_input_dim_name(
+    session: *const RamifySession,
+    index: usize,
+    dim: usize,
+    out: *mut *const c_char,
+) -> RamifyStatus {
+    guard("ramify_session_input_dim_name", || unsafe {
+        dim_name(session, Side::Input, index, dim, out)
+    })
+}
+
+/// Writes the name of dimension `dim` of output `index`'s declared shape,
+/// as `ramify_session_input_dim_name` does.
+///
+/// # Safety
+/// `session` must be NULL or a live handle; `out` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn ramify_session_output_dim_name(
+    session: *const RamifySession,
+    index: usize,
+    dim: usize,
+    out: *mut *const c_char,
+) -> RamifyStatus {
+    guard("ramify_session_output_dim_name", || unsafe {
+        dim_name(session, Side::Output, index, dim, out)
+    })
 }
 
 /// Writes the number of model inputs the caller feeds to `*out`.
@@ -340,8 +420,9 @@ pub unsafe extern "C" fn ramify_session_output_element_type(
 }
 
 /// Writes the declared shape of input `index`: `*rank` dimensions at `*dims`
-/// (owned by the session), symbolic dimensions (e.g. a batch size "N") as -1.
-/// When the model declares no shape, `*rank` is -1 and `*dims` NULL.
+/// (owned by the session), symbolic dimensions (e.g. a batch size "N") as -1
+/// (their names: `ramify_session_input_dim_name`). When the model declares
+/// no shape, `*rank` is `RAMIFY_RANK_UNKNOWN` and `*dims` NULL.
 ///
 /// # Safety
 /// `session` must be NULL or a live handle; `dims` and `rank` NULL or writable.
@@ -350,7 +431,7 @@ pub unsafe extern "C" fn ramify_session_input_shape(
     session: *const RamifySession,
     index: usize,
     dims: *mut *const i64,
-    rank: *mut i64,
+    rank: *mut usize,
 ) -> RamifyStatus {
     guard("ramify_session_input_shape", || unsafe {
         shape(session, Side::Input, index, dims, rank)
@@ -366,7 +447,7 @@ pub unsafe extern "C" fn ramify_session_output_shape(
     session: *const RamifySession,
     index: usize,
     dims: *mut *const i64,
-    rank: *mut i64,
+    rank: *mut usize,
 ) -> RamifyStatus {
     guard("ramify_session_output_shape", || unsafe {
         shape(session, Side::Output, index, dims, rank)
@@ -472,17 +553,17 @@ mod tests {
                 RamifyStatus::Ok
             );
             assert_eq!(code, 1);
-            let (mut dims, mut rank) = (ptr::null(), 0i64);
+            let (mut dims, mut rank) = (ptr::null(), 0usize);
             assert_eq!(
                 ramify_session_input_shape(s, 0, &mut dims, &mut rank),
                 RamifyStatus::Ok
             );
-            assert_eq!(std::slice::from_raw_parts(dims, rank as usize), &[-1, 4]);
+            assert_eq!(std::slice::from_raw_parts(dims, rank), &[-1, 4]);
             assert_eq!(
                 ramify_session_output_shape(s, 0, &mut dims, &mut rank),
                 RamifyStatus::Ok
             );
-            assert_eq!(std::slice::from_raw_parts(dims, rank as usize), &[-1, 3]);
+            assert_eq!(std::slice::from_raw_parts(dims, rank), &[-1, 3]);
             ramify_session_destroy(s);
             ramify_session_destroy(ptr::null_mut());
         }

@@ -1,11 +1,13 @@
 //! Tensors across the boundary: element type codes, caller-owned input
-//! buffers described by `RamifyTensorView` (copied in), and runtime-owned
-//! output tensors (`RamifyTensor`) with their accessors and release function.
+//! buffers described by `RamifyInput` (copied in), and runtime-owned
+//! tensors (`RamifyTensor`: run outputs, or made by the app to be shared
+//! with runs) with their accessors and release function.
 
 use crate::error::{arg_ref, arg_slice, guard, guard_void, out_ptr, FfiError, FfiResult};
 use crate::RamifyStatus;
 use ramify::{DType, Element, Tensor};
-use std::ffi::c_void;
+use std::ffi::{c_char, c_void};
+use std::sync::Arc;
 
 /// Element types: the codes of ONNX's `TensorProto.DataType`.
 #[repr(C)]
@@ -43,15 +45,19 @@ pub enum RamifyElementType {
     Bfloat16 = 16,
 }
 
-/// A caller-owned input buffer: `byte_size` bytes of row-major (C order)
-/// elements of `element_type`, with `rank` dimensions at `shape`. ramify copies
-/// the data during `ramify_session_run`; the caller keeps ownership and may
-/// free or reuse the buffer as soon as the call returns. `data` needs no
-/// particular alignment; it may be NULL only when `byte_size` is 0, and
-/// `shape` only when `rank` is 0.
+/// One named input of `ramify_session_run`, in a caller-owned buffer:
+/// `byte_size` bytes of row-major (C order) elements of `element_type`,
+/// with `rank` dimensions at `shape`. ramify copies the data during the
+/// call; the caller keeps ownership and may free or reuse the buffer as
+/// soon as the call returns. `data` needs no particular alignment; it may
+/// be NULL only when `byte_size` is 0, and `shape` only when `rank` is 0.
+/// (To share a buffer with runs without a copy, see `ramify_tensor_create`
+/// and `ramify_binding_bind_input`.)
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
-pub struct RamifyTensorView {
+pub struct RamifyInput {
+    /// The model input this feeds: NUL-terminated UTF-8.
+    pub name: *const c_char,
     /// The elements, row-major.
     pub data: *const c_void,
     /// Bytes at `data`: must equal the element count times the element size.
@@ -64,20 +70,26 @@ pub struct RamifyTensorView {
     pub rank: usize,
 }
 
-/// A tensor the runtime returned from `ramify_session_run`. The caller owns
-/// the handle and frees it with `ramify_tensor_release`; it stays valid after
-/// its session is destroyed. Pointers read from it (shape, data) are valid
-/// until it is released.
+/// A tensor: a run's output, or one the app made with `ramify_tensor_create`.
+/// The caller owns the handle and frees it with `ramify_tensor_release`; it
+/// stays valid after its session is destroyed. Pointers read from it (shape,
+/// data) are valid until it is released.
 #[derive(Debug)]
 pub struct RamifyTensor {
-    tensor: Tensor,
+    pub(crate) tensor: Arc<Tensor>,
     dims: Vec<i64>,
 }
 
 impl RamifyTensor {
     /// Wraps a run output (made standard layout, so its data is one row-major block).
     pub(crate) fn new(t: Tensor) -> RamifyTensor {
-        let tensor = t.into_standard_layout();
+        RamifyTensor::shared(Arc::new(t.into_standard_layout()))
+    }
+
+    /// Wraps a tensor shared with others (a binding's results); it must be
+    /// in standard layout.
+    pub(crate) fn shared(tensor: Arc<Tensor>) -> RamifyTensor {
+        debug_assert!(tensor.is_standard_layout());
         let dims = tensor
             .shape()
             .iter()
@@ -118,34 +130,37 @@ unsafe fn copy_plain<T: Element + Copy>(
 }
 
 /// The size in bytes of `n` elements of `dtype`, or an error on overflow.
-fn bytes_for(dtype: DType, n: usize, what: &str) -> FfiResult<usize> {
+pub(crate) fn bytes_for(dtype: DType, n: usize, what: &str) -> FfiResult<usize> {
     n.checked_mul(dtype.size_of())
         .filter(|&b| b <= isize::MAX as usize)
         .ok_or_else(|| FfiError::arg(format!("{what}: the tensor is too large")))
 }
 
-/// Reads a caller's view into an owned tensor (a copy). `what` names the view
-/// in messages, e.g. `inputs[1] ("mask")`.
+/// The library type of a `RamifyElementType` code that has a flat buffer.
+pub(crate) fn dtype_of(code: i32, what: &str) -> FfiResult<DType> {
+    match code {
+        8 => Err(FfiError::new(
+            RamifyStatus::Unsupported,
+            format!("{what}: string tensors are not supported by the C API"),
+        )),
+        // Only the codes of RamifyElementType reach the library's conversion.
+        1..=7 | 9..=13 | 16 => Ok(DType::from_onnx_code(code)?),
+        _ => Err(FfiError::arg(format!(
+            "{what}: element_type {code} is not a RamifyElementType"
+        ))),
+    }
+}
+
+/// A caller's `rank` dimensions at `dims` as sizes, with their product.
 ///
 /// # Safety
-/// The view's pointers must be valid as its fields describe.
-pub(crate) unsafe fn tensor_from_view(view: &RamifyTensorView, what: &str) -> FfiResult<Tensor> {
-    let dtype = match view.element_type {
-        8 => {
-            return Err(FfiError::new(
-                RamifyStatus::Unsupported,
-                format!("{what}: string tensors are not supported by the C API"),
-            ))
-        }
-        // Only the codes of RamifyElementType reach the library's conversion.
-        code @ (1..=7 | 9..=13 | 16) => DType::from_onnx_code(code)?,
-        code => {
-            return Err(FfiError::arg(format!(
-                "{what}: element_type {code} is not a RamifyElementType"
-            )))
-        }
-    };
-    let dims = arg_slice(view.shape, view.rank, &format!("{what}: shape"))?;
+/// `dims` must be NULL or readable for `rank` values.
+pub(crate) unsafe fn shape_of(
+    dims: *const i64,
+    rank: usize,
+    what: &str,
+) -> FfiResult<(Vec<usize>, usize)> {
+    let dims = arg_slice(dims, rank, &format!("{what}: shape"))?;
     let mut shape = Vec::with_capacity(dims.len());
     let mut count: usize = 1;
     for (axis, &d) in dims.iter().enumerate() {
@@ -156,6 +171,17 @@ pub(crate) unsafe fn tensor_from_view(view: &RamifyTensorView, what: &str) -> Ff
             .ok_or_else(|| FfiError::arg(format!("{what}: the shape {dims:?} overflows")))?;
         shape.push(d);
     }
+    Ok((shape, count))
+}
+
+/// Reads a caller's view into an owned tensor (a copy). `what` names the view
+/// in messages, e.g. `inputs[1] ("mask")`.
+///
+/// # Safety
+/// The view's pointers must be valid as its fields describe.
+pub(crate) unsafe fn tensor_from_view(view: &RamifyInput, what: &str) -> FfiResult<Tensor> {
+    let dtype = dtype_of(view.element_type, what)?;
+    let (shape, count) = shape_of(view.shape, view.rank, what)?;
     let bytes = bytes_for(dtype, count, what)?;
     if view.byte_size != bytes {
         return Err(FfiError::arg(format!(
@@ -200,7 +226,7 @@ pub(crate) unsafe fn tensor_from_view(view: &RamifyTensorView, what: &str) -> Ff
 }
 
 /// Borrows a tensor handle.
-unsafe fn tensor_ref<'a>(tensor: *const RamifyTensor) -> FfiResult<&'a RamifyTensor> {
+pub(crate) unsafe fn tensor_ref<'a>(tensor: *const RamifyTensor) -> FfiResult<&'a RamifyTensor> {
     arg_ref(tensor, "tensor")
 }
 
@@ -329,7 +355,7 @@ pub unsafe extern "C" fn ramify_tensor_data(
         let out = unsafe { out_ptr(out, "out") }?;
         let t = unsafe { tensor_ref(tensor) }?;
         refuse_strings(t)?;
-        let p = ramify::dispatch!(&t.tensor, a => a.as_ptr() as *const c_void);
+        let p = ramify::dispatch!(&*t.tensor, a => a.as_ptr() as *const c_void);
         unsafe { out.write(p) };
         Ok(())
     })
@@ -367,8 +393,9 @@ mod tests {
             .into_owned()
     }
 
-    fn view<T>(data: &[T], code: i32, shape: &[i64]) -> RamifyTensorView {
-        RamifyTensorView {
+    fn view<T>(data: &[T], code: i32, shape: &[i64]) -> RamifyInput {
+        RamifyInput {
+            name: c"x".as_ptr(),
             data: data.as_ptr() as *const c_void,
             byte_size: std::mem::size_of_val(data),
             element_type: code,
@@ -429,7 +456,8 @@ mod tests {
         for (i, v) in [1.0f32, 2.0, 3.0].iter().enumerate() {
             bytes[1 + 4 * i..5 + 4 * i].copy_from_slice(&v.to_ne_bytes());
         }
-        let v = RamifyTensorView {
+        let v = RamifyInput {
+            name: c"x".as_ptr(),
             data: bytes[1..].as_ptr() as *const c_void,
             byte_size: 12,
             element_type: 1,
@@ -453,7 +481,7 @@ mod tests {
     #[test]
     fn bad_views_are_refused_with_their_reason() {
         let data = [1.0f32; 4];
-        let cases: Vec<(RamifyTensorView, RamifyStatus, &str)> = vec![
+        let cases: Vec<(RamifyInput, RamifyStatus, &str)> = vec![
             (
                 view(&data, 42, &[4]),
                 RamifyStatus::InvalidArgument,
@@ -485,7 +513,7 @@ mod tests {
                 "x: the tensor is too large",
             ),
             (
-                RamifyTensorView {
+                RamifyInput {
                     shape: ptr::null(),
                     ..view(&data, 1, &[4])
                 },
@@ -493,7 +521,7 @@ mod tests {
                 "x: shape is NULL but its length is 1",
             ),
             (
-                RamifyTensorView {
+                RamifyInput {
                     data: ptr::null(),
                     ..view(&data, 1, &[4])
                 },

@@ -5,7 +5,10 @@
 //! `models/inception_mini.onnx` against its reference output, the soak (eight
 //! threads on one session under changing load, every output against a serial
 //! run), the unload check (the shared library opened with dlopen, sessions
-//! created and destroyed, no thread left, dlclose), and each under valgrind.
+//! created and destroyed, no thread left, dlclose), the binding program
+//! (tensors shared without a copy, chosen outputs, caller buffers, metadata,
+//! dimension names, CPU limit and set), and each under valgrind. The
+//! examples in `examples/` that the README shows are compiled and run too.
 //!
 //! The C compiler is `$CC` or `cc`. valgrind must be installed
 //! (`scripts/test.sh` installs it) unless `RAMIFY_SKIP_VALGRIND=1`.
@@ -81,6 +84,11 @@ fn shared_library() -> PathBuf {
 
 /// The compiled C program `tests/c/<name>.c` (built once per test run).
 fn program(name: &'static str) -> PathBuf {
+    compiled(name, &format!("tests/c/{name}.c"))
+}
+
+/// The C file `source` (relative to the crate) compiled as `name`, once.
+fn compiled(name: &'static str, source: &str) -> PathBuf {
     static PROGRAMS: OnceLock<std::sync::Mutex<Vec<(&'static str, PathBuf)>>> = OnceLock::new();
     let mut built = PROGRAMS
         .get_or_init(Default::default)
@@ -96,7 +104,7 @@ fn program(name: &'static str) -> PathBuf {
         .args(["-std=c11", "-Wall", "-Wextra", "-Werror", "-g", "-O1"])
         .arg("-I")
         .arg(crate_dir().join("include"))
-        .arg(crate_dir().join(format!("tests/c/{name}.c")))
+        .arg(crate_dir().join(source))
         .arg(&lib)
         .args(["-lpthread", "-ldl", "-lm"])
         .arg("-o")
@@ -110,6 +118,13 @@ fn program(name: &'static str) -> PathBuf {
     );
     built.push((name, exe.clone()));
     exe
+}
+
+/// The three-headed model of `tests/common/model.rs` as a file, one per test.
+fn three_heads_model(test: &str) -> PathBuf {
+    let path = work_dir().join(format!("three_heads_{test}.onnx"));
+    std::fs::write(&path, model::three_heads_bytes()).expect("writing the model");
+    path
 }
 
 /// The tiny model as a file, one per test (tests run at the same time).
@@ -273,4 +288,44 @@ fn c_unload_is_clean_under_valgrind() {
         .output()
         .unwrap();
     check("unload_ramify under valgrind", out);
+}
+
+#[test]
+fn c_binding_shares_inputs_chooses_outputs_and_fills_buffers() {
+    let out = Command::new(program("binding_ramify"))
+        .arg(three_heads_model("binding"))
+        .output()
+        .unwrap();
+    check("binding_ramify", out);
+}
+
+#[test]
+fn c_binding_is_clean_under_valgrind() {
+    if !valgrind_available() {
+        return;
+    }
+    let out = valgrind()
+        .arg(program("binding_ramify"))
+        .arg(three_heads_model("binding_valgrind"))
+        .output()
+        .unwrap();
+    check("binding_ramify under valgrind", out);
+}
+
+/// The README's examples compile with the warnings an app would see and run
+/// on the example model.
+#[test]
+fn c_examples_compile_and_run_on_the_example_model() {
+    for (name, source, expect) in [
+        ("run_model", "examples/run_model.c", "logits: [1, 100]"),
+        ("camera_loop", "examples/camera_loop.c", "frame 3: class"),
+    ] {
+        let out = Command::new(compiled(name, source))
+            .arg(example_model())
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        check(name, out);
+        assert!(text.contains(expect), "{name} printed:\n{text}");
+    }
 }

@@ -37,10 +37,9 @@ struct worker {
 /* Runs the session on input k; returns a malloc'd copy of output 0 or NULL. */
 static float *run_once(RamifySession *s, int k, size_t *count) {
     int64_t shape[4] = {1, 3, 96, 96};
-    RamifyTensorView v = {inputs[k], sizeof inputs[k], RAMIFY_ELEMENT_TYPE_FLOAT, shape, 4};
-    const char *names[1] = {"input"};
+    RamifyInput v = {"input", inputs[k], sizeof inputs[k], RAMIFY_ELEMENT_TYPE_FLOAT, shape, 4};
     RamifyTensor *out[1] = {NULL};
-    RamifyStatus st = ramify_session_run(s, names, &v, 1, out, 1);
+    RamifyStatus st = ramify_session_run(s, &v, 1, out, 1);
     if (st != RAMIFY_STATUS_OK) {
         fprintf(stderr, "FAIL run: %s: %s\n", ramify_status_name(st), ramify_last_error());
         return NULL;

@@ -8,38 +8,13 @@
  *   little-endian float files of its reference input and output.
  * env RAMIFY_TEST_ITERS: runs per thread (default 20).
  */
-#include "ramify.h"
+#include "check.h"
 
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-static int failures = 0;
-
-#define CHECK(cond, ...)                                                    \
-    do {                                                                    \
-        if (!(cond)) {                                                      \
-            fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond); \
-            fprintf(stderr, __VA_ARGS__);                                   \
-            fprintf(stderr, " (last error: %s)\n", ramify_last_error());    \
-            failures++;                                                     \
-        }                                                                   \
-    } while (0)
-
-/* A call that must fail with `want` and leave a non-empty message. */
-#define EXPECT_STATUS(call, want)                                                 \
-    do {                                                                          \
-        RamifyStatus s_ = (call);                                                 \
-        CHECK(s_ == (want), "%s returned %s, expected %s", #call,                 \
-              ramify_status_name(s_), ramify_status_name(want));                  \
-        if ((want) != RAMIFY_STATUS_OK)                                           \
-            CHECK(ramify_last_error()[0] != '\0', "no message after %s", #call); \
-    } while (0)
-
-static const float W[12] = {1, 0, -1, 2, 1, 0, 0, 0.5f, 1, -1, 1, 2};
-static const float B[3] = {0.5f, -1, 2};
 
 static int iters(void) {
     const char *s = getenv("RAMIFY_TEST_ITERS");
@@ -69,10 +44,9 @@ static int run_tiny(RamifySession *s, int rows, float seed) {
     float *x = malloc(sizeof(float) * 4 * rows);
     for (int i = 0; i < 4 * rows; i++) x[i] = (float)((i * 7 + (int)seed) % 11) * 0.25f - 1.0f;
     int64_t shape[2] = {rows, 4};
-    RamifyTensorView v = {x, sizeof(float) * 4 * rows, RAMIFY_ELEMENT_TYPE_FLOAT, shape, 2};
-    const char *names[1] = {"x"};
+    RamifyInput v = {"x", x, sizeof(float) * 4 * rows, RAMIFY_ELEMENT_TYPE_FLOAT, shape, 2};
     RamifyTensor *out[1] = {NULL};
-    RamifyStatus st = ramify_session_run(s, names, &v, 1, out, 1);
+    RamifyStatus st = ramify_session_run(s, &v, 1, out, 1);
     if (st != RAMIFY_STATUS_OK) {
         fprintf(stderr, "FAIL run_tiny: %s: %s\n", ramify_status_name(st), ramify_last_error());
         free(x);
@@ -126,7 +100,7 @@ static void check_queries(RamifySession *s) {
     const char *name = NULL;
     int32_t type = -1;
     const int64_t *dims = NULL;
-    int64_t rank = 0;
+    size_t rank = 0;
     EXPECT_STATUS(ramify_session_input_count(s, &n), RAMIFY_STATUS_OK);
     CHECK(n == 1, "input count %zu", n);
     EXPECT_STATUS(ramify_session_output_count(s, &n), RAMIFY_STATUS_OK);
@@ -152,46 +126,52 @@ static void check_errors(RamifySession *s, const char *tiny_path) {
     CHECK(strstr(ramify_last_error(), "/nonexistent/dir/model.onnx") != NULL, "message names the file");
     const unsigned char garbage[4] = {0xff, 0xff, 0xff, 0x07};
     EXPECT_STATUS(ramify_session_create_from_memory(garbage, sizeof garbage, NULL, &bad), RAMIFY_STATUS_INVALID_MODEL);
+    CHECK(strstr(ramify_last_error(), "not an ONNX model") != NULL, "message says what the bytes are not");
+    CHECK(strstr(ramify_last_error(), "memory buffer of 4 bytes") != NULL, "message names the memory buffer");
+    CHECK(strstr(ramify_last_error(), "file") == NULL, "no file is involved");
+    /* A directory is a file that cannot be read; zero bytes are an empty model. */
+    EXPECT_STATUS(ramify_session_create_from_file("/tmp", NULL, &bad), RAMIFY_STATUS_IO_ERROR);
+    CHECK(strstr(ramify_last_error(), "directory") != NULL, "message says it is a directory");
+    EXPECT_STATUS(ramify_session_create_from_memory(garbage, 0, NULL, &bad), RAMIFY_STATUS_INVALID_MODEL);
+    CHECK(strstr(ramify_last_error(), "the model is empty") != NULL, "message says the model is empty");
     EXPECT_STATUS(ramify_session_create_from_file(NULL, NULL, &bad), RAMIFY_STATUS_INVALID_ARGUMENT);
     EXPECT_STATUS(ramify_session_create_from_file(tiny_path, NULL, NULL), RAMIFY_STATUS_INVALID_ARGUMENT);
     EXPECT_STATUS(ramify_session_create_from_memory(NULL, 10, NULL, &bad), RAMIFY_STATUS_INVALID_ARGUMENT);
 
     float x[8] = {0};
     int64_t shape[2] = {2, 4};
-    RamifyTensorView v = {x, sizeof x, RAMIFY_ELEMENT_TYPE_FLOAT, shape, 2};
-    const char *names[1] = {"x"};
-    const char *wrong[1] = {"input"};
+    RamifyInput v = {"x", x, sizeof x, RAMIFY_ELEMENT_TYPE_FLOAT, shape, 2};
+    RamifyInput wrong = {"input", x, sizeof x, RAMIFY_ELEMENT_TYPE_FLOAT, shape, 2};
     RamifyTensor *out[1] = {NULL};
     /* Wrong input name. */
-    EXPECT_STATUS(ramify_session_run(s, wrong, &v, 1, out, 1), RAMIFY_STATUS_INVALID_INPUT);
+    EXPECT_STATUS(ramify_session_run(s, &wrong, 1, out, 1), RAMIFY_STATUS_INVALID_INPUT);
     CHECK(strstr(ramify_last_error(), "unknown input") != NULL, "unknown input message");
     CHECK(out[0] == NULL, "output set after a failure");
     /* Wrong shape: [1, 8] against [N, 4]. */
     int64_t wrong_shape[2] = {1, 8};
-    RamifyTensorView vs = {x, sizeof x, RAMIFY_ELEMENT_TYPE_FLOAT, wrong_shape, 2};
-    EXPECT_STATUS(ramify_session_run(s, names, &vs, 1, out, 1), RAMIFY_STATUS_INVALID_INPUT);
+    RamifyInput vs = {"x", x, sizeof x, RAMIFY_ELEMENT_TYPE_FLOAT, wrong_shape, 2};
+    EXPECT_STATUS(ramify_session_run(s, &vs, 1, out, 1), RAMIFY_STATUS_INVALID_INPUT);
     CHECK(strstr(ramify_last_error(), "shape") != NULL, "shape message");
     /* Wrong element type, byte size, element type code. */
-    RamifyTensorView vt = {x, sizeof x, RAMIFY_ELEMENT_TYPE_INT32, shape, 2};
-    EXPECT_STATUS(ramify_session_run(s, names, &vt, 1, out, 1), RAMIFY_STATUS_INVALID_INPUT);
-    RamifyTensorView vb = {x, sizeof x - 1, RAMIFY_ELEMENT_TYPE_FLOAT, shape, 2};
-    EXPECT_STATUS(ramify_session_run(s, names, &vb, 1, out, 1), RAMIFY_STATUS_INVALID_ARGUMENT);
-    RamifyTensorView vc = {x, sizeof x, 42, shape, 2};
-    EXPECT_STATUS(ramify_session_run(s, names, &vc, 1, out, 1), RAMIFY_STATUS_INVALID_ARGUMENT);
+    RamifyInput vt = {"x", x, sizeof x, RAMIFY_ELEMENT_TYPE_INT32, shape, 2};
+    EXPECT_STATUS(ramify_session_run(s, &vt, 1, out, 1), RAMIFY_STATUS_INVALID_INPUT);
+    RamifyInput vb = {"x", x, sizeof x - 1, RAMIFY_ELEMENT_TYPE_FLOAT, shape, 2};
+    EXPECT_STATUS(ramify_session_run(s, &vb, 1, out, 1), RAMIFY_STATUS_INVALID_ARGUMENT);
+    RamifyInput vc = {"x", x, sizeof x, 42, shape, 2};
+    EXPECT_STATUS(ramify_session_run(s, &vc, 1, out, 1), RAMIFY_STATUS_INVALID_ARGUMENT);
     /* Missing input, miscounted outputs. */
-    EXPECT_STATUS(ramify_session_run(s, NULL, NULL, 0, out, 1), RAMIFY_STATUS_INVALID_INPUT);
-    EXPECT_STATUS(ramify_session_run(s, names, &v, 1, out, 2), RAMIFY_STATUS_INVALID_ARGUMENT);
+    EXPECT_STATUS(ramify_session_run(s, NULL, 0, out, 1), RAMIFY_STATUS_INVALID_INPUT);
+    EXPECT_STATUS(ramify_session_run(s, &v, 1, out, 2), RAMIFY_STATUS_INVALID_ARGUMENT);
     /* NULL arguments. */
-    EXPECT_STATUS(ramify_session_run(NULL, names, &v, 1, out, 1), RAMIFY_STATUS_INVALID_ARGUMENT);
-    EXPECT_STATUS(ramify_session_run(s, NULL, &v, 1, out, 1), RAMIFY_STATUS_INVALID_ARGUMENT);
-    EXPECT_STATUS(ramify_session_run(s, names, NULL, 1, out, 1), RAMIFY_STATUS_INVALID_ARGUMENT);
-    EXPECT_STATUS(ramify_session_run(s, names, &v, 1, NULL, 1), RAMIFY_STATUS_INVALID_ARGUMENT);
-    const char *null_name[1] = {NULL};
-    EXPECT_STATUS(ramify_session_run(s, null_name, &v, 1, out, 1), RAMIFY_STATUS_INVALID_ARGUMENT);
-    RamifyTensorView vn = {NULL, sizeof x, RAMIFY_ELEMENT_TYPE_FLOAT, shape, 2};
-    EXPECT_STATUS(ramify_session_run(s, names, &vn, 1, out, 1), RAMIFY_STATUS_INVALID_ARGUMENT);
-    RamifyTensorView vns = {x, sizeof x, RAMIFY_ELEMENT_TYPE_FLOAT, NULL, 2};
-    EXPECT_STATUS(ramify_session_run(s, names, &vns, 1, out, 1), RAMIFY_STATUS_INVALID_ARGUMENT);
+    EXPECT_STATUS(ramify_session_run(NULL, &v, 1, out, 1), RAMIFY_STATUS_INVALID_ARGUMENT);
+    EXPECT_STATUS(ramify_session_run(s, NULL, 1, out, 1), RAMIFY_STATUS_INVALID_ARGUMENT);
+    EXPECT_STATUS(ramify_session_run(s, &v, 1, NULL, 1), RAMIFY_STATUS_INVALID_ARGUMENT);
+    RamifyInput unnamed = {NULL, x, sizeof x, RAMIFY_ELEMENT_TYPE_FLOAT, shape, 2};
+    EXPECT_STATUS(ramify_session_run(s, &unnamed, 1, out, 1), RAMIFY_STATUS_INVALID_ARGUMENT);
+    RamifyInput vn = {"x", NULL, sizeof x, RAMIFY_ELEMENT_TYPE_FLOAT, shape, 2};
+    EXPECT_STATUS(ramify_session_run(s, &vn, 1, out, 1), RAMIFY_STATUS_INVALID_ARGUMENT);
+    RamifyInput vns = {"x", x, sizeof x, RAMIFY_ELEMENT_TYPE_FLOAT, NULL, 2};
+    EXPECT_STATUS(ramify_session_run(s, &vns, 1, out, 1), RAMIFY_STATUS_INVALID_ARGUMENT);
     size_t n = 0;
     const char *name = NULL;
     EXPECT_STATUS(ramify_session_input_count(NULL, &n), RAMIFY_STATUS_INVALID_ARGUMENT);
@@ -232,10 +212,9 @@ static void check_errors(RamifySession *s, const char *tiny_path) {
         enum { ROWS = 1000 };
         float *big = calloc(4 * ROWS, sizeof(float));
         int64_t big_shape[2] = {ROWS, 4};
-        RamifyTensorView vb = {big, sizeof(float) * 4 * ROWS, RAMIFY_ELEMENT_TYPE_FLOAT, big_shape, 2};
-        const char *x_name[1] = {"x"};
+        RamifyInput vb = {"x", big, sizeof(float) * 4 * ROWS, RAMIFY_ELEMENT_TYPE_FLOAT, big_shape, 2};
         RamifyTensor *y[1] = {NULL};
-        EXPECT_STATUS(ramify_session_run(small, x_name, &vb, 1, y, 1), RAMIFY_STATUS_MEMORY_LIMIT);
+        EXPECT_STATUS(ramify_session_run(small, &vb, 1, y, 1), RAMIFY_STATUS_MEMORY_LIMIT);
         CHECK(strstr(ramify_last_error(), "memory limit") != NULL, "memory-limit message");
         CHECK(y[0] == NULL, "output set after a refused run");
         CHECK(strcmp(ramify_status_name(RAMIFY_STATUS_MEMORY_LIMIT), "RAMIFY_STATUS_MEMORY_LIMIT") == 0, "status name");
@@ -252,11 +231,10 @@ static void check_errors(RamifySession *s, const char *tiny_path) {
 static void *example_thread(void *arg) {
     struct job *j = arg;
     int64_t shape[4] = {1, 3, 96, 96};
-    RamifyTensorView v = {j->input, sizeof(float) * j->in_count, RAMIFY_ELEMENT_TYPE_FLOAT, shape, 4};
-    const char *names[1] = {"input"};
+    RamifyInput v = {"input", j->input, sizeof(float) * j->in_count, RAMIFY_ELEMENT_TYPE_FLOAT, shape, 4};
     for (int i = 0; i < 2; i++) {
         RamifyTensor *out[1] = {NULL};
-        RamifyStatus st = ramify_session_run(j->session, names, &v, 1, out, 1);
+        RamifyStatus st = ramify_session_run(j->session, &v, 1, out, 1);
         if (st != RAMIFY_STATUS_OK) {
             fprintf(stderr, "FAIL example run: %s: %s\n", ramify_status_name(st), ramify_last_error());
             j->failed = 1;
@@ -297,7 +275,7 @@ static void check_example(const char *model, const char *input_path, const char 
     if (s && input && expected) {
         const char *name = NULL;
         const int64_t *dims = NULL;
-        int64_t rank = 0;
+        size_t rank = 0;
         EXPECT_STATUS(ramify_session_input_name(s, 0, &name), RAMIFY_STATUS_OK);
         CHECK(name && strcmp(name, "input") == 0, "example input name");
         EXPECT_STATUS(ramify_session_output_name(s, 0, &name), RAMIFY_STATUS_OK);
@@ -326,7 +304,10 @@ int main(int argc, char **argv) {
         fprintf(stderr, "usage: %s TINY_MODEL [EXAMPLE_MODEL INPUT_F32 EXPECTED_F32]\n", argv[0]);
         return 2;
     }
-    CHECK(ramify_version()[0] != '\0', "empty version");
+    char header_version[32];
+    snprintf(header_version, sizeof header_version, "%d.%d.%d", RAMIFY_VERSION_MAJOR, RAMIFY_VERSION_MINOR,
+             RAMIFY_VERSION_PATCH);
+    CHECK(strcmp(ramify_version(), header_version) == 0, "library %s, header %s", ramify_version(), header_version);
     CHECK(strcmp(ramify_last_error(), "") == 0, "an error before any call");
 
     /* The tiny model, from a file with options and from memory with defaults. */

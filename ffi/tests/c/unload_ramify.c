@@ -85,12 +85,11 @@ static int run_once(const char *model) {
     p_ramify_session_options_destroy(o);
     float x[8] = {1, 2, 3, 4, -1, -2, -3, -4};
     int64_t shape[2] = {2, 4};
-    RamifyTensorView v = {x, sizeof x, RAMIFY_ELEMENT_TYPE_FLOAT, shape, 2};
-    const char *names[1] = {"x"};
+    RamifyInput v = {"x", x, sizeof x, RAMIFY_ELEMENT_TYPE_FLOAT, shape, 2};
     int bad = 0;
     for (int i = 0; i < 3 && !bad; i++) {
         RamifyTensor *out[1] = {NULL};
-        if (p_ramify_session_run(s, names, &v, 1, out, 1) != RAMIFY_STATUS_OK) {
+        if (p_ramify_session_run(s, &v, 1, out, 1) != RAMIFY_STATUS_OK) {
             fprintf(stderr, "FAIL run: %s\n", p_ramify_last_error());
             bad = 1;
         }

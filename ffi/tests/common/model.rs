@@ -2,27 +2,31 @@
 //! known exactly (opset 13):
 //! - `relu_add_bytes`: x[N,4] → Relu → Add(b = [1, 2, 3, 4]) → y[N,4];
 //! - `matmul_add_bytes`: x[N,4] → MatMul(W[4,3]) → Add(b[3]) → y[N,3], with
-//!   [`MATMUL_W`] and [`MATMUL_B`] (the C program computes the same by hand).
+//!   [`MATMUL_W`] and [`MATMUL_B`] (the C program computes the same by hand);
+//! - `three_heads_bytes`: the same y, and r = Relu(x) declared [?,4] (an
+//!   unnamed free dimension), and s = Sigmoid(x) with no declared shape; with
+//!   metadata (producer, version, description, two custom pairs).
 //!
 //! Shared by the crate's unit tests and the C program's test.
 
 use onnx_protobuf::{
     tensor_shape_proto::{dimension::Value as DimValue, Dimension},
     type_proto::{Tensor as TypeTensor, Value as TypeValue},
-    GraphProto, Message, ModelProto, NodeProto, OperatorSetIdProto, TensorProto, TensorShapeProto,
-    TypeProto, ValueInfoProto,
+    GraphProto, Message, ModelProto, NodeProto, OperatorSetIdProto, StringStringEntryProto,
+    TensorProto, TensorShapeProto, TypeProto, ValueInfoProto,
 };
 
-/// A float tensor value with dims (negative = the symbolic dimension "N").
+/// A float tensor value with dims (-1 = the symbolic dimension "N", any
+/// other negative value an unnamed free dimension).
 fn value_info(name: &str, dims: &[i64]) -> ValueInfoProto {
     let mut shape = TensorShapeProto::new();
     for &d in dims {
         let mut dim = Dimension::new();
-        dim.value = Some(if d >= 0 {
-            DimValue::DimValue(d)
-        } else {
-            DimValue::DimParam("N".into())
-        });
+        dim.value = match d {
+            0.. => Some(DimValue::DimValue(d)),
+            -1 => Some(DimValue::DimParam("N".into())),
+            _ => None,
+        };
         shape.dim.push(dim);
     }
     let mut tt = TypeTensor::new();
@@ -97,4 +101,42 @@ pub fn relu_add_bytes() -> Vec<u8> {
     g.output = vec![value_info("y", &[-1, 4])];
     g.initializer = vec![float_initializer("b", &[4], &[1.0, 2.0, 3.0, 4.0])];
     model(g)
+}
+
+/// The serialized model with three outputs: y = x·W + b [N,3], r = Relu(x)
+/// [?,4] and s = Sigmoid(x) (no declared shape), with metadata.
+#[allow(dead_code)]
+pub fn three_heads_bytes() -> Vec<u8> {
+    let mut g = GraphProto::new();
+    g.name = "three_heads".into();
+    g.doc_string = "a test graph".into();
+    g.node = vec![
+        node("MatMul", &["x", "W"], "xw"),
+        node("Add", &["xw", "b"], "y"),
+        node("Relu", &["x"], "r"),
+        node("Sigmoid", &["x"], "s"),
+    ];
+    g.input = vec![value_info("x", &[-1, 4])];
+    let mut s = value_info("s", &[]);
+    if let Some(TypeValue::TensorType(tt)) = s.type_.as_mut().and_then(|t| t.value.as_mut()) {
+        tt.shape = None.into();
+    }
+    g.output = vec![value_info("y", &[-1, 3]), value_info("r", &[-2, 4]), s];
+    g.initializer = vec![
+        float_initializer("W", &[4, 3], &MATMUL_W),
+        float_initializer("b", &[3], &MATMUL_B),
+    ];
+    let mut m = ModelProto::parse_from_bytes(&model(g)).expect("just written");
+    m.producer_name = "ramify-tests".into();
+    m.producer_version = "2.0".into();
+    m.domain = "org.ramify.tests".into();
+    m.model_version = 3;
+    m.doc_string = "three heads on one input".into();
+    for (k, v) in [("labels", "cat,dog,bird"), ("mean", "0.5")] {
+        let mut e = StringStringEntryProto::new();
+        e.key = k.into();
+        e.value = v.into();
+        m.metadata_props.push(e);
+    }
+    m.write_to_bytes().expect("serializable model")
 }
