@@ -15,6 +15,7 @@ pub mod util;
 mod activation;
 mod attention;
 mod binary;
+mod contrib;
 mod control;
 mod conv;
 mod extra;
@@ -35,10 +36,19 @@ mod vision;
 /// Builds an operator for one node.
 pub type Builder = fn(&BuildContext) -> Result<Box<dyn Operator>>;
 
+/// The default ONNX domain, as the registry keys it (`""`; `"ai.onnx"` is
+/// the same domain).
+pub const DEFAULT_DOMAIN: &str = "";
+
+/// onnxruntime's contrib domain (its opset version is 1).
+pub const MS_DOMAIN: &str = "com.microsoft";
+
 /// The registry entry of one operator type.
 #[derive(Clone, Copy)]
 pub struct OpEntry {
-    /// Lowest opset version this implementation covers.
+    /// The operator's domain (`""` for the default ONNX domain).
+    pub domain: &'static str,
+    /// Lowest opset version (of its domain) this implementation covers.
     pub since: i64,
     /// The operator family (module) that implements it.
     pub family: &'static str,
@@ -46,19 +56,36 @@ pub struct OpEntry {
     pub build: Builder,
 }
 
-/// Maps operator names of the default ONNX domain to their builders.
+/// Maps (domain, operator name) to builders.
 pub struct Registry {
-    ops: HashMap<&'static str, OpEntry>,
+    /// Per domain, the entries by operator name.
+    ops: HashMap<&'static str, HashMap<&'static str, OpEntry>>,
     family: &'static str,
 }
 
+/// The registry's key for a domain as a model writes it.
+fn canonical_domain(domain: &str) -> &str {
+    if domain == "ai.onnx" {
+        DEFAULT_DOMAIN
+    } else {
+        domain
+    }
+}
+
 impl Registry {
-    /// Registers `name` from opset `since`.
+    /// Registers `name` of the default ONNX domain from opset `since`.
     pub fn add(&mut self, name: &'static str, since: i64, build: Builder) {
+        self.add_in(DEFAULT_DOMAIN, name, since, build);
+    }
+
+    /// Registers `name` of `domain` from opset `since` of that domain.
+    pub fn add_in(&mut self, domain: &'static str, name: &'static str, since: i64, build: Builder) {
         let family = self.family;
-        self.ops.insert(
+        let domain = canonical_domain(domain);
+        self.ops.entry(domain).or_default().insert(
             name,
             OpEntry {
+                domain,
                 since,
                 family,
                 build,
@@ -66,21 +93,41 @@ impl Registry {
         );
     }
 
-    /// The entry for `name`, if supported.
+    /// The entry for `name` of the default domain, if supported.
     pub fn get(&self, name: &str) -> Option<&OpEntry> {
-        self.ops.get(name)
+        self.get_in(DEFAULT_DOMAIN, name)
     }
 
-    /// All supported operators with their entries, sorted by name.
+    /// The entry for `name` of `domain` (`"ai.onnx"` is the default domain),
+    /// if supported.
+    pub fn get_in(&self, domain: &str, name: &str) -> Option<&OpEntry> {
+        self.ops.get(canonical_domain(domain))?.get(name)
+    }
+
+    /// All supported operators of every domain with their entries (each
+    /// names its domain), sorted by domain, then name.
     pub fn entries(&self) -> Vec<(&'static str, OpEntry)> {
-        let mut v: Vec<_> = self.ops.iter().map(|(k, e)| (*k, *e)).collect();
-        v.sort_unstable_by_key(|(k, _)| *k);
+        let mut v: Vec<_> = self
+            .ops
+            .values()
+            .flat_map(|m| m.iter().map(|(k, e)| (*k, *e)))
+            .collect();
+        v.sort_unstable_by_key(|(k, e)| (e.domain, *k));
         v
     }
 
-    /// All supported operator names, sorted.
+    /// The supported operator names of the default domain, sorted.
     pub fn names(&self) -> Vec<&'static str> {
-        let mut v: Vec<_> = self.ops.keys().copied().collect();
+        self.names_in(DEFAULT_DOMAIN)
+    }
+
+    /// The supported operator names of `domain`, sorted.
+    pub fn names_in(&self, domain: &str) -> Vec<&'static str> {
+        let mut v: Vec<_> = self
+            .ops
+            .get(canonical_domain(domain))
+            .map(|m| m.keys().copied().collect())
+            .unwrap_or_default();
         v.sort_unstable();
         v
     }
@@ -101,6 +148,7 @@ pub fn registry() -> &'static Registry {
             ("activation", activation::register),
             ("attention", attention::register),
             ("binary", binary::register),
+            ("contrib", contrib::register),
             ("control", control::register),
             ("conv", conv::register),
             ("extra", extra::register),
@@ -128,7 +176,7 @@ pub fn registry() -> &'static Registry {
 
 /// The domains whose operators ramify implements.
 pub fn is_supported_domain(domain: &str) -> bool {
-    matches!(domain, "" | "ai.onnx")
+    matches!(domain, "" | "ai.onnx" | MS_DOMAIN)
 }
 
 /// Builds the operator for a node of type `op_type` in `domain` at `opset`.
@@ -142,7 +190,7 @@ pub fn build(domain: &str, op_type: &str, ctx: &BuildContext) -> Result<Box<dyn 
     if !is_supported_domain(domain) {
         return Err(unsupported());
     }
-    match registry().get(op_type) {
+    match registry().get_in(domain, op_type) {
         Some(entry) if ctx.opset >= entry.since => (entry.build)(ctx),
         _ => Err(unsupported()),
     }

@@ -13,7 +13,7 @@ use ndarray::{ArrayD, IxDyn};
 mod conv;
 mod dynamic;
 mod linear;
-mod matmul;
+pub(crate) mod matmul;
 mod narrow;
 #[cfg(test)]
 mod tests;

@@ -13,7 +13,7 @@ const MMI: &str = "MatMulInteger";
 const QLM: &str = "QLinearMatMul";
 
 /// Shapes and batch offsets of one numpy `matmul`.
-pub(super) struct Plan {
+pub(crate) struct Plan {
     pub out: Vec<usize>,
     pub m: usize,
     pub k: usize,
@@ -22,7 +22,7 @@ pub(super) struct Plan {
     pub b_offs: Vec<usize>,
 }
 
-pub(super) fn plan(op: &str, a: &[usize], b: &[usize]) -> Result<Plan> {
+pub(crate) fn plan(op: &str, a: &[usize], b: &[usize]) -> Result<Plan> {
     if a.is_empty() || b.is_empty() {
         return Err(Error::op(op, "matmul inputs must have rank ≥ 1"));
     }
@@ -70,7 +70,7 @@ pub(super) fn plan(op: &str, a: &[usize], b: &[usize]) -> Result<Plan> {
 }
 
 /// The i32 product of the planned matrices (wrapping), parallel over rows.
-pub(super) fn matmul_i32(p: &Plan, a: &[i32], b: &[i32]) -> Vec<i32> {
+pub(crate) fn matmul_i32(p: &Plan, a: &[i32], b: &[i32]) -> Vec<i32> {
     let (m, k, n) = (p.m, p.k, p.n);
     let mut out = vec![0i32; p.a_offs.len() * m * n];
     par_rows(&mut out, n, |first, chunk| {
@@ -126,7 +126,7 @@ fn check_int8(op: &str, t: DType) -> Result<()> {
     }
 }
 
-fn matmul_flops(inputs: &[Option<&Fact>], a: usize, b: usize) -> u64 {
+pub(crate) fn matmul_flops(inputs: &[Option<&Fact>], a: usize, b: usize) -> u64 {
     let shape = |i: usize| {
         inputs
             .get(i)

@@ -1,0 +1,212 @@
+//! QGemm: `Y = alpha · A' · B' + C` on 8-bit A and B (`transA`/`transB`),
+//! accumulated exactly in i32 with the zero points taken out (B's scale and
+//! zero point per tensor or per column), plus the optional int32 bias C
+//! (broadcast to M×N). With `y_zero_point` the result is requantized with
+//! `alpha · a_scale · b_scale / y_scale` (f32, round half to even,
+//! saturated, as onnxruntime's requantizing output processor does);
+//! without it Y is float32 `acc · alpha · a_scale · b_scale`.
+
+use super::{check8, range8, requantize, scalar_scale, scales, tensor8, zero_points};
+use crate::error::{Error, Result};
+use crate::ir::{BuildContext, Fact, InferInput, OpClass, Operator};
+use crate::ops::quant::matmul::{matmul_i32, plan};
+use crate::ops::quant::{to_i32, Bcast};
+use crate::ops::util::{fact, input, opt_fact, opt_input};
+use crate::tensor::{DType, Tensor};
+
+const OP: &str = "QGemm";
+
+#[derive(Debug)]
+struct QGemm {
+    trans_a: bool,
+    trans_b: bool,
+    alpha: f32,
+}
+
+pub(super) fn build(ctx: &BuildContext) -> Result<Box<dyn Operator>> {
+    let a = ctx.attrs;
+    Ok(Box::new(QGemm {
+        trans_a: a.int("transA", 0)? != 0,
+        trans_b: a.int("transB", 0)? != 0,
+        alpha: a.float("alpha", 1.0)?,
+    }))
+}
+
+/// The i32 values of a 2-D tensor `[r, c]` minus `zp(column)`, transposed to
+/// `[c, r]` first when `trans`; returns the values and their (rows, cols).
+fn shifted(x: &Tensor, trans: bool, zp: impl Fn(usize) -> i32) -> Result<(Vec<i32>, usize, usize)> {
+    let s = x.shape();
+    let v = to_i32(OP, x)?;
+    let (r, c) = (s[0], s[1]);
+    let (rows, cols) = if trans { (c, r) } else { (r, c) };
+    let mut out = vec![0i32; v.len()];
+    for i in 0..rows {
+        for j in 0..cols {
+            let src = if trans { v[j * c + i] } else { v[i * c + j] };
+            out[i * cols + j] = src.wrapping_sub(zp(j));
+        }
+    }
+    Ok((out, rows, cols))
+}
+
+impl QGemm {
+    /// (M, K, N) for A and B shapes.
+    fn dims(&self, a: &[usize], b: &[usize]) -> Result<(usize, usize, usize)> {
+        if a.len() != 2 || b.len() != 2 {
+            return Err(Error::op(
+                OP,
+                format!("A and B must be 2-D, found {a:?} and {b:?}"),
+            ));
+        }
+        let (m, k) = if self.trans_a {
+            (a[1], a[0])
+        } else {
+            (a[0], a[1])
+        };
+        let (k2, n) = if self.trans_b {
+            (b[1], b[0])
+        } else {
+            (b[0], b[1])
+        };
+        if k != k2 {
+            return Err(Error::op(
+                OP,
+                format!("inner dimensions differ: A {a:?}, B {b:?}"),
+            ));
+        }
+        Ok((m, k, n))
+    }
+}
+
+impl Operator for QGemm {
+    fn cost_class(&self) -> OpClass {
+        OpClass::MatMul
+    }
+
+    fn infer(&self, inputs: &[InferInput]) -> Result<Vec<Fact>> {
+        let a = fact(OP, inputs, 0)?;
+        let b = fact(OP, inputs, 3)?;
+        check8(OP, "A", a.dtype)?;
+        check8(OP, "B", b.dtype)?;
+        let dtype = match opt_fact(inputs, 8) {
+            Some(z) => {
+                check8(OP, "y_zero_point", z.dtype)?;
+                z.dtype
+            }
+            None => DType::F32,
+        };
+        let shape = match (&a.shape, &b.shape) {
+            (Some(sa), Some(sb)) => {
+                let (m, _, n) = self.dims(sa, sb)?;
+                Some(vec![m, n])
+            }
+            _ => None,
+        };
+        Ok(vec![Fact { dtype, shape }])
+    }
+
+    fn flops(&self, inputs: &[Option<&Fact>], outputs: &[Fact]) -> u64 {
+        // 2·M·N·K, K from A's shape.
+        let a = inputs
+            .first()
+            .copied()
+            .flatten()
+            .and_then(|f| f.shape.as_ref());
+        let k = match a {
+            Some(s) if s.len() == 2 => s[usize::from(!self.trans_a)],
+            _ => 1,
+        };
+        (2 * k as u64 * crate::ops::util::out_len(outputs, 0)).max(1)
+    }
+
+    fn run(&self, inputs: &[Option<&Tensor>]) -> Result<Vec<Tensor>> {
+        let a = input(OP, inputs, 0)?;
+        let b = input(OP, inputs, 3)?;
+        check8(OP, "A", a.dtype())?;
+        check8(OP, "B", b.dtype())?;
+        let (m, k, n) = self.dims(a.shape(), b.shape())?;
+        let sa = scalar_scale(OP, inputs, 1, "a_scale")?;
+        input(OP, inputs, 2)?;
+        let za = super::scalar_zp(OP, inputs, 2, a.dtype(), "a_zero_point")?;
+        // B's scale and zero point: per tensor or per column, same shape.
+        let bs_t = input(OP, inputs, 4)?;
+        let bz_t = input(OP, inputs, 5)?;
+        let per_col = |t: &Tensor| t.shape().len() == 1 && t.len() == n;
+        let one = |t: &Tensor| t.len() == 1 && t.shape().len() <= 1;
+        if !(one(bs_t) || per_col(bs_t)) || bs_t.shape() != bz_t.shape() {
+            return Err(Error::op(
+                OP,
+                format!(
+                    "b_scale and b_zero_point must share one shape, a scalar or [{n}]; found {:?} and {:?}",
+                    bs_t.shape(),
+                    bz_t.shape()
+                ),
+            ));
+        }
+        let bs = scales(OP, "b_scale", bs_t)?;
+        let bz = zero_points(OP, "b_zero_point", bz_t, b.dtype())?;
+        let col = |v: &[i32], j: usize| v[if v.len() == 1 { 0 } else { j }];
+        let (av, _, _) = shifted(a, self.trans_a, |_| za)?;
+        let (bv, _, _) = shifted(b, self.trans_b, |j| col(&bz, j))?;
+        let p = plan(OP, &[m, k], &[k, n])?;
+        let mut acc = matmul_i32(&p, &av, &bv);
+        if let Some(c) = opt_input(inputs, 6) {
+            let cv = match c {
+                Tensor::I32(arr) => arr.iter().copied().collect::<Vec<i32>>(),
+                other => {
+                    return Err(Error::op(
+                        OP,
+                        format!("C must be int32, found {}", other.dtype()),
+                    ))
+                }
+            };
+            let map = Bcast::new(OP, c.shape(), &[m, n])?;
+            for (i, e) in acc.iter_mut().enumerate() {
+                *e = e.wrapping_add(cv[map.index(i)]);
+            }
+        }
+        let y_scale = match opt_input(inputs, 7) {
+            Some(_) => Some(scalar_scale(OP, inputs, 7, "y_scale")?),
+            None => None,
+        };
+        // onnxruntime: alpha · a_scale · b_scale[j] (/ y_scale) in f32.
+        let out_scales: Vec<f32> = bs
+            .iter()
+            .map(|&s| {
+                let v = self.alpha * sa * s;
+                y_scale.map_or(v, |ys| v / ys)
+            })
+            .collect();
+        let scale = |i: usize| out_scales[if out_scales.len() == 1 { 0 } else { i % n }];
+        match opt_input(inputs, 8) {
+            Some(yz) => {
+                let t = yz.dtype();
+                let (lo, hi) = range8(OP, t)?;
+                if t != a.dtype() {
+                    return Err(Error::op(
+                        OP,
+                        format!("y_zero_point is {t} but A is {}", a.dtype()),
+                    ));
+                }
+                if y_scale.is_none() {
+                    return Err(Error::op(OP, "y_zero_point is given without y_scale"));
+                }
+                let zy = super::scalar_zp(OP, inputs, 8, t, "y_zero_point")?;
+                let out: Vec<i32> = acc
+                    .iter()
+                    .enumerate()
+                    .map(|(i, &v)| requantize(v, scale(i), zy, lo, hi))
+                    .collect();
+                Ok(vec![tensor8(OP, t, &[m, n], out)?])
+            }
+            None => {
+                let out: Vec<f32> = acc
+                    .iter()
+                    .enumerate()
+                    .map(|(i, &v)| v as f32 * scale(i))
+                    .collect();
+                Ok(vec![Tensor::from_vec(&[m, n], out)?])
+            }
+        }
+    }
+}
