@@ -10,6 +10,7 @@ cd "$repo"
 scripts/ensure_venv.sh
 .venv/bin/python scripts/gen_test_data.py
 .venv/bin/python scripts/gen_node_tests.py
+.venv/bin/python scripts/gen_quant_models.py
 
 # The C API test runs its program under valgrind.
 if ! command -v valgrind >/dev/null 2>&1; then
