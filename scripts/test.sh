@@ -30,6 +30,13 @@ cargo fmt --all --check
 cargo clippy --workspace --all-targets -- -D warnings
 cargo test --workspace
 
+# A reduced build: only the operator families the example model needs (what
+# `ramify ops --required` prints); the example runs, and every operator of a
+# family left out is refused naming its cargo feature.
+features=$(target/debug/ramify ops --required models/inception_mini.onnx | sed -n 's/^build: .*--features //p')
+echo "test.sh: reduced build with --features $features"
+cargo test -p ramify --no-default-features --features "$features" --test reduced_build
+
 # Hostile input: 3,000 mutated models through `ramify run`, each a run or a
 # clean error (no panic, abort, signal or hang) within the given budget.
 .venv/bin/python scripts/mutate_campaign.py --bin target/debug/ramify --count 3000 \

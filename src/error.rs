@@ -47,6 +47,24 @@ pub enum Error {
         /// The node's name.
         node: String,
     },
+    /// ramify implements this operator, but this build leaves its family out
+    /// (a reduced build: `cargo build --no-default-features --features ...`).
+    #[error(
+        "operator {op:?} in domain {domain:?} at opset {opset} (node {node:?}) is left out of this build: \
+         rebuild with the cargo feature {feature}"
+    )]
+    OperatorLeftOut {
+        /// The operator type.
+        op: String,
+        /// Its domain.
+        domain: String,
+        /// The opset version the model imports for that domain.
+        opset: i64,
+        /// The node's name.
+        node: String,
+        /// The cargo feature of its family, e.g. `ops-rnn`.
+        feature: &'static str,
+    },
     /// An element type that ramify (or this operator) does not handle.
     #[error("unsupported element type {0}")]
     UnsupportedType(String),

@@ -34,7 +34,9 @@ const CASE_TIMEOUT: Duration = Duration::from_secs(60);
 fn is_unsupported(e: &Error) -> bool {
     matches!(
         e,
-        Error::UnsupportedOperator { .. } | Error::UnsupportedType(..)
+        Error::UnsupportedOperator { .. }
+            | Error::OperatorLeftOut { .. }
+            | Error::UnsupportedType(..)
     )
 }
 

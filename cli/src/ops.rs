@@ -1,9 +1,13 @@
 //! `ramify ops`: lists the operators this build supports, as plain text or as
-//! the Markdown page `docs/operators.md` (which a test keeps in step).
+//! the Markdown page `docs/operators.md` (which a test keeps in step), or,
+//! with `--required MODEL...`, the cargo features (operator families) a
+//! reduced build needs for those models.
 
+use anyhow::{bail, Context};
 use clap::Args;
-use ramify::ops::registry;
-use std::collections::BTreeMap;
+use ramify::ops::{catalog, registry};
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
 
 /// Arguments of `ramify ops`.
 #[derive(Args)]
@@ -11,6 +15,37 @@ pub struct OpsArgs {
     /// Print the Markdown page docs/operators.md instead of a plain list.
     #[arg(long)]
     markdown: bool,
+    /// Print the cargo features a reduced build needs to load these models
+    /// (every operator of theirs, subgraphs included), and the build command.
+    #[arg(long, num_args = 1.., value_name = "MODEL")]
+    required: Vec<PathBuf>,
+}
+
+/// The features the models need, and per feature the operators that need it.
+fn required(models: &[PathBuf]) -> anyhow::Result<BTreeMap<&'static str, BTreeSet<String>>> {
+    let mut features: BTreeMap<&'static str, BTreeSet<String>> = BTreeMap::new();
+    let mut unknown = Vec::new();
+    for model in models {
+        let ops = ramify::onnx::operators_used(model)
+            .with_context(|| format!("reading {}", model.display()))?;
+        for o in ops {
+            let full = if o.domain.is_empty() {
+                o.op.clone()
+            } else {
+                format!("{}.{}", o.domain, o.op)
+            };
+            match catalog().get(&o.domain, &o.op) {
+                Some(e) if o.opset >= e.since => {
+                    features.entry(e.feature).or_default().insert(full);
+                }
+                _ => unknown.push(format!("{full} (opset {}) in {}", o.opset, model.display())),
+            }
+        }
+    }
+    if !unknown.is_empty() {
+        bail!("no build of ramify supports: {}", unknown.join(", "));
+    }
+    Ok(features)
 }
 
 /// What each family covers, for the Markdown page.
@@ -64,6 +99,21 @@ pub fn markdown() -> String {
 
 /// Runs `ramify ops`.
 pub fn main(args: OpsArgs) -> anyhow::Result<()> {
+    if !args.required.is_empty() {
+        let features = required(&args.required)?;
+        for (feature, ops) in &features {
+            println!(
+                "{feature:<16} {}",
+                ops.iter().cloned().collect::<Vec<_>>().join(", ")
+            );
+        }
+        let list: Vec<&str> = features.keys().copied().collect();
+        println!(
+            "\nbuild: cargo build -p ramify-ffi --release --no-default-features --features {}",
+            list.join(",")
+        );
+        return Ok(());
+    }
     if args.markdown {
         print!("{}", markdown());
     } else {

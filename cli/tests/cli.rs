@@ -69,6 +69,43 @@ fn bench_json_has_the_documented_fields() {
     assert_eq!(v["samples_ms"].as_array().unwrap().len(), 3);
 }
 
+/// `ops --required` names the families (cargo features) a model needs, with
+/// the operators that need each, and the reduced build's command.
+#[test]
+fn ops_required_lists_the_features_a_model_needs() {
+    let o = ramify()
+        .args(["ops", "--required", "models/inception_mini.onnx"])
+        .current_dir(repo())
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let s = String::from_utf8_lossy(&o.stdout);
+    let conv = s
+        .lines()
+        .find(|l| l.starts_with("ops-conv"))
+        .unwrap_or_default();
+    assert!(conv.contains("Conv"), "{s}");
+    assert!(
+        !s.contains("ops-rnn"),
+        "the example has no recurrent operator: {s}"
+    );
+    let build = s
+        .lines()
+        .find(|l| l.starts_with("build: "))
+        .unwrap_or_default();
+    assert!(
+        build.contains("--no-default-features --features ops-") && build.contains("ops-conv"),
+        "{s}"
+    );
+    let o = ramify()
+        .args(["ops", "--required", "no/such/model.onnx"])
+        .current_dir(repo())
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("no/such/model.onnx"));
+}
+
 #[test]
 fn inspect_lists_forks_and_plans() {
     let o = ramify()

@@ -80,7 +80,9 @@ pub(crate) fn status_of(e: &Error) -> RamifyStatus {
         | Error::MissingValue { .. }
         | Error::ExternalData { .. }
         | Error::Attribute { .. } => RamifyStatus::InvalidModel,
-        Error::UnsupportedOperator { .. } | Error::UnsupportedType(_) => RamifyStatus::Unsupported,
+        Error::UnsupportedOperator { .. }
+        | Error::OperatorLeftOut { .. }
+        | Error::UnsupportedType(_) => RamifyStatus::Unsupported,
         Error::UnknownInput { .. }
         | Error::MissingInput(_)
         | Error::InputShape { .. }

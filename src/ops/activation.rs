@@ -15,9 +15,9 @@ mod softmax;
 #[cfg(test)]
 mod tests;
 
-use super::Registry;
+use super::Registrar;
 
-pub(crate) fn register(r: &mut Registry) {
+pub(crate) fn register(r: &mut impl Registrar) {
     pointwise::register(r);
     clip::register(r);
     prelu::register(r);

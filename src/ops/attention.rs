@@ -10,7 +10,7 @@
 use super::norm::Real;
 use super::unary::kernel::{contiguous, Float};
 use super::util::{fact, input, opt_fact, opt_input};
-use super::Registry;
+use super::Registrar;
 use crate::error::{Error, Result};
 use crate::ir::{BuildContext, Fact, InferInput, Operator};
 use crate::tensor::{DType, Element, Tensor};
@@ -25,7 +25,7 @@ mod tests;
 
 const OP: &str = "Attention";
 
-pub(crate) fn register(r: &mut Registry) {
+pub(crate) fn register(r: &mut impl Registrar) {
     r.add("Attention", 23, build);
 }
 

@@ -10,7 +10,7 @@ pub(crate) mod logic;
 use self::arith::{ArithKind, Arithmetic, Pow, VarKind, Variadic};
 use self::logic::{BitKind, BitShift, Bitwise, CmpKind, Compare, Where};
 use super::util::broadcast_all;
-use super::Registry;
+use super::Registrar;
 use crate::error::{Error, Result};
 use crate::ir::{BuildContext, Fact, InferInput, Operator};
 use crate::tensor::DType;
@@ -111,7 +111,7 @@ fn build_bitshift(ctx: &BuildContext) -> Result<Box<dyn Operator>> {
     }))
 }
 
-pub(crate) fn register(r: &mut Registry) {
+pub(crate) fn register(r: &mut impl Registrar) {
     r.add("Add", 7, |ctx| match activated::build("Add", ctx)? {
         Some(op) => Ok(op),
         None => arithmetic("Add", ArithKind::Add),

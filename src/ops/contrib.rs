@@ -7,7 +7,7 @@
 
 use super::quant::int_range;
 use super::util::{input, opt_input};
-use super::{Registry, MS_DOMAIN};
+use super::{Registrar, MS_DOMAIN};
 use crate::error::{Error, Result};
 use crate::ir::{Fact, InferInput};
 use crate::tensor::{DType, Tensor};
@@ -22,7 +22,7 @@ mod qgemm;
 #[cfg(test)]
 mod tests;
 
-pub(crate) fn register(r: &mut Registry) {
+pub(crate) fn register(r: &mut impl Registrar) {
     r.add_in(MS_DOMAIN, "QLinearAdd", 1, binary::build_add);
     r.add_in(MS_DOMAIN, "QLinearMul", 1, binary::build_mul);
     r.add_in(MS_DOMAIN, "QLinearConcat", 1, concat::build);

@@ -3,7 +3,7 @@
 //! through that trait; the outer-scope values a body reads arrive as the
 //! node's trailing implicit inputs.
 
-use super::Registry;
+use super::Registrar;
 
 mod if_op;
 mod loop_op;
@@ -12,7 +12,7 @@ mod tensors;
 #[cfg(test)]
 mod tests;
 
-pub(crate) fn register(r: &mut Registry) {
+pub(crate) fn register(r: &mut impl Registrar) {
     r.add("If", 1, if_op::build);
     r.add("Loop", 1, loop_op::build);
     r.add("Scan", 9, scan::build);

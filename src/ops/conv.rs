@@ -8,7 +8,7 @@ use super::gemm::engine::GemmFloat;
 use super::gemm::fused::Activation;
 use super::gemm::simd::multiversion;
 use super::gemm::{contiguous, from_f32_vec, to_f32_vec};
-use super::Registry;
+use super::Registrar;
 use crate::error::{Error, Result};
 use crate::tensor::{DType, Tensor};
 
@@ -27,7 +27,7 @@ mod tests;
 mod transpose;
 mod winograd;
 
-pub(crate) fn register(r: &mut Registry) {
+pub(crate) fn register(r: &mut impl Registrar) {
     r.add("Conv", 1, conv_op::build);
     r.add("ConvTranspose", 1, transpose::build);
 }

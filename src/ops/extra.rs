@@ -2,7 +2,7 @@
 //! over an index space), CumProd (cumulative product along an axis), Det,
 //! ReverseSequence, Unique and Col2Im.
 
-use super::Registry;
+use super::Registrar;
 
 mod col2im;
 mod cumprod;
@@ -13,7 +13,7 @@ mod reverse_sequence;
 mod tests;
 mod unique;
 
-pub(crate) fn register(r: &mut Registry) {
+pub(crate) fn register(r: &mut impl Registrar) {
     r.add("CumProd", 26, cumprod::build);
     r.add("Einsum", 12, einsum::build);
     r.add("Col2Im", 18, col2im::build);

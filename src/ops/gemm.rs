@@ -2,7 +2,7 @@
 //! f16/bf16 through f32, integers through a plain kernel), the deterministic
 //! parallel GEMM engine that Conv shares, and the fused-activation epilogue.
 
-use super::Registry;
+use super::Registrar;
 use crate::error::{Error, Result};
 use crate::tensor::Tensor;
 use half::{bf16, f16};
@@ -19,7 +19,7 @@ mod tests;
 #[cfg(test)]
 pub(crate) mod testutil;
 
-pub(crate) fn register(r: &mut Registry) {
+pub(crate) fn register(r: &mut impl Registrar) {
     r.add("Gemm", 7, gemm_op::build);
     r.add("MatMul", 7, matmul::build);
 }

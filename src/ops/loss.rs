@@ -13,7 +13,7 @@
 use super::norm::Real;
 use super::unary::kernel::{contiguous, Float};
 use super::util::{fact, input, opt_fact, opt_input, out_len};
-use super::Registry;
+use super::Registrar;
 use crate::error::{Error, Result};
 use crate::ir::{BuildContext, Fact, InferInput};
 use crate::tensor::{DType, Element, Tensor};
@@ -24,7 +24,7 @@ mod sce;
 #[cfg(test)]
 mod tests;
 
-pub(crate) fn register(r: &mut Registry) {
+pub(crate) fn register(r: &mut impl Registrar) {
     r.add("SoftmaxCrossEntropyLoss", 12, sce::build);
     r.add("NegativeLogLikelihoodLoss", 12, nll::build);
 }

@@ -3,13 +3,13 @@
 //! `value_int(s)`, `value_string(s)`; sparse values are refused).
 
 use super::shape::movement_flops;
-use super::Registry;
+use super::Registrar;
 use crate::error::Result;
 use crate::ir::{BuildContext, Fact, InferInput, Operator};
 use crate::tensor::Tensor;
 use ndarray::Array1;
 
-pub(crate) fn register(r: &mut Registry) {
+pub(crate) fn register(r: &mut impl Registrar) {
     r.add("Constant", 1, build_constant);
 }
 

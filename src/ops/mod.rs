@@ -56,7 +56,21 @@ pub struct OpEntry {
     pub build: Builder,
 }
 
-/// Maps (domain, operator name) to builders.
+/// Where an operator family registers its operators: the [`Registry`]
+/// (with their builders) or the [`Catalog`] (names only, for every family,
+/// also those a reduced build leaves out).
+pub trait Registrar {
+    /// Registers `name` of `domain` from opset `since` of that domain.
+    fn add_in(&mut self, domain: &'static str, name: &'static str, since: i64, build: Builder);
+
+    /// Registers `name` of the default ONNX domain from opset `since`.
+    fn add(&mut self, name: &'static str, since: i64, build: Builder) {
+        self.add_in(DEFAULT_DOMAIN, name, since, build);
+    }
+}
+
+/// Maps (domain, operator name) to builders, for the families this build
+/// includes.
 pub struct Registry {
     /// Per domain, the entries by operator name.
     ops: HashMap<&'static str, HashMap<&'static str, OpEntry>>,
@@ -72,14 +86,8 @@ fn canonical_domain(domain: &str) -> &str {
     }
 }
 
-impl Registry {
-    /// Registers `name` of the default ONNX domain from opset `since`.
-    pub fn add(&mut self, name: &'static str, since: i64, build: Builder) {
-        self.add_in(DEFAULT_DOMAIN, name, since, build);
-    }
-
-    /// Registers `name` of `domain` from opset `since` of that domain.
-    pub fn add_in(&mut self, domain: &'static str, name: &'static str, since: i64, build: Builder) {
+impl Registrar for Registry {
+    fn add_in(&mut self, domain: &'static str, name: &'static str, since: i64, build: Builder) {
         let family = self.family;
         let domain = canonical_domain(domain);
         self.ops.entry(domain).or_default().insert(
@@ -92,7 +100,9 @@ impl Registry {
             },
         );
     }
+}
 
+impl Registry {
     /// The entry for `name` of the default domain, if supported.
     pub fn get(&self, name: &str) -> Option<&OpEntry> {
         self.get_in(DEFAULT_DOMAIN, name)
@@ -133,45 +143,139 @@ impl Registry {
     }
 }
 
-/// A family of operators: its name and the function registering them.
-type Family = (&'static str, fn(&mut Registry));
+/// Where an operator of any family lives, whether this build includes it
+/// or not.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CatalogEntry {
+    /// Lowest opset version (of its domain) ramify implements it from.
+    pub since: i64,
+    /// Its family (module).
+    pub family: &'static str,
+    /// The cargo feature that builds the family, e.g. `ops-rnn`.
+    pub feature: &'static str,
+}
 
-/// The process-wide registry of built-in operators.
-pub fn registry() -> &'static Registry {
-    static REGISTRY: OnceLock<Registry> = OnceLock::new();
-    REGISTRY.get_or_init(|| {
-        let mut r = Registry {
-            ops: HashMap::new(),
-            family: "",
-        };
-        let families: &[Family] = &[
-            ("activation", activation::register),
-            ("attention", attention::register),
-            ("binary", binary::register),
-            ("contrib", contrib::register),
-            ("control", control::register),
-            ("conv", conv::register),
-            ("extra", extra::register),
-            ("gemm", gemm::register),
-            ("loss", loss::register),
-            ("misc", misc::register),
-            ("norm", norm::register),
-            ("pool", pool::register),
-            ("quant", quant::register),
-            ("reduce", reduce::register),
-            ("resize", resize::register),
-            ("rnn", rnn::register),
-            ("shape", shape::register),
-            ("signal", signal::register),
-            ("unary", unary::register),
-            ("vision", vision::register),
-        ];
-        for &(family, register) in families {
-            r.family = family;
-            register(&mut r);
+/// Every operator of every family by (domain, name), with its family and
+/// cargo feature: what a reduced build reports for operators it left out,
+/// and what `ramify ops --required` maps models to.
+pub struct Catalog {
+    /// Per domain, the entries by operator name.
+    ops: HashMap<&'static str, HashMap<&'static str, CatalogEntry>>,
+    family: (&'static str, &'static str),
+}
+
+impl Registrar for Catalog {
+    fn add_in(&mut self, domain: &'static str, name: &'static str, since: i64, _build: Builder) {
+        let (family, feature) = self.family;
+        self.ops
+            .entry(canonical_domain(domain))
+            .or_default()
+            .insert(
+                name,
+                CatalogEntry {
+                    since,
+                    family,
+                    feature,
+                },
+            );
+    }
+}
+
+impl Catalog {
+    /// Where `name` of `domain` lives, if ramify implements it at all.
+    pub fn get(&self, domain: &str, name: &str) -> Option<&CatalogEntry> {
+        self.ops.get(canonical_domain(domain))?.get(name)
+    }
+
+    /// Every operator as (domain, name, entry), sorted by domain, then name.
+    pub fn entries(&self) -> Vec<(&'static str, &'static str, CatalogEntry)> {
+        let mut v: Vec<_> = self
+            .ops
+            .iter()
+            .flat_map(|(d, m)| m.iter().map(|(k, e)| (*d, *k, *e)))
+            .collect();
+        v.sort_unstable_by_key(|(d, k, _)| (*d, *k));
+        v
+    }
+
+    /// Every family's cargo feature, sorted.
+    pub fn features(&self) -> Vec<&'static str> {
+        let mut v: Vec<_> = self
+            .ops
+            .values()
+            .flat_map(|m| m.values().map(|e| e.feature))
+            .collect();
+        v.sort_unstable();
+        v.dedup();
+        v
+    }
+}
+
+/// The registry and the catalog, built together.
+struct Operators {
+    registry: Registry,
+    catalog: Catalog,
+}
+
+/// Registers family `$module` in the catalog always, and in the registry
+/// when its cargo feature is on. A family left out is then never
+/// referenced, and the linker drops its code.
+macro_rules! family {
+    ($ops:ident, $name:literal, $feature:tt, $module:ident) => {
+        $ops.catalog.family = ($name, $feature);
+        $module::register(&mut $ops.catalog);
+        if cfg!(feature = $feature) {
+            $ops.registry.family = $name;
+            $module::register(&mut $ops.registry);
         }
-        r
+    };
+}
+
+fn operators() -> &'static Operators {
+    static OPERATORS: OnceLock<Operators> = OnceLock::new();
+    OPERATORS.get_or_init(|| {
+        let mut ops = Operators {
+            registry: Registry {
+                ops: HashMap::new(),
+                family: "",
+            },
+            catalog: Catalog {
+                ops: HashMap::new(),
+                family: ("", ""),
+            },
+        };
+        family!(ops, "activation", "ops-activation", activation);
+        family!(ops, "attention", "ops-attention", attention);
+        family!(ops, "binary", "ops-binary", binary);
+        family!(ops, "contrib", "ops-contrib", contrib);
+        family!(ops, "control", "ops-control", control);
+        family!(ops, "conv", "ops-conv", conv);
+        family!(ops, "extra", "ops-extra", extra);
+        family!(ops, "gemm", "ops-gemm", gemm);
+        family!(ops, "loss", "ops-loss", loss);
+        family!(ops, "misc", "ops-misc", misc);
+        family!(ops, "norm", "ops-norm", norm);
+        family!(ops, "pool", "ops-pool", pool);
+        family!(ops, "quant", "ops-quant", quant);
+        family!(ops, "reduce", "ops-reduce", reduce);
+        family!(ops, "resize", "ops-resize", resize);
+        family!(ops, "rnn", "ops-rnn", rnn);
+        family!(ops, "shape", "ops-shape", shape);
+        family!(ops, "signal", "ops-signal", signal);
+        family!(ops, "unary", "ops-unary", unary);
+        family!(ops, "vision", "ops-vision", vision);
+        ops
     })
+}
+
+/// The process-wide registry of the operators this build includes.
+pub fn registry() -> &'static Registry {
+    &operators().registry
+}
+
+/// Every operator ramify implements, with its family's cargo feature.
+pub fn catalog() -> &'static Catalog {
+    &operators().catalog
 }
 
 /// The domains whose operators ramify implements.
@@ -192,6 +296,16 @@ pub fn build(domain: &str, op_type: &str, ctx: &BuildContext) -> Result<Box<dyn 
     }
     match registry().get_in(domain, op_type) {
         Some(entry) if ctx.opset >= entry.since => (entry.build)(ctx),
-        _ => Err(unsupported()),
+        Some(_) => Err(unsupported()),
+        None => match catalog().get(domain, op_type) {
+            Some(left_out) if ctx.opset >= left_out.since => Err(Error::OperatorLeftOut {
+                op: op_type.to_string(),
+                domain: domain.to_string(),
+                opset: ctx.opset,
+                node: ctx.attrs.node().to_string(),
+                feature: left_out.feature,
+            }),
+            _ => Err(unsupported()),
+        },
     }
 }

@@ -7,7 +7,7 @@
 //! bit-identical at any thread count.
 
 use super::unary::kernel::{contiguous, Float};
-use super::Registry;
+use super::Registrar;
 use crate::error::{Error, Result};
 use crate::tensor::{Element, Tensor};
 use half::{bf16, f16};
@@ -20,7 +20,7 @@ mod rows;
 #[cfg(test)]
 mod tests;
 
-pub(crate) fn register(r: &mut Registry) {
+pub(crate) fn register(r: &mut impl Registrar) {
     r.add("BatchNormalization", 1, batch::build);
     r.add("InstanceNormalization", 1, layer::build_instance);
     r.add("LayerNormalization", 17, layer::build_layer);

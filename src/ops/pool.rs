@@ -7,7 +7,7 @@
 use super::conv::geom::{Window, WindowAttrs};
 use super::gemm::{checked_product, contiguous, from_f32_vec, to_f32_vec};
 use super::util::{fact, input};
-use super::Registry;
+use super::Registrar;
 use crate::error::{Error, Result};
 use crate::ir::{BuildContext, Fact, InferInput, OpClass, Operator};
 use crate::tensor::{DType, Element, Tensor};
@@ -25,7 +25,7 @@ mod unpool;
 
 use rows::Rows;
 
-pub(crate) fn register(r: &mut Registry) {
+pub(crate) fn register(r: &mut impl Registrar) {
     r.add("MaxPool", 1, |c| build(c, Kind::Max));
     r.add("AveragePool", 1, |c| build(c, Kind::Avg));
     r.add("LpPool", 1, |c| build(c, Kind::Lp));

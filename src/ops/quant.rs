@@ -5,7 +5,7 @@
 //! 4/2-bit integer, float8 and float4 types; the integer products take 8-bit
 //! integers only.
 
-use super::Registry;
+use super::Registrar;
 use crate::error::{Error, Result};
 use crate::tensor::{DType, Tensor};
 use ndarray::{ArrayD, IxDyn};
@@ -18,7 +18,7 @@ mod narrow;
 #[cfg(test)]
 mod tests;
 
-pub(crate) fn register(r: &mut Registry) {
+pub(crate) fn register(r: &mut impl Registrar) {
     r.add("QuantizeLinear", 10, linear::build_quantize);
     r.add("DequantizeLinear", 10, linear::build_dequantize);
     r.add("DynamicQuantizeLinear", 11, dynamic::build);

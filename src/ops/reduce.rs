@@ -5,13 +5,13 @@
 //! reduced elements sequentially in row-major order, so results are
 //! bit-identical whatever the number of threads.
 
-use super::Registry;
+use super::Registrar;
 
 mod arg;
 mod reducers;
 mod topk;
 
-pub(crate) fn register(r: &mut Registry) {
+pub(crate) fn register(r: &mut impl Registrar) {
     reducers::register(r);
     arg::register(r);
     topk::register(r);

@@ -12,14 +12,14 @@ use super::shape::{
     data, f64_list, int_list, make, norm_axes, numel_of, offset_copy, strides, PAD,
 };
 use super::util::{fact, input, opt_input, par_rows};
-use super::Registry;
+use super::Registrar;
 use crate::error::{Error, Result};
 use crate::ir::{BuildContext, Fact, InferInput, Operator};
 use crate::tensor::{Element, Tensor};
 use ndarray::ArrayD;
 use taps::{Axis, AxisTaps, Coord, Mode, Rounding, Sampler};
 
-pub(crate) fn register(r: &mut Registry) {
+pub(crate) fn register(r: &mut impl Registrar) {
     r.add("Resize", 10, build_resize);
     r.add("Upsample", 7, build_upsample);
 }

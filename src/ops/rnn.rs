@@ -3,7 +3,7 @@
 //! (attributes, input checks, time loop with `sequence_lens`, layouts) and
 //! one cell per operator.
 
-use super::Registry;
+use super::Registrar;
 
 mod activation;
 mod driver;
@@ -14,7 +14,7 @@ mod spec;
 #[cfg(test)]
 mod tests;
 
-pub(crate) fn register(r: &mut Registry) {
+pub(crate) fn register(r: &mut impl Registrar) {
     r.add("RNN", 7, simple::build);
     r.add("GRU", 7, gru::build);
     r.add("LSTM", 7, lstm::build);

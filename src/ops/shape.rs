@@ -9,7 +9,7 @@
 //! which covers transposes, slices, broadcasts, tiles, pads and gathers.
 
 use super::util::par_rows;
-use super::Registry;
+use super::Registrar;
 use crate::error::{Error, Result};
 use crate::ir::Fact;
 use crate::tensor::{Element, Tensor};
@@ -30,7 +30,7 @@ mod select;
 mod slice;
 mod transpose;
 
-pub(crate) fn register(r: &mut Registry) {
+pub(crate) fn register(r: &mut impl Registrar) {
     concat::register(r);
     expand::register(r);
     gather::register(r);

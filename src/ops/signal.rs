@@ -5,7 +5,7 @@
 
 use super::quant::float_tensor;
 use super::shape::make;
-use super::Registry;
+use super::Registrar;
 use crate::error::{Error, Result};
 use crate::tensor::{DType, Tensor};
 
@@ -17,7 +17,7 @@ mod stft;
 mod tests;
 mod window;
 
-pub(crate) fn register(r: &mut Registry) {
+pub(crate) fn register(r: &mut impl Registrar) {
     r.add("BlackmanWindow", 17, window::build_blackman);
     r.add("DFT", 17, dft::build);
     r.add("HammingWindow", 17, window::build_hamming);

@@ -9,7 +9,7 @@ pub(crate) mod kernel;
 
 use self::kernel::{exp_f32, map_float, not_float, par_map, test_float};
 use super::util::{fact, input, out_len};
-use super::Registry;
+use super::Registrar;
 use crate::error::{Error, Result};
 use crate::ir::{BuildContext, Fact, InferInput, OpClass, Operator};
 use crate::tensor::{DType, Tensor};
@@ -285,7 +285,7 @@ fn build_is_inf(ctx: &BuildContext) -> Result<Box<dyn Operator>> {
     unary("IsInf", Kind::IsInf { positive, negative })
 }
 
-pub(crate) fn register(r: &mut Registry) {
+pub(crate) fn register(r: &mut impl Registrar) {
     r.add("Abs", 1, |_| unary("Abs", Kind::Abs));
     r.add("Neg", 1, |_| unary("Neg", Kind::Neg));
     r.add("Exp", 1, |_| unary("Exp", Kind::Exp));

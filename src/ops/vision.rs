@@ -3,7 +3,7 @@
 //! (NonMaxSuppression). Sampling is done in f64 and rounded once to the
 //! element type.
 
-use super::Registry;
+use super::Registrar;
 
 mod affine_grid;
 mod grid_sample;
@@ -12,7 +12,7 @@ mod roi_align;
 #[cfg(test)]
 mod tests;
 
-pub(crate) fn register(r: &mut Registry) {
+pub(crate) fn register(r: &mut impl Registrar) {
     r.add("AffineGrid", 20, affine_grid::build);
     r.add("GridSample", 16, grid_sample::build);
     r.add("NonMaxSuppression", 10, nms::build);

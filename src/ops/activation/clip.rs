@@ -8,7 +8,7 @@ use crate::ir::{BuildContext, Fact, InferInput, OpClass, Operator};
 use crate::numeric_map;
 use crate::ops::unary::kernel::par_map;
 use crate::ops::util::{fact, infer_same, input, opt_input, out_len};
-use crate::ops::Registry;
+use crate::ops::Registrar;
 use crate::tensor::{DType, Element, Tensor};
 use ndarray::ArrayD;
 use num_traits::NumCast;
@@ -104,7 +104,7 @@ impl Operator for Clip {
     }
 }
 
-pub(super) fn register(r: &mut Registry) {
+pub(super) fn register(r: &mut impl Registrar) {
     r.add("Clip", 1, |ctx: &BuildContext| {
         let attr_bounds = if ctx.opset < 11 {
             Some((

@@ -7,7 +7,7 @@ use crate::ir::{Fact, InferInput, OpClass, Operator};
 use crate::ops::gemm::fused::{Activation, ActivationFloat};
 use crate::ops::unary::kernel::{exp_f32, map_float, par_map};
 use crate::ops::util::{fact, infer_same, input, out_len};
-use crate::ops::Registry;
+use crate::ops::Registrar;
 use crate::tensor::{DType, Tensor};
 
 /// The math an activation needs beyond [`ActivationFloat`].
@@ -259,7 +259,7 @@ fn pointwise(name: &'static str, kind: Kind) -> Result<Box<dyn Operator>> {
     Ok(Box::new(Pointwise { name, kind }))
 }
 
-pub(super) fn register(r: &mut Registry) {
+pub(super) fn register(r: &mut impl Registrar) {
     r.add("Relu", 1, |_| pointwise("Relu", Kind::Relu));
     r.add("LeakyRelu", 1, |ctx| {
         let a = ctx.attrs.float("alpha", 0.01)?;

@@ -8,7 +8,7 @@ use crate::error::{Error, Result};
 use crate::ir::{Fact, InferInput, OpClass, Operator};
 use crate::ops::unary::kernel::{array_from, contiguous};
 use crate::ops::util::{broadcast_shapes, fact, input, out_len, par_rows};
-use crate::ops::Registry;
+use crate::ops::Registrar;
 use crate::tensor::{Element, Tensor};
 use ndarray::{ArrayD, IxDyn};
 
@@ -128,6 +128,6 @@ impl Operator for PRelu {
     }
 }
 
-pub(super) fn register(r: &mut Registry) {
+pub(super) fn register(r: &mut impl Registrar) {
     r.add("PRelu", 1, |_| Ok(Box::new(PRelu)));
 }

@@ -9,7 +9,7 @@ use crate::error::{Error, Result};
 use crate::ir::{BuildContext, Fact, InferInput, OpClass, Operator};
 use crate::ops::unary::kernel::{array_from, contiguous, exp_f32};
 use crate::ops::util::{axis, fact, input, out_len, par_rows};
-use crate::ops::Registry;
+use crate::ops::Registrar;
 use crate::tensor::Tensor;
 use half::{bf16, f16};
 use ndarray::ArrayD;
@@ -173,7 +173,7 @@ fn build(name: &'static str, kind: Kind, ctx: &BuildContext) -> Result<Box<dyn O
     }))
 }
 
-pub(super) fn register(r: &mut Registry) {
+pub(super) fn register(r: &mut impl Registrar) {
     r.add("Softmax", 1, |ctx| build("Softmax", Kind::Softmax, ctx));
     r.add("LogSoftmax", 1, |ctx| {
         build("LogSoftmax", Kind::LogSoftmax, ctx)

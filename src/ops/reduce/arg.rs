@@ -8,11 +8,11 @@ use crate::ir::{BuildContext, Fact, InferInput, Operator};
 use crate::ops::shape::num::{num_dispatch, Num};
 use crate::ops::shape::{data, make, norm_axis, numel_of};
 use crate::ops::util::{fact, input};
-use crate::ops::Registry;
+use crate::ops::Registrar;
 use crate::tensor::{DType, Tensor};
 use ndarray::ArrayD;
 
-pub(super) fn register(r: &mut Registry) {
+pub(super) fn register(r: &mut impl Registrar) {
     r.add("ArgMax", 1, |c| build(c, true));
     r.add("ArgMin", 1, |c| build(c, false));
 }

@@ -12,7 +12,7 @@ use crate::ir::{BuildContext, Fact, InferInput, Operator};
 use crate::ops::shape::num::{num_dispatch, Num};
 use crate::ops::shape::{data, int_list, make, make_array, norm_axes, numel_of};
 use crate::ops::util::{fact, input, opt_input};
-use crate::ops::Registry;
+use crate::ops::Registrar;
 use crate::tensor::{DType, Tensor};
 use ndarray::ArrayD;
 
@@ -43,7 +43,7 @@ const KINDS: [(&str, Kind); 10] = [
     ("ReduceSumSquare", Kind::SumSquare),
 ];
 
-pub(super) fn register(r: &mut Registry) {
+pub(super) fn register(r: &mut impl Registrar) {
     r.add("ReduceSum", 1, |c| build(c, Kind::Sum));
     r.add("ReduceMean", 1, |c| build(c, Kind::Mean));
     r.add("ReduceMax", 1, |c| build(c, Kind::Max));

@@ -9,12 +9,12 @@ use crate::ir::{BuildContext, Fact, InferInput, Operator};
 use crate::ops::shape::num::{num_dispatch, Num};
 use crate::ops::shape::{data, int_scalar, make, norm_axis, numel_of};
 use crate::ops::util::{fact, input, par_rows};
-use crate::ops::Registry;
+use crate::ops::Registrar;
 use crate::tensor::{DType, Tensor};
 use ndarray::ArrayD;
 use std::cmp::Ordering;
 
-pub(super) fn register(r: &mut Registry) {
+pub(super) fn register(r: &mut impl Registrar) {
     r.add("TopK", 1, build);
 }
 

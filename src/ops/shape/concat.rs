@@ -5,11 +5,11 @@ use crate::error::{Error, Result};
 use crate::ir::attributes::Attributes;
 use crate::ir::{BuildContext, Fact, InferInput, Operator};
 use crate::ops::util::{fact, opt_input, par_spans};
-use crate::ops::Registry;
+use crate::ops::Registrar;
 use crate::tensor::{DType, Element, Tensor};
 use ndarray::ArrayD;
 
-pub(super) fn register(r: &mut Registry) {
+pub(super) fn register(r: &mut impl Registrar) {
     r.add("Concat", 4, build_concat);
     r.add("Split", 2, build_split);
 }

@@ -6,11 +6,11 @@ use super::{
 use crate::error::{Error, Result};
 use crate::ir::{BuildContext, Fact, InferInput, Operator};
 use crate::ops::util::{broadcast_shapes, fact, input};
-use crate::ops::Registry;
+use crate::ops::Registrar;
 use crate::tensor::{Element, Tensor};
 use ndarray::ArrayD;
 
-pub(super) fn register(r: &mut Registry) {
+pub(super) fn register(r: &mut impl Registrar) {
     r.add("Expand", 8, build_expand);
     r.add("Tile", 6, build_tile);
 }

@@ -8,11 +8,11 @@ use super::{
 use crate::error::{Error, Result};
 use crate::ir::{BuildContext, Fact, InferInput, Operator};
 use crate::ops::util::{fact, input, par_rows};
-use crate::ops::Registry;
+use crate::ops::Registrar;
 use crate::tensor::{Element, Tensor};
 use ndarray::ArrayD;
 
-pub(super) fn register(r: &mut Registry) {
+pub(super) fn register(r: &mut impl Registrar) {
     r.add("Gather", 1, build_gather);
     r.add("GatherElements", 11, build_gather_elements);
     r.add("GatherND", 11, build_gather_nd);

@@ -5,11 +5,11 @@ use super::{f64_list, int_list, make, movement_flops, numel_of, to_dims};
 use crate::error::{Error, Result};
 use crate::ir::{BuildContext, Fact, InferInput, Operator};
 use crate::ops::util::{fact, input};
-use crate::ops::Registry;
+use crate::ops::Registrar;
 use crate::tensor::{DType, Element, Tensor};
 use ndarray::{ArrayD, IxDyn};
 
-pub(super) fn register(r: &mut Registry) {
+pub(super) fn register(r: &mut impl Registrar) {
     r.add("ConstantOfShape", 9, build_cos);
     r.add("Range", 11, build_range);
 }

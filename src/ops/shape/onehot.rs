@@ -5,12 +5,12 @@ use super::{f64_list, make, movement_flops, numel_of};
 use crate::error::{Error, Result};
 use crate::ir::{BuildContext, Fact, InferInput, Operator};
 use crate::ops::util::{fact, input};
-use crate::ops::Registry;
+use crate::ops::Registrar;
 use crate::tensor::{DType, Element, Tensor};
 use half::{bf16, f16};
 use ndarray::ArrayD;
 
-pub(super) fn register(r: &mut Registry) {
+pub(super) fn register(r: &mut impl Registrar) {
     r.add("EyeLike", 9, build_eye);
     r.add("OneHot", 9, build_onehot);
 }

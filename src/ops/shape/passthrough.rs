@@ -6,11 +6,11 @@ use super::num::Num;
 use crate::error::{Error, Result};
 use crate::ir::{BuildContext, Fact, InferInput, Operator};
 use crate::ops::util::{fact, input, opt_input};
-use crate::ops::Registry;
+use crate::ops::Registrar;
 use crate::tensor::{DType, Tensor};
 use ndarray::ArrayD;
 
-pub(super) fn register(r: &mut Registry) {
+pub(super) fn register(r: &mut impl Registrar) {
     r.add("Identity", 1, build_identity);
     r.add("Dropout", 7, build_dropout);
     r.add("Shape", 1, build_shape);

@@ -5,11 +5,11 @@ use super::{int_list, movement_flops, norm_axes, numel};
 use crate::error::{Error, Result};
 use crate::ir::{BuildContext, Fact, InferInput, Operator};
 use crate::ops::util::{fact, input, opt_input};
-use crate::ops::Registry;
+use crate::ops::Registrar;
 use crate::tensor::{Element, Tensor};
 use ndarray::{ArrayD, IxDyn};
 
-pub(super) fn register(r: &mut Registry) {
+pub(super) fn register(r: &mut impl Registrar) {
     r.add("Reshape", 5, build_reshape);
     r.add("Flatten", 1, build_flatten);
     r.add("Squeeze", 1, build_squeeze);

@@ -9,11 +9,11 @@ use super::{data, make, movement_flops};
 use crate::error::{Error, Result};
 use crate::ir::{BuildContext, Fact, InferInput, Operator};
 use crate::ops::util::{fact, input};
-use crate::ops::Registry;
+use crate::ops::Registrar;
 use crate::tensor::{Element, Tensor};
 use ndarray::ArrayD;
 
-pub(super) fn register(r: &mut Registry) {
+pub(super) fn register(r: &mut impl Registrar) {
     r.add("Scatter", 9, build_scatter);
     r.add("ScatterElements", 11, build_elements);
     r.add("ScatterND", 11, build_nd);

@@ -9,11 +9,11 @@ use super::{
 use crate::error::{Error, Result};
 use crate::ir::{BuildContext, Fact, InferInput, Operator};
 use crate::ops::util::{fact, input, opt_input, par_rows};
-use crate::ops::Registry;
+use crate::ops::Registrar;
 use crate::tensor::{DType, Element, Tensor};
 use ndarray::ArrayD;
 
-pub(super) fn register(r: &mut Registry) {
+pub(super) fn register(r: &mut impl Registrar) {
     r.add("Trilu", 14, build_trilu);
     r.add("NonZero", 9, build_nonzero);
     r.add("Compress", 9, build_compress);

@@ -6,11 +6,11 @@ use super::{data, int_list, make, movement_flops, norm_axes, offset_copy, stride
 use crate::error::{Error, Result};
 use crate::ir::{BuildContext, Fact, InferInput, Operator};
 use crate::ops::util::{fact, input, opt_input};
-use crate::ops::Registry;
+use crate::ops::Registrar;
 use crate::tensor::{Element, Tensor};
 use ndarray::ArrayD;
 
-pub(super) fn register(r: &mut Registry) {
+pub(super) fn register(r: &mut impl Registrar) {
     r.add("Slice", 1, build);
 }
 

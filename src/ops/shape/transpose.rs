@@ -5,11 +5,11 @@ use super::{data, linear_map, make, movement_flops, numel, offset_copy, strides}
 use crate::error::{Error, Result};
 use crate::ir::{BuildContext, Fact, InferInput, Operator};
 use crate::ops::util::{fact, input};
-use crate::ops::Registry;
+use crate::ops::Registrar;
 use crate::tensor::{Element, Tensor};
 use ndarray::ArrayD;
 
-pub(super) fn register(r: &mut Registry) {
+pub(super) fn register(r: &mut impl Registrar) {
     r.add("Transpose", 1, build_transpose);
     r.add("DepthToSpace", 1, build_d2s);
     r.add("SpaceToDepth", 1, build_s2d);

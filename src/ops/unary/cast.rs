@@ -14,7 +14,7 @@ use super::kernel::par_map;
 use crate::error::{Error, Result};
 use crate::ir::{BuildContext, Fact, InferInput, Operator};
 use crate::ops::util::{fact, input, out_len};
-use crate::ops::Registry;
+use crate::ops::Registrar;
 use crate::tensor::{DType, Tensor};
 use half::{bf16, f16};
 use ndarray::ArrayD;
@@ -392,7 +392,7 @@ fn build_cast(ctx: &BuildContext) -> Result<Box<dyn Operator>> {
     }))
 }
 
-pub(crate) fn register(r: &mut Registry) {
+pub(crate) fn register(r: &mut impl Registrar) {
     r.add("Cast", 6, build_cast);
     r.add("CastLike", 15, |ctx| {
         Ok(Box::new(Cast {
