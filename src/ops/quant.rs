@@ -11,10 +11,13 @@ use crate::tensor::{DType, Tensor};
 use ndarray::{ArrayD, IxDyn};
 
 mod conv;
+mod conv_int8;
 mod dynamic;
+pub(crate) mod engine;
 mod linear;
 pub(crate) mod matmul;
 mod narrow;
+mod per_tensor;
 #[cfg(test)]
 mod tests;
 

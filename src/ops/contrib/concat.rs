@@ -3,13 +3,12 @@
 //! `(Y_scale, Y_zero_point)` through onnxruntime's identity lookup table
 //! (copied as is where its scale and zero point equal the output's).
 
-use super::lookup::{apply, table};
-use super::{range8, scalar_scale, scalar_zp, tensor8};
+use super::lookup::{byte_table, table};
+use super::{range8, scalar_scale, scalar_zp};
 use crate::error::{Error, Result};
 use crate::ir::{BuildContext, Fact, InferInput, OpClass, Operator};
-use crate::ops::quant::to_i32;
 use crate::ops::util::{axis, fact, input, out_len};
-use crate::tensor::Tensor;
+use crate::tensor::{DType, Tensor};
 
 const OP: &str = "QLinearConcat";
 
@@ -115,26 +114,44 @@ impl Operator for QLinearConcat {
         let outer: usize = out_shape[..ax].iter().product();
         let inner: usize = out_shape[ax + 1..].iter().product();
         let out_pitch = out_shape[ax] * inner;
-        let mut out = vec![0i32; outer * out_pitch];
+        let mut out = vec![0u8; outer * out_pitch];
         let mut offset = 0;
         for (i, x) in xs.iter().enumerate() {
             let sx = scalar_scale(OP, inputs, 3 + 3 * i, "X_scale")?;
             let zx = scalar_zp(OP, inputs, 4 + 3 * i, t, "X_zero_point")?;
-            let v = to_i32(OP, x)?;
-            let v = if sx == sy && zx == zy {
-                v
-            } else {
-                apply(&v, &table(t, (sx, zx), (sy, zy), range, |f| f), range.0)
+            let standard;
+            let bytes = match x.as_bytes() {
+                Some(b) => b,
+                None => {
+                    standard = (*x).clone().into_standard_layout();
+                    standard.as_bytes().unwrap_or_default()
+                }
             };
+            // Raw byte → raw byte, or the identity where nothing changes.
+            let map = (sx != sy || zx != zy)
+                .then(|| byte_table(t, &table(t, (sx, zx), (sy, zy), range, |f| f)));
             let pitch = x.shape()[ax] * inner;
             if pitch > 0 {
-                for (o, chunk) in v.chunks(pitch).enumerate() {
-                    let at = o * out_pitch + offset;
-                    out[at..at + pitch].copy_from_slice(chunk);
+                for (o, chunk) in bytes.chunks(pitch).enumerate() {
+                    let dst = &mut out[o * out_pitch + offset..][..pitch];
+                    match &map {
+                        None => dst.copy_from_slice(chunk),
+                        Some(m) => dst
+                            .iter_mut()
+                            .zip(chunk)
+                            .for_each(|(d, &b)| *d = m[b as usize]),
+                    }
                 }
             }
             offset += pitch;
         }
-        Ok(vec![tensor8(OP, t, &out_shape, out)?])
+        Ok(vec![if t == DType::I8 {
+            Tensor::from_vec(
+                &out_shape,
+                out.into_iter().map(|b| b as i8).collect::<Vec<_>>(),
+            )?
+        } else {
+            Tensor::from_vec(&out_shape, out)?
+        }])
     }
 }

@@ -27,6 +27,20 @@ pub(super) fn table(
 }
 
 /// Maps the codes `x` through `table` (indexed by `code − lo`).
+/// A table of [`table`]'s kind indexed by raw byte (an s8 value by its
+/// bits), giving the result's raw byte.
+pub(super) fn byte_table(t: DType, table: &[i32]) -> [u8; 256] {
+    let signed = t == DType::I8;
+    std::array::from_fn(|b| {
+        let v = if signed {
+            b as u8 as i8 as i32 + 128
+        } else {
+            b as i32
+        };
+        table[v as usize] as u8
+    })
+}
+
 pub(super) fn apply(x: &[i32], table: &[i32], lo: i32) -> Vec<i32> {
     x.iter()
         .map(|&v| table[usize::try_from(v - lo).unwrap_or(0).min(table.len() - 1)])

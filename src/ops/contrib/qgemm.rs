@@ -9,8 +9,9 @@
 use super::{check8, range8, requantize, scalar_scale, scales, tensor8, zero_points};
 use crate::error::{Error, Result};
 use crate::ir::{BuildContext, Fact, InferInput, OpClass, Operator};
-use crate::ops::quant::matmul::{matmul_i32, plan};
-use crate::ops::quant::{to_i32, Bcast};
+use crate::ops::quant::engine::matrix::{self, pack_right, LeftOperand};
+use crate::ops::quant::engine::PackedS8;
+use crate::ops::quant::Bcast;
 use crate::ops::util::{fact, input, opt_fact, opt_input};
 use crate::tensor::{DType, Tensor};
 
@@ -21,32 +22,46 @@ struct QGemm {
     trans_a: bool,
     trans_b: bool,
     alpha: f32,
+    /// B packed for the int8 engine, when B and its zero point are constant.
+    packed_b: Option<PackedS8>,
 }
 
 pub(super) fn build(ctx: &BuildContext) -> Result<Box<dyn Operator>> {
     let a = ctx.attrs;
+    let trans_b = a.int("transB", 0)? != 0;
+    let packed_b = match (ctx.constant(3), ctx.constant(5)) {
+        (Some(b), Some(bz)) => pack_b(b, bz, trans_b)?,
+        _ => None,
+    };
     Ok(Box::new(QGemm {
         trans_a: a.int("transA", 0)? != 0,
-        trans_b: a.int("transB", 0)? != 0,
+        trans_b,
         alpha: a.float("alpha", 1.0)?,
+        packed_b,
     }))
 }
 
-/// The i32 values of a 2-D tensor `[r, c]` minus `zp(column)`, transposed to
-/// `[c, r]` first when `trans`; returns the values and their (rows, cols).
-fn shifted(x: &Tensor, trans: bool, zp: impl Fn(usize) -> i32) -> Result<(Vec<i32>, usize, usize)> {
-    let s = x.shape();
-    let v = to_i32(OP, x)?;
-    let (r, c) = (s[0], s[1]);
-    let (rows, cols) = if trans { (c, r) } else { (r, c) };
-    let mut out = vec![0i32; v.len()];
-    for i in 0..rows {
-        for j in 0..cols {
-            let src = if trans { v[j * c + i] } else { v[i * c + j] };
-            out[i * cols + j] = src.wrapping_sub(zp(j));
-        }
+/// B (2-D, 8-bit, contiguous) packed with its zero points, else `None`.
+fn pack_b(b: &Tensor, bz: &Tensor, trans: bool) -> Result<Option<PackedS8>> {
+    let (s, Some(bytes)) = (b.shape(), b.as_bytes()) else {
+        return Ok(None);
+    };
+    if s.len() != 2 || !matches!(b.dtype(), DType::U8 | DType::I8) {
+        return Ok(None);
     }
-    Ok((out, rows, cols))
+    let (k, n) = if trans { (s[1], s[0]) } else { (s[0], s[1]) };
+    let zero = zero_points(OP, "b_zero_point", bz, b.dtype())?;
+    if zero.len() != 1 && zero.len() != n {
+        return Ok(None);
+    }
+    Ok(Some(pack_right(
+        bytes,
+        k,
+        n,
+        trans,
+        b.dtype() == DType::I8,
+        &zero,
+    )))
 }
 
 impl QGemm {
@@ -144,12 +159,25 @@ impl Operator for QGemm {
             ));
         }
         let bs = scales(OP, "b_scale", bs_t)?;
-        let bz = zero_points(OP, "b_zero_point", bz_t, b.dtype())?;
-        let col = |v: &[i32], j: usize| v[if v.len() == 1 { 0 } else { j }];
-        let (av, _, _) = shifted(a, self.trans_a, |_| za)?;
-        let (bv, _, _) = shifted(b, self.trans_b, |j| col(&bz, j))?;
-        let p = plan(OP, &[m, k], &[k, n])?;
-        let mut acc = matmul_i32(&p, &av, &bv);
+        zero_points(OP, "b_zero_point", bz_t, b.dtype())?;
+        let packed_now;
+        let packed = match &self.packed_b {
+            Some(p) => p,
+            None => {
+                packed_now = pack_b(b, bz_t, self.trans_b)?
+                    .ok_or_else(|| Error::op(OP, "B must be a contiguous 2-D 8-bit matrix"))?;
+                &packed_now
+            }
+        };
+        let left = LeftOperand {
+            a: a.as_bytes()
+                .ok_or_else(|| Error::op(OP, "A must be contiguous"))?,
+            m,
+            k,
+            trans: self.trans_a,
+            signed: a.dtype() == DType::I8,
+        };
+        let mut acc = matrix::product(&left, za, packed);
         if let Some(c) = opt_input(inputs, 6) {
             let cv = match c {
                 Tensor::I32(arr) => arr.iter().copied().collect::<Vec<i32>>(),

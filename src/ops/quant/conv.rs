@@ -5,6 +5,7 @@
 //! requantizes with `x_scale · w_scale / y_scale`, per output channel when
 //! `w_scale` is 1-D.
 
+use super::conv_int8::{self, Prepared};
 use super::matmul::requantize;
 use super::{float_values, to_i32};
 use crate::error::{Error, Result};
@@ -20,6 +21,8 @@ struct QConv {
     group: usize,
     /// QLinearConv (inputs x, x_scale, x_zp, w, w_scale, w_zp, y_scale, y_zp, B).
     linear: bool,
+    /// The weights packed for the fast path, when constant at build.
+    prepared: Option<Prepared>,
 }
 
 fn build(ctx: &BuildContext, name: &'static str, linear: bool) -> Result<Box<dyn Operator>> {
@@ -28,11 +31,18 @@ fn build(ctx: &BuildContext, name: &'static str, linear: bool) -> Result<Box<dyn
         .ok()
         .filter(|&g| g >= 1)
         .ok_or_else(|| ctx.attrs.error("group", format!("must be ≥ 1, found {g}")))?;
+    let (w_at, wz_at) = if linear { (3, 5) } else { (1, 3) };
+    let wz_known = ctx.num_inputs <= wz_at || ctx.constant(wz_at).is_some();
+    let prepared = match ctx.constant(w_at) {
+        Some(w) if wz_known => conv_int8::prepare(w, ctx.constant(wz_at), group)?,
+        _ => None,
+    };
     Ok(Box::new(QConv {
         name,
         window: WindowAttrs::parse(ctx.attrs, true)?,
         group,
         linear,
+        prepared,
     }))
 }
 
@@ -45,6 +55,57 @@ pub(super) fn build_qlinear_conv(ctx: &BuildContext) -> Result<Box<dyn Operator>
 }
 
 impl QConv {
+    /// The fast path ([`conv_int8`]) for 2-D convolutions of contiguous
+    /// data; `None` where it does not apply.
+    fn run_fast(
+        &self,
+        inputs: &[Option<&Tensor>],
+        (x, w): (&Tensor, &Tensor),
+        (win, out_shape): (&Window, &[usize]),
+        (xz, wz): (Option<&Tensor>, Option<&Tensor>),
+    ) -> Result<Option<Tensor>> {
+        let op = self.name;
+        if win.rank() != 2 || !x.is_standard_layout() {
+            return Ok(None);
+        }
+        let packed_now;
+        let prep = match &self.prepared {
+            Some(p) => p,
+            None => {
+                packed_now = conv_int8::prepare(w, wz, self.group)?;
+                match &packed_now {
+                    Some(p) => p,
+                    None => return Ok(None),
+                }
+            }
+        };
+        let zero_x = match xz {
+            None => 0,
+            Some(z) => scalar_i32(op, z, "x zero point")?,
+        };
+        let m = w.shape()[0];
+        let (bias, output) = if self.linear {
+            let scale = output_scales(op, inputs, m)?;
+            let yz = input(op, inputs, 7)?;
+            let output = conv_int8::Output::Quant {
+                scale,
+                zero: scalar_i32(op, yz, "y zero point")?,
+                signed: yz.dtype() == DType::I8,
+            };
+            (bias_of(op, inputs, m)?, output)
+        } else {
+            (None, conv_int8::Output::Wide)
+        };
+        let conv = conv_int8::Conv {
+            win,
+            group: self.group,
+            zero_x,
+            bias: bias.as_deref(),
+            output,
+        };
+        conv.run(prep, x, out_shape).map(Some)
+    }
+
     fn w_index(&self) -> usize {
         if self.linear {
             3
@@ -169,6 +230,45 @@ fn shift_x(op: &str, x: &Tensor, zp: Option<&Tensor>) -> Result<Vec<i32>> {
     Ok(v)
 }
 
+/// The single value of a scalar (or one-element) integer tensor.
+fn scalar_i32(op: &str, t: &Tensor, what: &str) -> Result<i32> {
+    let v = to_i32(op, t)?;
+    match v[..] {
+        [z] => Ok(z),
+        _ => Err(Error::op(op, format!("{what} must be a scalar"))),
+    }
+}
+
+/// QLinearConv's optional int32 bias B (input 8) of shape [m].
+fn bias_of(op: &str, inputs: &[Option<&Tensor>], m: usize) -> Result<Option<Vec<i32>>> {
+    let Some(b) = opt_input(inputs, 8) else {
+        return Ok(None);
+    };
+    let bv = b.view::<i32>()?;
+    if bv.len() != m || b.shape().len() != 1 {
+        return Err(Error::op(op, format!("B must be int32 of shape [{m}]")));
+    }
+    Ok(Some(bv.iter().copied().collect()))
+}
+
+/// QLinearConv's requantization scales `x_scale · w_scale / y_scale` in
+/// f32, as onnxruntime computes them: one, or one per output channel.
+fn output_scales(op: &str, inputs: &[Option<&Tensor>], m: usize) -> Result<Vec<f32>> {
+    let xs = float_values(op, input(op, inputs, 1)?)?;
+    let ws = float_values(op, input(op, inputs, 4)?)?;
+    let ys = float_values(op, input(op, inputs, 6)?)?;
+    if xs.len() != 1 || ys.len() != 1 || !(ws.len() == 1 || ws.len() == m) {
+        return Err(Error::op(
+            op,
+            "x_scale and y_scale must be scalars, w_scale a scalar or one per output channel",
+        ));
+    }
+    Ok(ws
+        .iter()
+        .map(|&w| xs[0] as f32 * w as f32 / ys[0] as f32)
+        .collect())
+}
+
 fn check8(op: &str, t: DType) -> Result<()> {
     if matches!(t, DType::U8 | DType::I8) {
         Ok(())
@@ -226,6 +326,9 @@ impl Operator for QConv {
         } else {
             (opt_input(inputs, 2), opt_input(inputs, 3))
         };
+        if let Some(y) = self.run_fast(inputs, (x, w), (&win, &out_shape), (xz, wz))? {
+            return Ok(vec![y]);
+        }
         let xv = shift_x(op, x, xz)?;
         let wv = shift_w(op, w, wz)?;
         let mut acc = conv_i32(&win, self.group, &xv, x.shape(), &wv, m);
@@ -278,5 +381,31 @@ impl Operator for QConv {
             &out_shape,
         )?;
         Ok(vec![out])
+    }
+}
+
+/// The naive kernel and shifts, for the fast path's tests.
+#[cfg(test)]
+pub(super) mod tests_support {
+    use super::*;
+
+    /// `x − zp` as i32 (any 8-bit type).
+    pub(crate) fn shifted(x: &Tensor, zp: i32) -> Vec<i32> {
+        to_i32("test", x)
+            .unwrap()
+            .into_iter()
+            .map(|v| v - zp)
+            .collect()
+    }
+
+    pub(crate) fn naive_i32(
+        win: &Window,
+        group: usize,
+        x: &[i32],
+        xs: &[usize],
+        w: &[i32],
+        m: usize,
+    ) -> Vec<i32> {
+        conv_i32(win, group, x, xs, w, m)
     }
 }

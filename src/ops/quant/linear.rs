@@ -395,6 +395,17 @@ impl Operator for Linear {
         let s = input(op, inputs, 1)?;
         let z = opt_input(inputs, 2);
         let t = self.out_dtype(x.dtype(), s.dtype(), z.map(|z| z.dtype()))?;
+        let fast = if self.quantize {
+            self.precision
+                .is_none_or(|p| p == DType::F32)
+                .then(|| super::per_tensor::quantize(x, s, z, t))
+                .flatten()
+        } else {
+            super::per_tensor::dequantize(x, s, z, t)
+        };
+        if let Some(y) = fast {
+            return Ok(vec![y?]);
+        }
         Ok(vec![if self.quantize {
             self.quantize(x, s, z, t)?
         } else {

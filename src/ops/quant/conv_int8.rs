@@ -1,0 +1,209 @@
+//! The fast path of ConvInteger and QLinearConv for 2-D convolutions of
+//! 8-bit data: weights packed once ([`Prepared`], at build when they are
+//! constant), then per image and group either the int8 engine over im2col
+//! panels ([`im2col`]; 1×1 stride-1 convolutions read the input directly)
+//! or, for depthwise convolutions, a direct kernel ([`depthwise`]). Results
+//! are the exact i32 sums the naive kernel computes, requantized in f32 as
+//! onnxruntime does.
+
+mod depthwise;
+mod im2col;
+#[cfg(test)]
+mod tests;
+
+use super::engine::{PackedS8, Product, QuantSink, Sink, WideSink};
+use crate::error::{Error, Result};
+use crate::ops::conv::geom::Window;
+use crate::tensor::{DType, Tensor};
+
+/// Weights ready for the fast path.
+#[derive(Debug)]
+pub(super) enum Prepared {
+    /// One packed matrix per group: rows = output channels of the group,
+    /// K = input channels of the group × kernel height × width.
+    Gemm(Vec<PackedS8>),
+    /// One input channel per group: `w − zw` per output channel and tap.
+    Depthwise(depthwise::Weights),
+}
+
+/// Packs 4-D 8-bit weights `[m, c/g, kh, kw]` with their zero point (scalar
+/// or one per output channel); `None` for other ranks or types.
+pub(super) fn prepare(w: &Tensor, zw: Option<&Tensor>, group: usize) -> Result<Option<Prepared>> {
+    let s = w.shape();
+    let signed = match w.dtype() {
+        DType::I8 => true,
+        DType::U8 => false,
+        _ => return Ok(None),
+    };
+    let Some(bytes) = w.as_bytes() else {
+        return Ok(None);
+    };
+    if s.len() != 4 || !s[0].is_multiple_of(group) || s[0] == 0 {
+        return Ok(None);
+    }
+    let zero = match zw {
+        None => vec![0],
+        Some(z) => super::to_i32("QLinearConv", z)?,
+    };
+    if zero.len() != 1 && zero.len() != s[0] {
+        return Err(Error::op(
+            "QLinearConv",
+            format!("w zero point must be a scalar or have {} values", s[0]),
+        ));
+    }
+    let (m, cg, taps) = (s[0], s[1], s[2] * s[3]);
+    if cg == 1 && group > 1 {
+        return Ok(Some(Prepared::Depthwise(depthwise::Weights::new(
+            bytes,
+            signed,
+            &zero,
+            m,
+            [s[2], s[3]],
+        ))));
+    }
+    let (mg, k) = (m / group, cg * taps);
+    let groups = (0..group)
+        .map(|g| {
+            let z: Vec<i32> = if zero.len() == 1 {
+                zero.clone()
+            } else {
+                zero[g * mg..][..mg].to_vec()
+            };
+            PackedS8::pack(&bytes[g * mg * k..], mg, k, (k, 1), !signed, &z)
+        })
+        .collect();
+    Ok(Some(Prepared::Gemm(groups)))
+}
+
+/// What the convolution produces.
+pub(super) enum Output {
+    /// i32 sums (ConvInteger).
+    Wide,
+    /// 8-bit values: per-output-channel (or single) f32 scale, zero point,
+    /// and whether the type is int8.
+    Quant {
+        scale: Vec<f32>,
+        zero: i32,
+        signed: bool,
+    },
+}
+
+/// One convolution's run-time facts.
+pub(super) struct Conv<'a> {
+    pub win: &'a Window,
+    pub group: usize,
+    /// The input's zero point, in its own domain.
+    pub zero_x: i32,
+    /// Per output channel, added to the sums.
+    pub bias: Option<&'a [i32]>,
+    pub output: Output,
+}
+
+impl Conv<'_> {
+    /// Runs over `x` [n, c, h, w]; `out_shape` is [n, m, oh, ow].
+    pub(super) fn run(&self, prep: &Prepared, x: &Tensor, out_shape: &[usize]) -> Result<Tensor> {
+        let x_signed = x.dtype() == DType::I8;
+        let bytes = x
+            .as_bytes()
+            .ok_or_else(|| Error::op("QLinearConv", "input must be contiguous"))?;
+        let (n, c, m) = (out_shape[0], x.shape()[1], out_shape[1]);
+        let plane_in = self.win.in_len();
+        let plane_out = self.win.out_len();
+        let mut wide = vec![
+            0i32;
+            if matches!(self.output, Output::Wide) {
+                n * m * plane_out
+            } else {
+                0
+            }
+        ];
+        let mut narrow = vec![
+            0u8;
+            if matches!(self.output, Output::Wide) {
+                0
+            } else {
+                n * m * plane_out
+            }
+        ];
+        let range = match &self.output {
+            Output::Quant { signed: true, .. } => (-128, 127),
+            _ => (0, 255),
+        };
+        match prep {
+            Prepared::Depthwise(w) => {
+                let job = depthwise::Job {
+                    win: self.win,
+                    zero_x: self.zero_x,
+                    x_signed,
+                    bias: self.bias,
+                    channels: c,
+                };
+                match &self.output {
+                    Output::Wide => job.run(w, bytes, depthwise::Dest::Wide(&mut wide)),
+                    Output::Quant { scale, zero, .. } => job.run(
+                        w,
+                        bytes,
+                        depthwise::Dest::Quant {
+                            out: &mut narrow,
+                            scale,
+                            zero: *zero,
+                            range,
+                        },
+                    ),
+                }
+            }
+            Prepared::Gemm(groups) => {
+                let cg = c / self.group;
+                for img in 0..n {
+                    for (g, packed) in groups.iter().enumerate() {
+                        let mg = packed.rows;
+                        let x_at = (img * c + g * cg) * plane_in;
+                        let src = im2col::Source::new(
+                            &bytes[x_at..][..cg * plane_in],
+                            cg,
+                            self.win,
+                            self.zero_x,
+                            x_signed,
+                        );
+                        let out_at = (img * m + g * mg) * plane_out;
+                        let product = Product {
+                            w: packed,
+                            cols: plane_out,
+                            zero_x: self.zero_x + if x_signed { 128 } else { 0 },
+                            bias: self.bias.map(|b| &b[g * mg..][..mg]),
+                        };
+                        let sink: Box<dyn Sink + '_> = match &self.output {
+                            Output::Wide => Box::new(WideSink::new(
+                                &mut wide[out_at..][..mg * plane_out],
+                                (plane_out, 1),
+                            )),
+                            Output::Quant { scale, zero, .. } => {
+                                let s = if scale.len() == 1 {
+                                    &scale[..]
+                                } else {
+                                    &scale[g * mg..][..mg]
+                                };
+                                Box::new(QuantSink::new(
+                                    &mut narrow[out_at..][..mg * plane_out],
+                                    (plane_out, 1),
+                                    s,
+                                    *zero,
+                                    range,
+                                ))
+                            }
+                        };
+                        product.run(&src, sink.as_ref());
+                    }
+                }
+            }
+        }
+        Ok(match self.output {
+            Output::Wide => Tensor::from_vec(out_shape, wide)?,
+            Output::Quant { signed: false, .. } => Tensor::from_vec(out_shape, narrow)?,
+            Output::Quant { signed: true, .. } => Tensor::from_vec(
+                out_shape,
+                narrow.into_iter().map(|b| b as i8).collect::<Vec<i8>>(),
+            )?,
+        })
+    }
+}

@@ -1,0 +1,196 @@
+//! Depthwise int8 convolution (one input channel per group): per output
+//! channel, the input plane shifted by its zero point into a zero-padded
+//! i16 scratch (padding then contributes nothing), split into stride
+//! phases so that every tap is one contiguous multiply-add over the whole
+//! plane, accumulated in i32 (exact: |x − zx|, |w − zw| ≤ 255), then
+//! requantized like the engine's tiles.
+
+use crate::ops::conv::geom::Window;
+use crate::ops::gemm::simd::multiversion;
+use crate::ops::quant::engine::sink::requantize_row;
+use crate::ops::util::par_rows;
+use std::cell::RefCell;
+
+/// Depthwise weights: `w − zw` as i16, `[m][kh·kw]`.
+#[derive(Debug)]
+pub(crate) struct Weights {
+    taps: Vec<i16>,
+    m: usize,
+    kernel: [usize; 2],
+}
+
+impl Weights {
+    pub(super) fn new(
+        bytes: &[u8],
+        signed: bool,
+        zero: &[i32],
+        m: usize,
+        kernel: [usize; 2],
+    ) -> Self {
+        let per = kernel[0] * kernel[1];
+        let taps = (0..m * per)
+            .map(|i| {
+                let v = if signed {
+                    bytes[i] as i8 as i32
+                } else {
+                    bytes[i] as i32
+                };
+                (v - zero[if zero.len() == 1 { 0 } else { i / per }]) as i16
+            })
+            .collect();
+        Weights { taps, m, kernel }
+    }
+}
+
+/// Where results go.
+pub(super) enum Dest<'a> {
+    Wide(&'a mut [i32]),
+    Quant {
+        out: &'a mut [u8],
+        scale: &'a [f32],
+        zero: i32,
+        range: (i32, i32),
+    },
+}
+
+/// One depthwise convolution over a batch.
+pub(super) struct Job<'a> {
+    pub win: &'a Window,
+    pub zero_x: i32,
+    pub x_signed: bool,
+    pub bias: Option<&'a [i32]>,
+    pub channels: usize,
+}
+
+thread_local! {
+    /// Per-thread padded planes (one per column phase) and an accumulator row.
+    static SCRATCH: RefCell<(Vec<i16>, Vec<i32>)> = const { RefCell::new((Vec::new(), Vec::new())) };
+}
+
+impl Job<'_> {
+    pub(super) fn run(&self, w: &Weights, x: &[u8], dest: Dest) {
+        let plane_out = self.win.out_len();
+        let ow = self.win.output[1];
+        match dest {
+            Dest::Wide(out) => par_rows(out, plane_out, |first, chunk| {
+                for (i, o) in chunk.chunks_mut(plane_out.max(1)).enumerate() {
+                    self.plane(w, x, first + i, &mut |wide, stride| {
+                        for (oy, dst) in o.chunks_mut(ow).enumerate() {
+                            dst.copy_from_slice(&wide[oy * stride..][..ow]);
+                        }
+                    });
+                }
+            }),
+            Dest::Quant {
+                out,
+                scale,
+                zero,
+                range,
+            } => {
+                let (lo, hi) = ((range.0 - zero) as f32, (range.1 - zero) as f32);
+                par_rows(out, plane_out, |first, chunk| {
+                    let mut bytes = Vec::new();
+                    for (i, o) in chunk.chunks_mut(plane_out.max(1)).enumerate() {
+                        let oc = (first + i) % w.m;
+                        let s = scale[if scale.len() == 1 { 0 } else { oc }];
+                        self.plane(w, x, first + i, &mut |wide, stride| {
+                            bytes.resize(wide.len(), 0);
+                            requantize_row(wide, &mut bytes, s, zero, lo, hi);
+                            for (oy, dst) in o.chunks_mut(ow).enumerate() {
+                                dst.copy_from_slice(&bytes[oy * stride..][..ow]);
+                            }
+                        });
+                    }
+                });
+            }
+        }
+    }
+
+    /// Output plane `p` (image p / m, channel p % m): hands `emit` the
+    /// sums of output row `oy` at `wide[oy · stride ..][..ow]`.
+    fn plane(&self, w: &Weights, x: &[u8], p: usize, emit: &mut dyn FnMut(&[i32], usize)) {
+        let win = self.win;
+        let (img, oc) = (p / w.m, p % w.m);
+        let ic = oc / (w.m / self.channels).max(1);
+        let (ih, iw) = (win.input[0], win.input[1]);
+        let (oh, ow) = (win.output[0], win.output[1]);
+        let [kh, kw] = w.kernel;
+        let (sh, sw) = (win.strides[0], win.strides[1]);
+        let (dh, dw) = (win.dilations[0], win.dilations[1]);
+        let (pt, pl) = (win.pad_begin[0], win.pad_begin[1]);
+        // Padded extent: every row and column any tap reaches.
+        let ph = ((oh - 1) * sh + (kh - 1) * dh + 1).max(pt + ih);
+        let pw = ((ow - 1) * sw + (kw - 1) * dw + 1).max(pl + iw);
+        // Phase (a, b) holds padded rows a, a + sh, ... and columns b,
+        // b + sw, ...: in it every tap reads output row oy from row oy + a
+        // constant, so with rows `phase_w` apart a tap is one contiguous
+        // run over the whole plane (`wide`, the extra columns discarded).
+        let (phase_h, phase_w) = (ph.div_ceil(sh), pw.div_ceil(sw));
+        let phase_len = phase_h * phase_w;
+        let wide_len = (oh - 1) * phase_w + ow;
+        let src = &x[(img * self.channels + ic) * ih * iw..][..ih * iw];
+        let taps = &w.taps[oc * kh * kw..][..kh * kw];
+        let bias = self.bias.map_or(0, |b| b[oc]);
+        SCRATCH.with(|s| {
+            let (pad, acc) = &mut *s.borrow_mut();
+            pad.clear();
+            pad.resize(sh * sw * phase_len, 0);
+            for y in 0..ih {
+                let (a, py) = ((y + pt) % sh, (y + pt) / sh);
+                let row = &src[y * iw..][..iw];
+                for b in 0..sw {
+                    // Input columns xx with (xx + pl) % sw == b, in order.
+                    let first = (b + sw - pl % sw) % sw;
+                    if first >= iw {
+                        continue;
+                    }
+                    let at = (a * sw + b) * phase_len + py * phase_w + (first + pl) / sw;
+                    let len = (iw - first).div_ceil(sw);
+                    shift_strided(
+                        &row[first..],
+                        sw,
+                        &mut pad[at..][..len],
+                        self.x_signed,
+                        self.zero_x,
+                    );
+                }
+            }
+            acc.clear();
+            acc.resize(wide_len, bias);
+            for ky in 0..kh {
+                let (a, dy) = ((ky * dh) % sh, (ky * dh) / sh);
+                for kx in 0..kw {
+                    let (b, dx) = ((kx * dw) % sw, (kx * dw) / sw);
+                    let base = (a * sw + b) * phase_len + dy * phase_w + dx;
+                    accumulate(acc, &pad[base..][..wide_len], taps[ky * kw + kx] as i32);
+                }
+            }
+            emit(acc, phase_w);
+        });
+    }
+}
+
+multiversion! {
+    /// `acc[j] += line[j] · t`.
+    fn accumulate(acc: &mut [i32], line: &[i16], t: i32) {
+        for (a, &v) in acc.iter_mut().zip(line) {
+            *a += v as i32 * t;
+        }
+    }
+}
+
+multiversion! {
+    /// `dst[j] = src[j·step] − zp` (8-bit values read as u8 or s8).
+    fn shift_strided(src: &[u8], step: usize, dst: &mut [i16], signed: bool, zp: i32) {
+        let value = |b: u8| if signed { b as i8 as i32 } else { b as i32 };
+        if step == 1 {
+            for (d, &b) in dst.iter_mut().zip(src) {
+                *d = (value(b) - zp) as i16;
+            }
+        } else {
+            for (d, &b) in dst.iter_mut().zip(src.iter().step_by(step)) {
+                *d = (value(b) - zp) as i16;
+            }
+        }
+    }
+}

@@ -1,0 +1,293 @@
+//! The fast int8 convolution against the naive one: 1×1, 3×3 padded,
+//! strided, dilated, grouped and depthwise (with a channel multiplier),
+//! u8 and s8 data, scalar and per-channel weight zero points. The i32 sums
+//! must be equal; requantized values within one step of the f64 reference.
+
+use super::*;
+use crate::ops::quant::conv::tests_support::{naive_i32, shifted};
+
+fn window(
+    input: [usize; 2],
+    kernel: [usize; 2],
+    stride: usize,
+    dil: usize,
+    pad: [usize; 4],
+) -> Window {
+    let out = |d: usize| (input[d] + pad[d] + pad[d + 2] - dil * (kernel[d] - 1) - 1) / stride + 1;
+    Window {
+        input: input.to_vec(),
+        kernel: kernel.to_vec(),
+        strides: vec![stride; 2],
+        dilations: vec![dil; 2],
+        pad_begin: vec![pad[0], pad[1]],
+        pad_end: vec![pad[2], pad[3]],
+        output: vec![out(0), out(1)],
+    }
+}
+
+fn bytes(n: usize, seed: u32) -> Vec<u8> {
+    let mut s = seed.wrapping_mul(2_654_435_761).max(1);
+    (0..n)
+        .map(|_| {
+            s ^= s << 13;
+            s ^= s >> 17;
+            s ^= s << 5;
+            (s >> 8) as u8
+        })
+        .collect()
+}
+
+fn tensor(shape: &[usize], b: Vec<u8>, signed: bool) -> Tensor {
+    if signed {
+        Tensor::from_vec(shape, b.into_iter().map(|v| v as i8).collect::<Vec<_>>()).unwrap()
+    } else {
+        Tensor::from_vec(shape, b).unwrap()
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn case(
+    n: usize,
+    c: usize,
+    m: usize,
+    group: usize,
+    win: Window,
+    signed: (bool, bool),
+    per_channel: bool,
+    seed: u32,
+) {
+    let (x_signed, w_signed) = signed;
+    let (kh, kw) = (win.kernel[0], win.kernel[1]);
+    let xs = [n, c, win.input[0], win.input[1]];
+    let ws = [m, c / group, kh, kw];
+    let x = tensor(&xs, bytes(xs.iter().product(), seed), x_signed);
+    let w = tensor(&ws, bytes(ws.iter().product(), seed + 1), w_signed);
+    let zx = if x_signed { -3 } else { 131 };
+    let zw: Vec<i32> = if per_channel {
+        (0..m)
+            .map(|i| {
+                if w_signed {
+                    i as i32 % 5 - 2
+                } else {
+                    120 + i as i32 % 9
+                }
+            })
+            .collect()
+    } else {
+        vec![if w_signed { 0 } else { 128 }]
+    };
+    let zw_t = if per_channel {
+        tensor(&[m], zw.iter().map(|&v| v as u8).collect(), w_signed)
+    } else {
+        tensor(&[], zw.iter().map(|&v| v as u8).collect(), w_signed)
+    };
+    let want = naive_i32(
+        &win,
+        group,
+        &shifted(&x, zx),
+        &xs,
+        &shifted_w(&w, &zw, m),
+        m,
+    );
+    let prep = prepare(&w, Some(&zw_t), group)
+        .unwrap()
+        .expect("fast path applies");
+    let out_shape = [n, m, win.output[0], win.output[1]];
+    let bias: Vec<i32> = (0..m as i32).map(|i| i * 37 - 500).collect();
+    let conv = Conv {
+        win: &win,
+        group,
+        zero_x: zx,
+        bias: Some(&bias),
+        output: Output::Wide,
+    };
+    let got = conv.run(&prep, &x, &out_shape).unwrap();
+    let plane = win.out_len();
+    let want_b: Vec<i32> = want
+        .iter()
+        .enumerate()
+        .map(|(i, v)| v + bias[(i / plane) % m])
+        .collect();
+    assert_eq!(
+        got.view::<i32>()
+            .unwrap()
+            .iter()
+            .copied()
+            .collect::<Vec<_>>(),
+        want_b,
+        "{xs:?} {ws:?} group {group}"
+    );
+    // Requantized: within one step of round(v · s) + zp in f64.
+    let scale: Vec<f32> = (0..m).map(|i| 0.001 + i as f32 * 1e-4).collect();
+    let conv = Conv {
+        win: &win,
+        group,
+        zero_x: zx,
+        bias: Some(&bias),
+        output: Output::Quant {
+            scale: scale.clone(),
+            zero: 7,
+            signed: true,
+        },
+    };
+    let got = conv.run(&prep, &x, &out_shape).unwrap();
+    for (i, (&g, &v)) in got.view::<i8>().unwrap().iter().zip(&want_b).enumerate() {
+        let r = ((v as f64 * scale[(i / plane) % m] as f64).round() + 7.0).clamp(-128.0, 127.0);
+        assert!((g as f64 - r).abs() <= 1.0, "element {i}: {g} vs {r}");
+    }
+}
+
+fn shifted_w(w: &Tensor, zw: &[i32], m: usize) -> Vec<i32> {
+    let per = w.len() / m;
+    shifted(w, 0)
+        .iter()
+        .enumerate()
+        .map(|(i, v)| v - zw[if zw.len() == 1 { 0 } else { i / per }])
+        .collect()
+}
+
+#[test]
+fn gemm_convolutions_match_the_naive_kernel() {
+    let mut seed = 10;
+    for (x_signed, w_signed, per) in [
+        (false, true, false),
+        (false, true, true),
+        (true, false, true),
+        (true, true, false),
+    ] {
+        seed += 10;
+        case(
+            1,
+            16,
+            24,
+            1,
+            window([9, 9], [1, 1], 1, 1, [0; 4]),
+            (x_signed, w_signed),
+            per,
+            seed,
+        );
+        case(
+            2,
+            5,
+            9,
+            1,
+            window([11, 7], [3, 3], 1, 1, [1; 4]),
+            (x_signed, w_signed),
+            per,
+            seed + 1,
+        );
+        case(
+            1,
+            6,
+            8,
+            1,
+            window([13, 10], [3, 3], 2, 1, [1, 0, 1, 2]),
+            (x_signed, w_signed),
+            per,
+            seed + 2,
+        );
+        case(
+            1,
+            3,
+            16,
+            1,
+            window([12, 12], [7, 7], 2, 1, [3; 4]),
+            (x_signed, w_signed),
+            per,
+            seed + 3,
+        );
+        case(
+            1,
+            8,
+            12,
+            4,
+            window([6, 9], [3, 3], 1, 2, [2; 4]),
+            (x_signed, w_signed),
+            per,
+            seed + 4,
+        );
+        case(
+            1,
+            4,
+            4,
+            1,
+            window([40, 40], [1, 1], 2, 1, [0; 4]),
+            (x_signed, w_signed),
+            per,
+            seed + 5,
+        );
+        // Windows wider than the image: runs that are all padding.
+        case(
+            1,
+            2,
+            8,
+            1,
+            window([2, 3], [5, 5], 1, 1, [3; 4]),
+            (x_signed, w_signed),
+            per,
+            seed + 6,
+        );
+        case(
+            1,
+            2,
+            8,
+            1,
+            window([1, 1], [3, 3], 2, 1, [2; 4]),
+            (x_signed, w_signed),
+            per,
+            seed + 7,
+        );
+    }
+}
+
+#[test]
+fn depthwise_convolutions_match_the_naive_kernel() {
+    let mut seed = 100;
+    for (x_signed, w_signed, per) in [
+        (false, true, true),
+        (true, false, false),
+        (false, false, true),
+    ] {
+        seed += 10;
+        case(
+            2,
+            16,
+            16,
+            16,
+            window([14, 14], [3, 3], 1, 1, [1; 4]),
+            (x_signed, w_signed),
+            per,
+            seed,
+        );
+        case(
+            1,
+            8,
+            8,
+            8,
+            window([15, 13], [3, 3], 2, 1, [1; 4]),
+            (x_signed, w_signed),
+            per,
+            seed + 1,
+        );
+        case(
+            1,
+            4,
+            8,
+            4,
+            window([9, 9], [5, 5], 2, 1, [2, 1, 2, 1]),
+            (x_signed, w_signed),
+            per,
+            seed + 2,
+        );
+        case(
+            1,
+            3,
+            3,
+            3,
+            window([10, 10], [3, 3], 1, 2, [0; 4]),
+            (x_signed, w_signed),
+            per,
+            seed + 3,
+        );
+    }
+}

@@ -1,0 +1,130 @@
+//! The int8 matrix-product engine behind the quantized convolutions and
+//! matrix products: `C = (W − zw) · (X − zx)` with W an s8 operand packed
+//! once ([`PackedS8`], the weights) and X a u8 operand packed per run in
+//! panels of [`NR`] columns ([`panel`]), accumulated exactly in i32 (AVX-512
+//! VNNI `vpdpbusd` where the CPU has it, else a portable kernel; integer
+//! arithmetic, so every path and every split gives the same bits), then
+//! handed tile by tile to a [`Sink`] that requantizes or stores.
+//!
+//! Any 8-bit signedness maps onto u8 × s8: a u8 weight `w` is the s8 value
+//! `w − 128` (its zero point moves by −128) and an s8 activation `x` is the
+//! u8 value `x + 128` (its zero point moves by +128); both are `byte ^ 0x80`.
+//! Zero points enter through sums: `Σ(w−zw)(x−zx) = Σwx − zx·Σw − zw·Σx +
+//! K·zx·zw`, with `Σw` per row at packing and `Σx` per column only when some
+//! `zw ≠ 0`.
+
+mod kernel;
+pub(crate) mod matrix;
+pub(crate) mod panel;
+pub(crate) mod sink;
+mod weights;
+
+pub(crate) use sink::{QuantSink, Sink, WideSink};
+pub(crate) use weights::PackedS8;
+
+use crate::ops::util::op_threads;
+
+/// Rows of C per micro-kernel tile (output channels).
+pub(crate) const MR: usize = 8;
+/// Columns of C per micro-kernel tile (pixels, or rows of a matrix product's
+/// left operand).
+pub(crate) const NR: usize = 32;
+/// One tile of i32 results, row-major with stride [`NR`].
+pub(crate) type Tile = [i32; MR * NR];
+
+/// Packs columns `c0 .. c0 + n` (n ≤ [`NR`]) of the u8 operand into a panel
+/// (see [`panel`]); called once per panel per run, from any thread.
+pub(crate) trait PanelSource: Sync {
+    /// Fills `panel` (`k4 · NR · 4` bytes) for columns `c0 .. c0 + n`.
+    fn pack(&self, panel: &mut [u8], c0: usize, n: usize);
+}
+
+/// One product `C[rows × cols] = (W − zw)(X − zx) + bias`.
+pub(crate) struct Product<'a> {
+    /// The packed s8 operand (rows of C).
+    pub w: &'a PackedS8,
+    /// Columns of C.
+    pub cols: usize,
+    /// The u8 operand's zero point (in the u8 domain).
+    pub zero_x: i32,
+    /// Per row of C, added to the exact sum (QLinearConv's bias).
+    pub bias: Option<&'a [i32]>,
+}
+
+impl Product<'_> {
+    /// Runs the product, in parallel over column panels and row blocks on
+    /// the current pool, handing each finished tile to `sink`.
+    pub(crate) fn run(&self, src: &dyn PanelSource, sink: &dyn Sink) {
+        use rayon::prelude::*;
+        let w = self.w;
+        let k = w.k as i32;
+        let zx = self.zero_x;
+        let row_add: Vec<i32> = (0..w.rows)
+            .map(|r| {
+                let b = self.bias.map_or(0, |b| b[r]);
+                b.wrapping_sub(zx.wrapping_mul(w.row_sums[r]))
+                    .wrapping_add(k.wrapping_mul(zx).wrapping_mul(w.zero[r]))
+            })
+            .collect();
+        let col_sums_needed = w.zero.iter().any(|&z| z != 0);
+        let panels = self.cols.div_ceil(NR);
+        let blocks = w.blocks();
+        let threads = op_threads();
+        // Split columns first (each panel is packed once per task), then rows
+        // when there are too few panels to keep every thread busy.
+        let col_tasks = panels.min(threads * 4).max(1);
+        let row_tasks = if panels >= threads * 2 {
+            1
+        } else {
+            blocks.min((threads * 4).div_ceil(col_tasks)).max(1)
+        };
+        let task = |t: usize| {
+            let (ct, rt) = (t / row_tasks, t % row_tasks);
+            let (p0, p1) = split(panels, col_tasks, ct);
+            let (b0, b1) = split(blocks, row_tasks, rt);
+            let mut buf = vec![0u8; w.k4 * NR * 4];
+            let mut tile: Tile = [0; MR * NR];
+            let mut sums = [0i32; NR];
+            for p in p0..p1 {
+                let c0 = p * NR;
+                let n = NR.min(self.cols - c0);
+                src.pack(&mut buf, c0, n);
+                if col_sums_needed {
+                    panel::column_sums(&buf, w.k4, &mut sums);
+                }
+                for b in b0..b1 {
+                    kernel::tile(w.block(b), &buf, w.k4, &mut tile);
+                    let r0 = b * MR;
+                    let nr = MR.min(w.rows - r0);
+                    for r in 0..nr {
+                        let add = row_add[r0 + r];
+                        let zw = w.zero[r0 + r];
+                        let row = &mut tile[r * NR..][..NR];
+                        if col_sums_needed && zw != 0 {
+                            for (v, s) in row.iter_mut().zip(&sums) {
+                                *v = v.wrapping_add(add).wrapping_sub(zw.wrapping_mul(*s));
+                            }
+                        } else {
+                            row.iter_mut().for_each(|v| *v = v.wrapping_add(add));
+                        }
+                    }
+                    sink.store(r0, c0, nr, n, &tile);
+                }
+            }
+        };
+        let tasks = col_tasks * row_tasks;
+        if threads <= 1 || tasks <= 1 {
+            (0..tasks).for_each(task);
+        } else {
+            (0..tasks).into_par_iter().for_each(task);
+        }
+    }
+}
+
+/// The `i`-th of `parts` near-equal ranges of `0..n`.
+fn split(n: usize, parts: usize, i: usize) -> (usize, usize) {
+    (n * i / parts, n * (i + 1) / parts)
+}
+
+#[cfg(test)]
+mod tests;

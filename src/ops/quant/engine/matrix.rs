@@ -1,0 +1,58 @@
+//! Matrix products on the int8 engine: the left operand A (`[m][k]`, or
+//! `[k][m]` transposed) supplies C's columns, a packed right operand B its
+//! rows, and the result lands as `[m][n]` (C transposed on store).
+
+use super::panel::{flip_mask, pack_columns, pack_k_rows};
+use super::{PackedS8, PanelSource, Product, WideSink};
+
+/// The u8 side of `A · B`: A's rows as C's columns.
+pub(crate) struct LeftOperand<'a> {
+    /// A's raw bytes.
+    pub a: &'a [u8],
+    /// Rows of A' (A after the optional transposition).
+    pub m: usize,
+    /// Columns of A'.
+    pub k: usize,
+    /// A is stored `[k][m]`.
+    pub trans: bool,
+    /// A holds s8 values.
+    pub signed: bool,
+}
+
+impl PanelSource for LeftOperand<'_> {
+    fn pack(&self, panel: &mut [u8], c0: usize, n: usize) {
+        let flip = flip_mask(self.signed);
+        if self.trans {
+            pack_k_rows(panel, self.a, self.k, self.m, (c0, n), flip);
+        } else {
+            pack_columns(panel, self.a, self.k, self.k, (c0, n), flip);
+        }
+    }
+}
+
+/// Packs B (`[k][n]`, or `[n][k]` when `trans`) with its zero point (one,
+/// or one per column n) as the engine's s8 operand.
+pub(crate) fn pack_right(
+    b: &[u8],
+    k: usize,
+    n: usize,
+    trans: bool,
+    signed: bool,
+    zero: &[i32],
+) -> PackedS8 {
+    let strides = if trans { (k, 1) } else { (1, n) };
+    PackedS8::pack(b, n, k, strides, !signed, zero)
+}
+
+/// `(A − za) · (B − zb)` as i32 `[m][n]`, exact.
+pub(crate) fn product(a: &LeftOperand, zero_a: i32, b: &PackedS8) -> Vec<i32> {
+    let mut out = vec![0i32; a.m * b.rows];
+    let product = Product {
+        w: b,
+        cols: a.m,
+        zero_x: zero_a + if a.signed { 128 } else { 0 },
+        bias: None,
+    };
+    product.run(a, &WideSink::new(&mut out, (1, b.rows)));
+    out
+}

@@ -1,0 +1,124 @@
+//! Panels of the int8 engine's u8 operand: [`NR`] columns laid out
+//! `[k4][NR][4]` (four consecutive k of one column side by side), so one
+//! 64-byte load gives sixteen columns' four-k groups. Packers for the two
+//! source layouts: k-major rows (`[k][cols]`: convolution inputs and
+//! im2col rows) and column-major (`[cols][k]`: a matrix product's left
+//! operand). Rows past K are zero; columns past `n` are left as they were.
+
+use super::NR;
+
+/// XOR mask turning an s8 byte into the u8 value `x + 128` (or 0 for u8).
+pub(crate) fn flip_mask(from_s8: bool) -> u8 {
+    if from_s8 {
+        0x80
+    } else {
+        0
+    }
+}
+
+/// Packs columns `c0 .. c0 + n` of `src[k][·]` (row stride `row_stride`).
+pub(crate) fn pack_k_rows(
+    panel: &mut [u8],
+    src: &[u8],
+    k: usize,
+    row_stride: usize,
+    (c0, n): (usize, usize),
+    flip: u8,
+) {
+    let full = k / 4;
+    let row = |kk: usize, len: usize| &src[kk * row_stride + c0..][..len];
+    #[cfg(target_arch = "x86_64")]
+    let simd = n == NR && crate::ops::gemm::simd::has_avx2();
+    #[cfg(not(target_arch = "x86_64"))]
+    let simd = false;
+    for g in 0..full {
+        let dst = &mut panel[g * NR * 4..][..NR * 4];
+        #[cfg(target_arch = "x86_64")]
+        if simd {
+            let rows = [0, 1, 2, 3].map(|j| row(4 * g + j, NR));
+            // SAFETY: AVX2 checked above; each row holds NR bytes and the
+            // panel group 4·NR bytes.
+            unsafe { interleave4_avx2(rows, dst, flip) };
+            continue;
+        }
+        for j in 0..4 {
+            scatter(dst, row(4 * g + j, n), j, flip);
+        }
+    }
+    let _ = simd;
+    if !k.is_multiple_of(4) {
+        // The last, partial group of four rows: zero past K.
+        let dst = &mut panel[full * NR * 4..][..NR * 4];
+        dst.fill(0);
+        for j in 0..k % 4 {
+            scatter(dst, row(4 * full + j, n), j, flip);
+        }
+    }
+}
+
+/// Puts `row` (one k, consecutive columns) at byte `j` of each column's
+/// group of four in `dst`.
+fn scatter(dst: &mut [u8], row: &[u8], j: usize, flip: u8) {
+    for (c, &v) in row.iter().enumerate() {
+        dst[c * 4 + j] = v ^ flip;
+    }
+}
+
+/// Packs columns `c0 .. c0 + n` of `src[·][k]` (column `c` at
+/// `src[c·col_stride ..][..k]`).
+pub(crate) fn pack_columns(
+    panel: &mut [u8],
+    src: &[u8],
+    k: usize,
+    col_stride: usize,
+    (c0, n): (usize, usize),
+    flip: u8,
+) {
+    let k4 = k.div_ceil(4);
+    for c in 0..n {
+        let col = &src[(c0 + c) * col_stride..][..k];
+        for g in 0..k4 {
+            let dst = &mut panel[g * NR * 4 + c * 4..][..4];
+            for (j, d) in dst.iter_mut().enumerate() {
+                *d = col.get(4 * g + j).map_or(0, |&v| v ^ flip);
+            }
+        }
+    }
+}
+
+/// Σ_k x[k][c] per column of a packed panel.
+pub(crate) fn column_sums(panel: &[u8], k4: usize, sums: &mut [i32; NR]) {
+    sums.fill(0);
+    for g in panel[..k4 * NR * 4].chunks_exact(NR * 4) {
+        for (c, s) in sums.iter_mut().enumerate() {
+            *s += g[c * 4..][..4].iter().map(|&v| v as i32).sum::<i32>();
+        }
+    }
+}
+
+/// Interleaves four rows of [`NR`] bytes into `[NR][4]` (a 4 × 32 byte
+/// transpose in registers), XOR-ing each byte with `flip`.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn interleave4_avx2(rows: [&[u8]; 4], dst: &mut [u8], flip: u8) {
+    use std::arch::x86_64::*;
+    debug_assert!(rows.iter().all(|r| r.len() >= 32) && dst.len() >= 128);
+    let m = _mm256_set1_epi8(flip as i8);
+    let ld = |r: &[u8]| _mm256_xor_si256(_mm256_loadu_si256(r.as_ptr().cast()), m);
+    let (r0, r1, r2, r3) = (ld(rows[0]), ld(rows[1]), ld(rows[2]), ld(rows[3]));
+    let a_lo = _mm256_unpacklo_epi8(r0, r1);
+    let a_hi = _mm256_unpackhi_epi8(r0, r1);
+    let b_lo = _mm256_unpacklo_epi8(r2, r3);
+    let b_hi = _mm256_unpackhi_epi8(r2, r3);
+    // Per 128-bit lane: q0 = columns 0-3 (16-19), q1 = 4-7 (20-23),
+    // q2 = 8-11 (24-27), q3 = 12-15 (28-31).
+    let q0 = _mm256_unpacklo_epi16(a_lo, b_lo);
+    let q1 = _mm256_unpackhi_epi16(a_lo, b_lo);
+    let q2 = _mm256_unpacklo_epi16(a_hi, b_hi);
+    let q3 = _mm256_unpackhi_epi16(a_hi, b_hi);
+    let out = dst.as_mut_ptr().cast::<__m256i>();
+    _mm256_storeu_si256(out, _mm256_permute2x128_si256(q0, q1, 0x20));
+    _mm256_storeu_si256(out.add(1), _mm256_permute2x128_si256(q2, q3, 0x20));
+    _mm256_storeu_si256(out.add(2), _mm256_permute2x128_si256(q0, q1, 0x31));
+    _mm256_storeu_si256(out.add(3), _mm256_permute2x128_si256(q2, q3, 0x31));
+}

@@ -1,0 +1,162 @@
+//! Where the int8 engine's finished tiles go: [`QuantSink`] requantizes to
+//! u8/s8 as QLinearConv and QLinearMatMul define it (`round(v · scale) +
+//! zp`, ties to even, saturated; `scale` in f32 as onnxruntime computes
+//! it), [`WideSink`] stores i32 (ConvInteger, MatMulInteger). Both write
+//! C[r][c] at `r·row_stride + c·col_stride` of a caller's buffer through a
+//! raw pointer: tiles are disjoint, so parallel tasks never write the same
+//! element.
+
+use super::{Tile, NR};
+
+/// Receives finished tiles: rows `r0 .. r0 + nr`, columns `c0 .. c0 + nc`,
+/// `tile[r·NR + c]` (exact sums, zero points and bias applied).
+pub(crate) trait Sink: Sync {
+    /// Stores one tile.
+    fn store(&self, r0: usize, c0: usize, nr: usize, nc: usize, tile: &Tile);
+}
+
+/// A raw output pointer shared by tasks that write disjoint elements.
+#[derive(Clone, Copy)]
+struct Shared<T>(*mut T);
+// SAFETY: tasks write disjoint elements (see the module header), and the
+// buffer outlives the product (it is borrowed for the sink's lifetime).
+unsafe impl<T> Sync for Shared<T> {}
+unsafe impl<T> Send for Shared<T> {}
+
+/// Stores i32 results.
+pub(crate) struct WideSink<'a> {
+    out: Shared<i32>,
+    len: usize,
+    strides: (usize, usize),
+    _buf: std::marker::PhantomData<&'a mut [i32]>,
+}
+
+impl<'a> WideSink<'a> {
+    /// A sink writing C[r][c] to `out[r·strides.0 + c·strides.1]`.
+    pub(crate) fn new(out: &'a mut [i32], strides: (usize, usize)) -> Self {
+        WideSink {
+            out: Shared(out.as_mut_ptr()),
+            len: out.len(),
+            strides,
+            _buf: std::marker::PhantomData,
+        }
+    }
+}
+
+impl Sink for WideSink<'_> {
+    fn store(&self, r0: usize, c0: usize, nr: usize, nc: usize, tile: &Tile) {
+        let (rs, cs) = self.strides;
+        for r in 0..nr {
+            for c in 0..nc {
+                let at = (r0 + r) * rs + (c0 + c) * cs;
+                assert!(at < self.len, "int8 engine stored outside its output");
+                // SAFETY: in bounds (checked); disjoint across tasks.
+                unsafe { *self.out.0.add(at) = tile[r * NR + c] };
+            }
+        }
+    }
+}
+
+/// Requantizes to 8-bit: `clamp(round_even(v · scale[r]) + zp, lo, hi)`,
+/// stored as raw bytes (u8, or s8 bits).
+pub(crate) struct QuantSink<'a> {
+    out: Shared<u8>,
+    len: usize,
+    strides: (usize, usize),
+    /// Per row of C (or one for all).
+    scale: &'a [f32],
+    zero: i32,
+    range: (i32, i32),
+    _buf: std::marker::PhantomData<&'a mut [u8]>,
+}
+
+impl<'a> QuantSink<'a> {
+    /// A sink writing C[r][c] to `out[r·strides.0 + c·strides.1]`, with
+    /// output zero point `zero` and the type's range `range` (0..255 or
+    /// −128..127; s8 values stored as their bits).
+    pub(crate) fn new(
+        out: &'a mut [u8],
+        strides: (usize, usize),
+        scale: &'a [f32],
+        zero: i32,
+        range: (i32, i32),
+    ) -> Self {
+        QuantSink {
+            out: Shared(out.as_mut_ptr()),
+            len: out.len(),
+            strides,
+            scale,
+            zero,
+            range,
+            _buf: std::marker::PhantomData,
+        }
+    }
+}
+
+/// `clamp(round_even(v · s) + zp, lo, hi)` in f32, as onnxruntime computes
+/// it: the clamp comes first (on `lo − zp ..= hi − zp`, integers, so it
+/// commutes with rounding; NaN goes to the low end), then
+/// [`round_small`] rounds.
+#[inline(always)]
+pub(crate) fn requantize(v: i32, s: f32, zp: i32, lo: f32, hi: f32) -> i32 {
+    round_small(clamp_nan_low(v as f32 * s, lo, hi)) + zp
+}
+
+/// `x` clamped to `lo ..= hi`, NaN to `lo`: two compare-and-selects that
+/// compile to one `maxps` and one `minps` (`f32::max` adds NaN fix-ups).
+#[inline(always)]
+pub(crate) fn clamp_nan_low(x: f32, lo: f32, hi: f32) -> f32 {
+    let x = if x > lo { x } else { lo };
+    if x < hi {
+        x
+    } else {
+        hi
+    }
+}
+
+/// `x` rounded to the nearest integer, ties to even, for |x| ≤ 2²²: adding
+/// 1.5·2²³ leaves the integer in the low mantissa bits (the addition rounds
+/// ties to even), read back with integer operations only, so loops of it
+/// vectorize (a float-to-int cast would not).
+#[inline(always)]
+pub(crate) fn round_small(x: f32) -> i32 {
+    const MAGIC: f32 = 12_582_912.0;
+    (x + MAGIC).to_bits() as i32 - MAGIC.to_bits() as i32
+}
+
+crate::ops::gemm::simd::multiversion! {
+    /// One row segment, contiguous in the output.
+    pub(crate) fn requantize_row(src: &[i32], dst: &mut [u8], s: f32, zp: i32, lo: f32, hi: f32) {
+        for (d, &v) in dst.iter_mut().zip(src) {
+            *d = requantize(v, s, zp, lo, hi) as u8;
+        }
+    }
+}
+
+impl Sink for QuantSink<'_> {
+    fn store(&self, r0: usize, c0: usize, nr: usize, nc: usize, tile: &Tile) {
+        let (rs, cs) = self.strides;
+        let lo = (self.range.0 - self.zero) as f32;
+        let hi = (self.range.1 - self.zero) as f32;
+        for r in 0..nr {
+            let s = self.scale[if self.scale.len() == 1 { 0 } else { r0 + r }];
+            let src = &tile[r * NR..][..nc];
+            let first = (r0 + r) * rs + c0 * cs;
+            let last = first + (nc - 1) * cs;
+            assert!(last < self.len, "int8 engine stored outside its output");
+            if cs == 1 {
+                // SAFETY: `first .. first + nc` is in bounds (checked) and
+                // written by this task alone.
+                let dst = unsafe { std::slice::from_raw_parts_mut(self.out.0.add(first), nc) };
+                requantize_row(src, dst, s, self.zero, lo, hi);
+            } else {
+                for (c, &v) in src.iter().enumerate() {
+                    // SAFETY: as above, element by element.
+                    unsafe {
+                        *self.out.0.add(first + c * cs) = requantize(v, s, self.zero, lo, hi) as u8
+                    };
+                }
+            }
+        }
+    }
+}

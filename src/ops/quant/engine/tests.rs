@@ -1,0 +1,193 @@
+//! The int8 engine against a naive i32 product: every kernel, both operand
+//! signednesses, zero points per tensor and per row, ragged edges, and
+//! serial against parallel splits.
+
+use super::panel::{flip_mask, pack_columns, pack_k_rows};
+use super::*;
+
+/// A small deterministic generator (xorshift).
+struct Rng(u64);
+impl Rng {
+    fn byte(&mut self) -> u8 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        (self.0 >> 24) as u8
+    }
+    fn bytes(&mut self, n: usize) -> Vec<u8> {
+        (0..n).map(|_| self.byte()).collect()
+    }
+}
+
+/// Packs k-major rows `[k][cols]`.
+struct Rows<'a> {
+    x: &'a [u8],
+    k: usize,
+    cols: usize,
+    flip: u8,
+}
+impl PanelSource for Rows<'_> {
+    fn pack(&self, panel: &mut [u8], c0: usize, n: usize) {
+        pack_k_rows(panel, self.x, self.k, self.cols, (c0, n), self.flip);
+    }
+}
+
+/// Packs columns `[cols][k]`.
+struct Cols<'a> {
+    x: &'a [u8],
+    k: usize,
+    flip: u8,
+}
+impl PanelSource for Cols<'_> {
+    fn pack(&self, panel: &mut [u8], c0: usize, n: usize) {
+        pack_columns(panel, self.x, self.k, self.k, (c0, n), self.flip);
+    }
+}
+
+/// The value of a raw byte as u8 or s8.
+fn val(b: u8, signed: bool) -> i32 {
+    if signed {
+        b as i8 as i32
+    } else {
+        b as i32
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn naive(
+    w: &[u8],
+    w_signed: bool,
+    zw: &[i32],
+    x: &[u8],
+    x_signed: bool,
+    zx: i32,
+    (rows, k, cols): (usize, usize, usize),
+    bias: &[i32],
+) -> Vec<i32> {
+    let mut out = vec![0i32; rows * cols];
+    for r in 0..rows {
+        let z = zw[if zw.len() == 1 { 0 } else { r }];
+        for c in 0..cols {
+            let mut acc = bias[r];
+            for kk in 0..k {
+                acc += (val(w[r * k + kk], w_signed) - z) * (val(x[kk * cols + c], x_signed) - zx);
+            }
+            out[r * cols + c] = acc;
+        }
+    }
+    out
+}
+
+fn check(
+    rows: usize,
+    k: usize,
+    cols: usize,
+    w_signed: bool,
+    x_signed: bool,
+    per_row: bool,
+    seed: u64,
+) {
+    let mut rng = Rng(seed);
+    let w = rng.bytes(rows * k);
+    let x = rng.bytes(k * cols);
+    let zw: Vec<i32> = if per_row {
+        (0..rows).map(|_| val(rng.byte(), w_signed)).collect()
+    } else if w_signed {
+        vec![0]
+    } else {
+        vec![val(rng.byte(), false)]
+    };
+    let zx = val(rng.byte(), x_signed);
+    let bias: Vec<i32> = (0..rows).map(|i| i as i32 * 1000 - 7000).collect();
+    let want = naive(&w, w_signed, &zw, &x, x_signed, zx, (rows, k, cols), &bias);
+    let packed = PackedS8::pack(&w, rows, k, (k, 1), !w_signed, &zw);
+    let zx_u8 = zx + if x_signed { 128 } else { 0 };
+    let product = Product {
+        w: &packed,
+        cols,
+        zero_x: zx_u8,
+        bias: Some(&bias),
+    };
+    let flip = flip_mask(x_signed);
+    // k-major source, split over 1 and 3 threads: the same bits.
+    for threads in [1, 3] {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .unwrap();
+        let mut got = vec![0i32; rows * cols];
+        pool.install(|| {
+            product.run(
+                &Rows {
+                    x: &x,
+                    k,
+                    cols,
+                    flip,
+                },
+                &WideSink::new(&mut got, (cols, 1)),
+            )
+        });
+        assert_eq!(got, want, "rows {rows} k {k} cols {cols} threads {threads}");
+    }
+    // The same product from a column-major copy of X, stored transposed.
+    let xt: Vec<u8> = (0..cols * k).map(|i| x[(i % k) * cols + i / k]).collect();
+    let mut got_t = vec![0i32; rows * cols];
+    product.run(
+        &Cols { x: &xt, k, flip },
+        &WideSink::new(&mut got_t, (1, rows)),
+    );
+    let want_t: Vec<i32> = (0..rows * cols)
+        .map(|i| want[(i % rows) * cols + i / rows])
+        .collect();
+    assert_eq!(got_t, want_t, "transposed rows {rows} k {k} cols {cols}");
+}
+
+#[test]
+fn products_match_naive_sums() {
+    let mut seed = 1;
+    for (rows, k, cols) in [
+        (8, 4, 32),
+        (1, 1, 1),
+        (13, 27, 70),
+        (64, 147, 33),
+        (24, 9, 100),
+        (3, 301, 5),
+    ] {
+        for (ws, xs, per_row) in [
+            (true, false, false),
+            (true, false, true),
+            (false, true, true),
+            (false, false, false),
+            (true, true, true),
+        ] {
+            seed += 1;
+            check(rows, k, cols, ws, xs, per_row, seed);
+        }
+    }
+}
+
+#[test]
+fn vnni_and_portable_kernels_agree_at_the_extremes() {
+    // 255 × −128 in every lane: the products a saturating 16-bit pair sum
+    // would clip.
+    let k4 = 40;
+    let w = vec![-128i8; k4 * MR * 4];
+    let x = vec![255u8; k4 * NR * 4];
+    let mut a: Tile = [0; MR * NR];
+    let mut b: Tile = [0; MR * NR];
+    kernel::tile(&w, &x, k4, &mut a);
+    kernel::tile_portable(&w, &x, k4, &mut b);
+    assert_eq!(a, b);
+    assert!(a.iter().all(|&v| v == -255 * 128 * 4 * k4 as i32));
+}
+
+#[test]
+fn requantization_rounds_ties_to_even_and_saturates() {
+    use super::sink::requantize;
+    // 2.5 → 2, 3.5 → 4, −2.5 → −2; then + zp and the clamp.
+    assert_eq!(requantize(5, 0.5, 0, -1000.0, 1000.0), 2);
+    assert_eq!(requantize(7, 0.5, 0, -1000.0, 1000.0), 4);
+    assert_eq!(requantize(-5, 0.5, 0, -1000.0, 1000.0), -2);
+    assert_eq!(requantize(1_000_000, 1.0, 10, -10.0, 245.0), 255);
+    assert_eq!(requantize(-1_000_000, 1.0, 10, -10.0, 245.0), 0);
+}
