@@ -2,9 +2,12 @@
 records onnxruntime's outputs on them: the int8 test data of ramify.
 
 For each source model (light_random models of scripts/gen_test_data.py, upgraded
-to opset 13 as per-channel quantization needs, and the example model
-models/inception_mini.onnx), writes under OUTDIR (default
-<repo>/tests/data/generated/quant):
+to opset 13 as per-channel quantization needs; the example model
+models/inception_mini.onnx; and mobilenet_v2, a MobileNetV2 (width 1.0,
+BatchNorm folded into the convolutions' biases, Clip(0, 6) activations) that this
+script builds itself at opset 13 with seeded He-scaled random weights, into
+<repo>/tests/data/generated/quant_sources/mobilenet_v2.onnx), writes under OUTDIR
+(default <repo>/tests/data/generated/quant):
 
   <model>_<variant>/model.onnx               as the quantizer wrote it (after
                                              quant_pre_process), untouched
@@ -40,7 +43,7 @@ import numpy as np
 import onnx
 import onnx.version_converter
 import onnxruntime as ort
-from onnx import numpy_helper
+from onnx import helper, numpy_helper
 from onnxruntime.quantization import (CalibrationDataReader, QuantFormat, QuantType,
                                       quantize_dynamic, quantize_static)
 from onnxruntime.quantization.shape_inference import quant_pre_process
@@ -53,10 +56,72 @@ SOURCES = {
     "squeezenet": GENERATED / "light_random" / "squeezenet" / "model.onnx",
     "inception_v1": GENERATED / "light_random" / "inception_v1" / "model.onnx",
     "resnet50": GENERATED / "light_random" / "resnet50" / "model.onnx",
+    "mobilenet_v2": GENERATED / "quant_sources" / "mobilenet_v2.onnx",  # built by build_mobilenet_v2
 }
 VARIANTS = ["qdq", "qop", "dyn"]
 SEED = 20261128
 STAMP = ".gen_quant_models.stamp"
+
+
+def build_mobilenet_v2(path: pathlib.Path) -> None:
+    """A MobileNetV2 (width 1.0) at opset 13 with seeded random weights.
+
+    BatchNorm is taken as folded: every Conv has a bias. Weights are normal *
+    sqrt(2 / fan_in) (He), biases normal * 0.01, so activations keep their scale
+    through the depth. Clip takes its bounds as initializers (opset 13)."""
+    rng = np.random.default_rng(SEED + 2)
+    nodes, inits = [], [numpy_helper.from_array(np.array(0.0, np.float32), "clip_min"),
+                        numpy_helper.from_array(np.array(6.0, np.float32), "clip_max")]
+
+    def conv(x: str, cin: int, cout: int, k: int, stride: int, group: int, name: str,
+             relu6: bool) -> str:
+        fan_in = cin // group * k * k
+        w = (rng.standard_normal((cout, cin // group, k, k)) * np.sqrt(2.0 / fan_in)).astype(np.float32)
+        b = (rng.standard_normal(cout) * 0.01).astype(np.float32)
+        inits.extend([numpy_helper.from_array(w, f"{name}.weight"), numpy_helper.from_array(b, f"{name}.bias")])
+        nodes.append(helper.make_node("Conv", [x, f"{name}.weight", f"{name}.bias"], [f"{name}.out"], name=name,
+                                      kernel_shape=[k, k], strides=[stride, stride], group=group,
+                                      pads=[k // 2] * 4))
+        if not relu6:
+            return f"{name}.out"
+        nodes.append(helper.make_node("Clip", [f"{name}.out", "clip_min", "clip_max"], [f"{name}.relu6"],
+                                      name=f"{name}.clip"))
+        return f"{name}.relu6"
+
+    x = conv("input", 3, 32, 3, 2, 1, "stem", True)
+    cin = 32
+    block = 0
+    for t, c, n, s in [(1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 4, 2), (6, 96, 3, 1),
+                       (6, 160, 3, 2), (6, 320, 1, 1)]:
+        for i in range(n):
+            stride = s if i == 0 else 1
+            name = f"block{block}"
+            hidden = cin * t
+            y = x if t == 1 else conv(x, cin, hidden, 1, 1, 1, f"{name}.expand", True)
+            y = conv(y, hidden, hidden, 3, stride, hidden, f"{name}.dw", True)
+            y = conv(y, hidden, c, 1, 1, 1, f"{name}.project", False)
+            if stride == 1 and cin == c:
+                nodes.append(helper.make_node("Add", [x, y], [f"{name}.add"], name=f"{name}.add"))
+                y = f"{name}.add"
+            x, cin = y, c
+            block += 1
+    x = conv(x, cin, 1280, 1, 1, 1, "head", True)
+    nodes.append(helper.make_node("GlobalAveragePool", [x], ["pool"], name="pool"))
+    nodes.append(helper.make_node("Flatten", ["pool"], ["flatten"], name="flatten", axis=1))
+    w = (rng.standard_normal((1000, 1280)) * np.sqrt(2.0 / 1280)).astype(np.float32)
+    b = (rng.standard_normal(1000) * 0.01).astype(np.float32)
+    inits += [numpy_helper.from_array(w, "classifier.weight"), numpy_helper.from_array(b, "classifier.bias")]
+    nodes.append(helper.make_node("Gemm", ["flatten", "classifier.weight", "classifier.bias"], ["logits"],
+                                  name="classifier", transB=1))
+    graph = helper.make_graph(nodes, "mobilenet_v2",
+                              [helper.make_tensor_value_info("input", onnx.TensorProto.FLOAT, [1, 3, 224, 224])],
+                              [helper.make_tensor_value_info("logits", onnx.TensorProto.FLOAT, [1, 1000])],
+                              inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=7,
+                              producer_name="ramify gen_quant_models.py")
+    onnx.checker.check_model(model, full_check=True)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    onnx.save(model, path)
 
 
 def source_hash() -> str:
@@ -145,6 +210,7 @@ def main() -> None:
             and all(p.exists() for p in expected)):
         print(f"gen_quant_models: {args.outdir} is up to date")
         return
+    build_mobilenet_v2(SOURCES["mobilenet_v2"])
     missing = [str(p) for p in SOURCES.values() if not p.exists()]
     if missing:
         sys.exit(f"gen_quant_models: run scripts/gen_test_data.py first (missing {missing})")

@@ -1,20 +1,20 @@
 //! Int8 models as onnxruntime's quantizer writes them (issue 39): the light
-//! ResNet-50, Inception v1 and SqueezeNet with random weights and the example
+//! ResNet-50, Inception v1, SqueezeNet and a MobileNet v2 with random weights and the example
 //! model, each quantized static QDQ, static QOperator (onnxruntime's
 //! `com.microsoft` Q-ops) and dynamic, against onnxruntime's outputs. Data
 //! comes from `scripts/gen_quant_models.py` (the test command runs it).
 //!
-//! Agreement with the result the graph defines (onnxruntime with graph
-//! optimisations off): cosine similarity ≥ 0.999, at least 99 % of the
-//! elements within one quantization step of the output (the scale of the
-//! final DequantizeLinear) and none beyond two. (A float sum that lands on
-//! the other side of a rounding boundary in one layer moves a code there,
-//! and later layers can widen that to two steps: onnxruntime's own two
-//! execution modes differ by two steps on the Inception v1 QDQ model.) for dynamic models, whose outputs are computed in float, cosine ≥
-//! 0.999 and every element within 1 % of the output's largest magnitude.
-//! Against onnxruntime's default run (its fused int8 kernels round each
-//! layer its own way: on the Inception v1 QDQ model they land two steps off
-//! the graph's result), cosine ≥ 0.999.
+//! Two references: the result the graph defines (onnxruntime with graph
+//! optimisations off) and onnxruntime's default run (its fused int8
+//! kernels, which round once per layer where the graph rounds every float
+//! partial sum: on the MobileNet v2 QDQ model they land three steps off the
+//! graph's result). Cosine similarity ≥ 0.999 to both, and against at least
+//! one of them: at least 99 % of the elements within one quantization step
+//! of the output (the scale of the final DequantizeLinear) and none beyond
+//! two. ramify fuses QDQ groups into integer operators as onnxruntime does,
+//! so QDQ models usually match the second reference exactly. For dynamic
+//! models, whose outputs are computed in float: cosine ≥ 0.999 and every
+//! element within 1 % of the output's largest magnitude.
 
 mod common;
 
@@ -23,7 +23,13 @@ use ramify::onnx::read_tensor_file;
 use ramify::{Session, SessionBuilder};
 use std::path::{Path, PathBuf};
 
-const MODELS: [&str; 4] = ["inception_mini", "squeezenet", "inception_v1", "resnet50"];
+const MODELS: [&str; 5] = [
+    "mobilenet_v2",
+    "inception_mini",
+    "squeezenet",
+    "inception_v1",
+    "resnet50",
+];
 
 fn case(name: &str, variant: &str) -> PathBuf {
     let d = generated().join("quant").join(format!("{name}_{variant}"));
@@ -42,10 +48,35 @@ fn cosine(a: &[f64], b: &[f64]) -> f64 {
     dot / (na * nb).max(f64::MIN_POSITIVE)
 }
 
-/// Runs the case on `session` and checks it; returns the max |diff| and
-/// cosine against the graph's result, and the cosine against onnxruntime's
-/// optimised run.
-fn check(session: &Session, dir: &Path) -> Result<(f64, f64, f64), String> {
+/// How far `got` is from one reference: (max |diff|, elements beyond one
+/// step, cosine).
+struct Distance {
+    len: usize,
+    max: f64,
+    beyond_one: usize,
+    cosine: f64,
+}
+
+fn distance(got: &[f64], want: &[f64], one: f64) -> Distance {
+    Distance {
+        len: got.len(),
+        max: got
+            .iter()
+            .zip(want)
+            .map(|(a, b)| (a - b).abs())
+            .fold(0.0, f64::max),
+        beyond_one: got
+            .iter()
+            .zip(want)
+            .filter(|(a, b)| (*a - *b).abs() > one)
+            .count(),
+        cosine: cosine(got, want),
+    }
+}
+
+/// Runs the case on `session` and checks it against the graph's result and
+/// onnxruntime's optimised run; returns the distances to both.
+fn check(session: &Session, dir: &Path) -> Result<(Distance, Distance), String> {
     let data = dir.join("test_data_set_0");
     let input = read_tensor_file(&data.join("input_0.pb")).map_err(|e| e.to_string())?;
     let want = read_tensor_file(&data.join("output_0.pb")).map_err(|e| e.to_string())?;
@@ -62,40 +93,38 @@ fn check(session: &Session, dir: &Path) -> Result<(f64, f64, f64), String> {
     if got.shape() != want.shape() {
         return Err(format!("shape {:?}, want {:?}", got.shape(), want.shape()));
     }
-    let (g, w) = (got.to_f64_vec().unwrap(), want.to_f64_vec().unwrap());
-    let diff = g
-        .iter()
-        .zip(&w)
-        .map(|(a, b)| (a - b).abs())
-        .fold(0.0, f64::max);
-    let cos = cosine(&g, &w);
+    let (g, w, o) = (
+        got.to_f64_vec().unwrap(),
+        want.to_f64_vec().unwrap(),
+        optimized.to_f64_vec().unwrap(),
+    );
     let largest = w.iter().map(|v| v.abs()).fold(0.0, f64::max);
     let (one, bound) = if step > 0.0 {
         (step * (1.0 + 1e-4), 2.0 * step * (1.0 + 1e-4))
     } else {
         (0.01 * largest, 0.01 * largest)
     };
-    let beyond_one = g
-        .iter()
-        .zip(&w)
-        .filter(|(a, b)| (*a - *b).abs() > one)
-        .count();
-    let cos_optimized = cosine(&g, &optimized.to_f64_vec().unwrap());
-    if diff > bound || beyond_one * 100 > g.len() || cos < 0.999 || cos_optimized < 0.999 {
+    let graph = distance(&g, &w, one);
+    let fused = distance(&g, &o, one);
+    // The step rule against either reference: ramify's fused integer
+    // operators round like onnxruntime's, which may sit up to three steps
+    // from the graph's float-rounded result on deep models.
+    let within = |d: &Distance| d.max <= bound && d.beyond_one * 100 <= g.len();
+    if !(within(&graph) || within(&fused)) || graph.cosine < 0.999 || fused.cosine < 0.999 {
         return Err(format!(
-            "max |diff| {diff:.4e} (bound {bound:.4e}), {beyond_one} of {} elements beyond \
-             one step, cosine {cos:.6}, cosine to onnxruntime's optimised run {cos_optimized:.6}",
-            g.len()
+            "to the graph's result: max |diff| {:.4e} (bound {bound:.4e}), {} of {} elements \
+             beyond one step, cosine {:.6}; to onnxruntime's optimised run: max |diff| {:.4e}, \
+             {} beyond one step, cosine {:.6}",
+            graph.max,
+            graph.beyond_one,
+            g.len(),
+            graph.cosine,
+            fused.max,
+            fused.beyond_one,
+            fused.cosine
         ));
     }
-    if beyond_one > 0 {
-        eprintln!(
-            "{}: {beyond_one} of {} elements one to two steps off",
-            dir.display(),
-            g.len()
-        );
-    }
-    Ok((diff, cos, cos_optimized))
+    Ok((graph, fused))
 }
 
 fn check_variant(variant: &str) {
@@ -107,9 +136,15 @@ fn check_variant(variant: &str) {
             .map_err(|e| format!("load: {e}"))
             .and_then(|s| check(&s, &dir));
         match result {
-            Ok((diff, cos, opt)) => eprintln!(
-                "{name}_{variant}: max |diff| {diff:.3e}, cosine {cos:.6} \
-                 (to onnxruntime optimised {opt:.6})"
+            Ok((graph, fused)) => eprintln!(
+                "{name}_{variant}: to the graph's result max |diff| {:.3e}, {} beyond one \
+                 step, cosine {:.6}; to onnxruntime optimised {:.3e}, {}, {:.6}",
+                graph.max,
+                graph.beyond_one,
+                graph.cosine,
+                fused.max,
+                fused.beyond_one,
+                fused.cosine
             ),
             Err(e) => failures.push(format!("{name}_{variant}: {e}")),
         }
@@ -130,4 +165,48 @@ fn qoperator_models_match_onnxruntime() {
 #[test]
 fn dynamic_models_match_onnxruntime() {
     check_variant("dyn");
+}
+
+/// The op types of a loaded session's graph, with counts.
+fn op_counts(session: &Session) -> std::collections::BTreeMap<String, usize> {
+    let mut counts = std::collections::BTreeMap::new();
+    for node in &session.graph().nodes {
+        *counts.entry(node.op_type.clone()).or_insert(0) += 1;
+    }
+    counts
+}
+
+/// QDQ groups load as the integer operators of the QOperator form of the
+/// same model: every Conv becomes a QLinearConv and no float convolution
+/// is left. With fusion off, the graph runs as written (float Conv between
+/// DequantizeLinear and QuantizeLinear) and gives the graph's own result up
+/// to float summation order (≥ 99 % of elements within one step).
+#[test]
+fn qdq_groups_become_integer_operators() {
+    for name in MODELS {
+        let qdq = SessionBuilder::new()
+            .build_from_file(case(name, "qdq").join("model.onnx"))
+            .unwrap();
+        let qop = SessionBuilder::new()
+            .build_from_file(case(name, "qop").join("model.onnx"))
+            .unwrap();
+        let (fused, reference) = (op_counts(&qdq), op_counts(&qop));
+        assert_eq!(fused.get("Conv"), None, "{name}: {fused:?}");
+        assert_eq!(
+            fused.get("QLinearConv"),
+            reference.get("QLinearConv"),
+            "{name}: {fused:?} against {reference:?}"
+        );
+        let unfused = SessionBuilder::new()
+            .fusion(false)
+            .build_from_file(case(name, "qdq").join("model.onnx"))
+            .unwrap();
+        assert!(op_counts(&unfused).contains_key("Conv"), "{name}");
+        let (graph, _) = check(&unfused, &case(name, "qdq")).unwrap();
+        assert!(
+            graph.beyond_one * 100 <= graph.len,
+            "{name}: {} beyond one step",
+            graph.beyond_one
+        );
+    }
 }

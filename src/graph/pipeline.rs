@@ -1,8 +1,10 @@
-//! The graph passes in their one order, named: specialise (shape inference and
-//! constant folding) → prune (dead nodes) → fuse → prune → rebuild operators.
+//! The graph passes in their one order, named: QDQ recognition → specialise
+//! (shape inference and constant folding) → prune (dead nodes) → fuse →
+//! prune → rebuild operators.
 //! A session runs it once at load ([`Stage::Load`]), and each plan runs it
 //! again for its input shapes ([`Stage::Plan`]).
 
+use super::fuse::fuse_quantized;
 use super::{fuse, prune, specialize, Facts, Graph, ValueId};
 use crate::error::Result;
 use crate::ir::Fact;
@@ -26,6 +28,9 @@ pub enum Stage {
 /// Runs the passes for `stage` over `graph` given facts of its inputs, and
 /// returns the facts inferred for every value (before pruning).
 pub fn optimize(graph: &mut Graph, inputs: &[(ValueId, Fact)], stage: Stage) -> Result<Facts> {
+    if stage == (Stage::Load { fusion: true }) {
+        fuse_quantized(graph)?;
+    }
     let facts = specialize(graph, inputs, stage == Stage::Plan)?;
     prune(graph);
     if stage == (Stage::Load { fusion: true }) {

@@ -7,6 +7,7 @@
 //! Conv producing one addend ([`residual`]). Only float32 data is fused.
 
 mod affine;
+mod qdq;
 mod residual;
 
 use super::{Facts, Graph, Value, ValueId};
@@ -55,6 +56,19 @@ fn add_constant(graph: &mut Graph, name: String, t: Tensor) -> ValueId {
 
 fn const_f32(graph: &Graph, v: Option<ValueId>) -> Option<ArrayD<f32>> {
     graph.constant(v?)?.array::<f32>().cloned()
+}
+
+/// Recognises QDQ groups as integer operators ([`qdq`]) and rebuilds
+/// them; runs before constant folding.
+pub fn fuse_quantized(graph: &mut Graph) -> Result<()> {
+    for name in qdq::fuse_qdq(graph) {
+        if let Some(i) = graph.nodes.iter().position(|n| n.name == name) {
+            let (op, mask) = graph.build_op(&graph.nodes[i])?;
+            graph.nodes[i].op = op;
+            graph.nodes[i].built_with_consts = mask;
+        }
+    }
+    Ok(())
 }
 
 /// Runs every fusion and rebuilds the operators of changed nodes. `facts`
