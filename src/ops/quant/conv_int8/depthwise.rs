@@ -155,26 +155,49 @@ impl Job<'_> {
                     );
                 }
             }
-            acc.clear();
-            acc.resize(wide_len, bias);
+            let mut bases = Vec::with_capacity(kh * kw);
             for ky in 0..kh {
                 let (a, dy) = ((ky * dh) % sh, (ky * dh) / sh);
                 for kx in 0..kw {
                     let (b, dx) = ((kx * dw) % sw, (kx * dw) / sw);
-                    let base = (a * sw + b) * phase_len + dy * phase_w + dx;
-                    accumulate(acc, &pad[base..][..wide_len], taps[ky * kw + kx] as i32);
+                    bases.push((a * sw + b) * phase_len + dy * phase_w + dx);
                 }
             }
+            let taps: Vec<i32> = taps.iter().map(|&t| t as i32).collect();
+            acc.clear();
+            acc.resize(wide_len, 0);
+            accumulate_taps(acc, pad, &bases, &taps, bias);
             emit(acc, phase_w);
         });
     }
 }
 
+/// Outputs per register block of [`accumulate_taps`].
+const BLOCK: usize = 16;
+
 multiversion! {
-    /// `acc[j] += line[j] · t`.
-    fn accumulate(acc: &mut [i32], line: &[i16], t: i32) {
-        for (a, &v) in acc.iter_mut().zip(line) {
-            *a += v as i32 * t;
+    /// `acc[j] = bias + Σ_t pad[bases[t] + j] · taps[t]`, a block of
+    /// outputs at a time held in registers across all taps (one pass over
+    /// the output instead of one per tap).
+    fn accumulate_taps(acc: &mut [i32], pad: &[i16], bases: &[usize], taps: &[i32], bias: i32) {
+        let len = acc.len();
+        let mut j = 0;
+        while j + BLOCK <= len {
+            let mut block = [bias; BLOCK];
+            for (&base, &t) in bases.iter().zip(taps) {
+                let line = &pad[base + j..][..BLOCK];
+                for (a, &v) in block.iter_mut().zip(line) {
+                    *a += v as i32 * t;
+                }
+            }
+            acc[j..j + BLOCK].copy_from_slice(&block);
+            j += BLOCK;
+        }
+        for (o, a) in acc[j..].iter_mut().enumerate() {
+            *a = bias;
+            for (&base, &t) in bases.iter().zip(taps) {
+                *a += pad[base + j + o] as i32 * t;
+            }
         }
     }
 }
@@ -182,15 +205,29 @@ multiversion! {
 multiversion! {
     /// `dst[j] = src[j·step] − zp` (8-bit values read as u8 or s8).
     fn shift_strided(src: &[u8], step: usize, dst: &mut [i16], signed: bool, zp: i32) {
-        let value = |b: u8| if signed { b as i8 as i32 } else { b as i32 };
-        if step == 1 {
-            for (d, &b) in dst.iter_mut().zip(src) {
-                *d = (value(b) - zp) as i16;
-            }
-        } else {
-            for (d, &b) in dst.iter_mut().zip(src.iter().step_by(step)) {
-                *d = (value(b) - zp) as i16;
-            }
+        match (step, signed) {
+            (1, false) => shift::<1, false>(src, dst, zp),
+            (1, true) => shift::<1, true>(src, dst, zp),
+            (2, false) => shift::<2, false>(src, dst, zp),
+            (2, true) => shift::<2, true>(src, dst, zp),
+            (_, false) => dst.iter_mut().zip(src.iter().step_by(step)).for_each(|(d, &b)| *d = (b as i32 - zp) as i16),
+            (_, true) => dst.iter_mut().zip(src.iter().step_by(step)).for_each(|(d, &b)| *d = (b as i8 as i32 - zp) as i16),
         }
+    }
+}
+
+/// [`shift_strided`] with the step and signedness known at compile time,
+/// so strided reads vectorize as interleaved loads.
+#[inline(always)]
+fn shift<const STEP: usize, const SIGNED: bool>(src: &[u8], dst: &mut [i16], zp: i32) {
+    let n = dst.len();
+    if n == 0 {
+        return;
+    }
+    let src = &src[..(n - 1) * STEP + 1];
+    for (j, d) in dst.iter_mut().enumerate() {
+        let b = src[j * STEP];
+        let v = if SIGNED { b as i8 as i32 } else { b as i32 };
+        *d = (v - zp) as i16;
     }
 }
