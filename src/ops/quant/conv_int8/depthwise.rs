@@ -135,17 +135,25 @@ impl Job<'_> {
             let (pad, acc) = &mut *s.borrow_mut();
             pad.clear();
             pad.resize(sh * sw * phase_len, 0);
-            for y in 0..ih {
-                let (a, py) = ((y + pt) % sh, (y + pt) / sh);
-                let row = &src[y * iw..][..iw];
-                for b in 0..sw {
-                    // Input columns xx with (xx + pl) % sw == b, in order.
+            // Per column phase b: the first input column in it, where it
+            // lands, and how many columns (the same for every row).
+            let columns: Vec<(usize, usize, usize)> = (0..sw)
+                .filter_map(|b| {
                     let first = (b + sw - pl % sw) % sw;
-                    if first >= iw {
-                        continue;
-                    }
-                    let at = (a * sw + b) * phase_len + py * phase_w + (first + pl) / sw;
-                    let len = (iw - first).div_ceil(sw);
+                    (first < iw).then(|| {
+                        (
+                            first,
+                            b * phase_len + (first + pl) / sw,
+                            (iw - first).div_ceil(sw),
+                        )
+                    })
+                })
+                .collect();
+            let (mut a, mut py) = (pt % sh, pt / sh);
+            for y in 0..ih {
+                let row = &src[y * iw..][..iw];
+                for &(first, at, len) in &columns {
+                    let at = a * sw * phase_len + at + py * phase_w;
                     shift_strided(
                         &row[first..],
                         sw,
@@ -153,6 +161,11 @@ impl Job<'_> {
                         self.x_signed,
                         self.zero_x,
                     );
+                }
+                a += 1;
+                if a == sh {
+                    a = 0;
+                    py += 1;
                 }
             }
             let mut bases = Vec::with_capacity(kh * kw);
