@@ -51,7 +51,7 @@ pub(super) fn fuse_qdq(graph: &mut Graph) -> Vec<String> {
             None
         } else {
             match node.op_type.as_str() {
-                "Conv" => conv(graph, i),
+                "Conv" if cfg!(feature = "ops-quant") => conv(graph, i),
                 "Gemm" if cfg!(feature = "ops-contrib") => gemm(graph, i),
                 "Add" if cfg!(feature = "ops-contrib") => add(graph, i),
                 "Concat" if cfg!(feature = "ops-contrib") => concat(graph, i),
