@@ -92,6 +92,72 @@ pub(crate) fn matmul_i32(p: &Plan, a: &[i32], b: &[i32]) -> Vec<i32> {
     out
 }
 
+/// The i32 product `(A − za)(B − zb)` of the planned matrices: on the int8
+/// engine when both are contiguous 8-bit data with a scalar `za` and a
+/// scalar or per-column `zb` (B packed per batch and run), else by
+/// [`matmul_i32`] over shifted values. Both are exact and wrap alike.
+fn product(
+    op: &str,
+    p: &Plan,
+    (a, za): (&Tensor, Option<&Tensor>),
+    (b, zb): (&Tensor, Option<&Tensor>),
+) -> Result<Vec<i32>> {
+    if let Some(out) = engine_product(p, (a, za), (b, zb))? {
+        return Ok(out);
+    }
+    let av = sub_zero_point(op, a, za)?;
+    let bv = sub_zero_point(op, b, zb)?;
+    Ok(matmul_i32(p, &av, &bv))
+}
+
+/// [`product`] on the engine, or `None` where it does not apply.
+pub(super) fn engine_product(
+    p: &Plan,
+    (a, za): (&Tensor, Option<&Tensor>),
+    (b, zb): (&Tensor, Option<&Tensor>),
+) -> Result<Option<Vec<i32>>> {
+    use super::engine::matrix::{self, pack_right, LeftOperand};
+    let eight = |t: &Tensor| matches!(t.dtype(), DType::U8 | DType::I8);
+    let same_type = |x: &Tensor, z: Option<&Tensor>| z.is_none_or(|z| z.dtype() == x.dtype());
+    let (Some(ab), Some(bb)) = (a.as_bytes(), b.as_bytes()) else {
+        return Ok(None);
+    };
+    if !eight(a) || !eight(b) || !same_type(a, za) || !same_type(b, zb) {
+        return Ok(None);
+    }
+    let (m, k, n) = (p.m, p.k, p.n);
+    let zero_a = match za.map(|z| to_i32("", z)).transpose()? {
+        None => 0,
+        Some(v) if v.len() == 1 => v[0],
+        Some(_) => return Ok(None),
+    };
+    let zero_b = match zb {
+        None => vec![0],
+        Some(z) if z.len() == 1 || (z.shape() == [n] && b.shape().len() >= 2) => to_i32("", z)?,
+        Some(_) => return Ok(None),
+    };
+    let mut out = vec![0i32; p.a_offs.len() * m * n];
+    for (bi, chunk) in out.chunks_mut((m * n).max(1)).enumerate() {
+        let left = LeftOperand {
+            a: &ab[p.a_offs[bi]..][..m * k],
+            m,
+            k,
+            trans: false,
+            signed: a.dtype() == DType::I8,
+        };
+        let right = pack_right(
+            &bb[p.b_offs[bi]..][..k * n],
+            k,
+            n,
+            false,
+            b.dtype() == DType::I8,
+            &zero_b,
+        );
+        chunk.copy_from_slice(&matrix::product(&left, zero_a, &right));
+    }
+    Ok(Some(out))
+}
+
 /// `x - zp` with the zero point broadcast numpy-style against `x`.
 pub(super) fn sub_zero_point(op: &str, x: &Tensor, zp: Option<&Tensor>) -> Result<Vec<i32>> {
     let mut v = to_i32(op, x)?;
@@ -184,9 +250,12 @@ impl Operator for MatMulInteger {
         check_int8(MMI, a.dtype())?;
         check_int8(MMI, b.dtype())?;
         let p = plan(MMI, a.shape(), b.shape())?;
-        let av = sub_zero_point(MMI, a, opt_input(inputs, 2))?;
-        let bv = sub_zero_point(MMI, b, opt_input(inputs, 3))?;
-        let out = matmul_i32(&p, &av, &bv);
+        let out = product(
+            MMI,
+            &p,
+            (a, opt_input(inputs, 2)),
+            (b, opt_input(inputs, 3)),
+        )?;
         Ok(vec![Tensor::from_vec(&p.out, out)?])
     }
 }
@@ -244,9 +313,7 @@ impl Operator for QLinearMatMul {
         let yz = get(7)?;
         check_int8(QLM, yz.dtype())?;
         let p = plan(QLM, a.shape(), b.shape())?;
-        let av = sub_zero_point(QLM, a, Some(get(2)?))?;
-        let bv = sub_zero_point(QLM, b, Some(get(5)?))?;
-        let acc = matmul_i32(&p, &av, &bv);
+        let acc = product(QLM, &p, (a, Some(get(2)?)), (b, Some(get(5)?)))?;
         let scales = [get(1)?, get(4)?, get(6)?];
         let st = scales[0].dtype();
         if scales.iter().any(|s| s.dtype() != st) || !st.is_float() {
