@@ -190,9 +190,11 @@ pub enum Error {
         /// The limit in force, in bytes.
         limit: usize,
     },
-    /// A run exceeded the time budget it was given.
-    #[error("deadline exceeded: {0}")]
-    Deadline(String),
+    /// A run passed its time limit, or could not finish within its
+    /// deadline × delay ratio and stopped early; the details say how far it
+    /// got and the estimate that decided.
+    #[error("deadline: {0}")]
+    Deadline(Box<DeadlineMiss>),
     /// The run was cancelled through its
     /// [`CancelToken`](crate::CancelToken); the session stays
     /// usable.
@@ -204,6 +206,58 @@ pub enum Error {
     /// Invalid configuration given to the runtime.
     #[error("invalid configuration: {0}")]
     Config(String),
+}
+
+/// Why and where a run stopped for its deadline.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DeadlineMiss {
+    /// What was passed or could not be met, in words.
+    pub reason: String,
+    /// Time the run had taken when it stopped.
+    pub elapsed: std::time::Duration,
+    /// Operators run by then, and in all (both 0 while loading).
+    pub operators_run: usize,
+    /// Operators of the plan.
+    pub operators: usize,
+    /// The estimated time still needed that decided the stop (on the
+    /// fastest plan the load allowed), when an estimate decided it.
+    pub remaining: Option<std::time::Duration>,
+}
+
+impl DeadlineMiss {
+    /// A stop for `reason` after `elapsed`, progress not yet known.
+    pub fn new(reason: impl Into<String>, elapsed: std::time::Duration) -> DeadlineMiss {
+        DeadlineMiss {
+            reason: reason.into(),
+            elapsed,
+            operators_run: 0,
+            operators: 0,
+            remaining: None,
+        }
+    }
+}
+
+impl std::fmt::Display for DeadlineMiss {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let ms = |d: std::time::Duration| d.as_secs_f64() * 1e3;
+        write!(
+            f,
+            "{}; stopped after {:.1} ms",
+            self.reason,
+            ms(self.elapsed)
+        )?;
+        if self.operators > 0 {
+            write!(
+                f,
+                ", {} of {} operators run",
+                self.operators_run, self.operators
+            )?;
+        }
+        if let Some(r) = self.remaining {
+            write!(f, ", {:.1} ms estimated still to run", ms(r))?;
+        }
+        Ok(())
+    }
 }
 
 /// Bytes for an error message: exact count and binary units.

@@ -34,11 +34,13 @@ pub mod sched;
 pub mod session;
 pub mod tensor;
 
-pub use error::{Error, Result};
+pub use error::{DeadlineMiss, Error, Result};
+pub use exec::{Progress, RunEvent};
 pub use ir::attributes;
 pub use ops::interrupt::CancelToken;
 pub use sched::Mode;
 pub use session::{
-    available_cpus, IoInfo, Outputs, RunOptions, RunReport, Session, SessionBuilder,
+    available_cpus, BatchResult, EventCallback, IoInfo, Outputs, RunOptions, RunReport, Session,
+    SessionBuilder,
 };
 pub use tensor::{DType, Element, Tensor};

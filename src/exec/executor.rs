@@ -10,6 +10,7 @@
 
 use super::trace::{Recorder, Trace};
 use super::warm::Warm;
+use super::watch::{Control, RunEvent, Watch};
 use super::{Plan, ValueStore};
 use crate::analysis::Step;
 use crate::error::{Error, Result};
@@ -18,7 +19,7 @@ use crate::ops::checked::check_outputs;
 use crate::ops::interrupt::{with_interrupt, Interrupt};
 use crate::ops::util::with_thread_cap;
 use crate::sched::makespan::parallel_makespan;
-use crate::sched::{Decision, ForkReport, Pool, PoolPlan, Scheduler};
+use crate::sched::{Band, Decision, ForkReport, Pool, PoolPlan, Scheduler};
 use crate::tensor::{budget, Tensor};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -35,6 +36,8 @@ struct Run<'a> {
     trace: Option<Recorder>,
     /// When the run must stop early (cancelled, or out of time).
     interrupt: &'a Interrupt,
+    /// Its deadline, progress and device events.
+    watch: Watch,
 }
 
 impl Run<'_> {
@@ -59,18 +62,34 @@ pub struct RunResult {
     pub forks: Vec<ForkReport>,
     /// The timeline, when tracing was asked for.
     pub trace: Option<Trace>,
+    /// Device events, re-plans and deadline decisions during the run.
+    pub events: Vec<RunEvent>,
 }
 
 /// Runs the plan under the scheduler's decisions; with `traced`, records a
 /// span per operator and per fork. `interrupt` is checked before every
-/// operator (and by loops on every iteration).
+/// operator (and by loops on every iteration), and so is the deadline of
+/// `control` (see [`Watch`]).
 pub fn run(
     plan: &Plan,
     sched: &Scheduler,
     inputs: Vec<(ValueId, Arc<Tensor>)>,
     traced: bool,
     interrupt: &Interrupt,
+    control: Control,
 ) -> Result<RunResult> {
+    let (n, band) = sched.observe();
+    let threads = sched.serial_threads(band);
+    let policy = &sched.config().policy;
+    let speedup = |k: usize| policy.speedup(k);
+    let watch = Watch::start(
+        plan,
+        sched.monitor(),
+        control,
+        threads,
+        policy.cpus,
+        &speedup,
+    );
     let run = Run {
         plan,
         store: ValueStore::new(plan),
@@ -80,12 +99,11 @@ pub fn run(
         error: Mutex::new(None),
         trace: traced.then(Recorder::new),
         interrupt,
+        watch,
     };
     for (id, t) in inputs {
         run.store.put(id, t);
     }
-    let (n, band) = sched.observe();
-    let threads = sched.serial_threads(band);
     let pin = sched.pins(n, band);
     let cpus = sched.least_loaded_cpus(threads, pin);
     let pool = sched.pool(0, 0, threads, pin, &cpus)?;
@@ -107,6 +125,7 @@ pub fn run(
         outputs,
         forks,
         trace,
+        events: run.watch.finish(),
     })
 }
 
@@ -125,7 +144,14 @@ fn run_steps(run: &Run, steps: &[Step], lane: &Lane) -> Result<()> {
                 }
             }
             Step::Fork { fork, siblings } => {
-                let (n, band) = run.sched.observe();
+                // Events and the deadline first: they may change the decision.
+                run.watch.checkpoint()?;
+                let (n, band) = if run.watch.hurrying() {
+                    (0.0, Band::Low)
+                } else {
+                    run.sched.observe()
+                };
+                run.watch.fork_started(n);
                 let (decision, explored_from) = decide_fork(run, *fork, n, band, lane)?;
                 let start = Instant::now();
                 let speedup = |k: usize| run.sched.config().policy.speedup(k);
@@ -236,7 +262,7 @@ fn decide_fork(
     run: &Run,
     fork: usize,
     n: f64,
-    band: crate::sched::Band,
+    band: Band,
     lane: &Lane,
 ) -> Result<(Decision, Option<Decision>)> {
     let decision = checked_decision(run, fork, n, band, lane)?;
@@ -256,13 +282,7 @@ fn decide_fork(
 
 /// The scheduler's decision at `fork`, probing the fork's overhead first
 /// where it is unknown (see [`decide_fork`]).
-fn checked_decision(
-    run: &Run,
-    fork: usize,
-    n: f64,
-    band: crate::sched::Band,
-    lane: &Lane,
-) -> Result<Decision> {
+fn checked_decision(run: &Run, fork: usize, n: f64, band: Band, lane: &Lane) -> Result<Decision> {
     let policy = &run.sched.config().policy;
     let speedup = |k: usize| policy.speedup(k);
     let times = run.plan.sibling_times(fork, &speedup);
@@ -403,9 +423,11 @@ fn spawn_on_pools(run: &Run, assigned: &[(Arc<Pool>, &[usize])], siblings: &[Vec
 /// pool of `threads` threads, recording its time at that thread count.
 fn run_node(run: &Run, index: usize, threads: usize) -> Result<()> {
     let (plan, store) = (run.plan, &run.store);
-    run.interrupt.check()?;
+    run.interrupt.check().map_err(|e| run.watch.locate(e))?;
+    run.watch.checkpoint()?;
     let node = &plan.graph.nodes[index];
     if super::views::forward(plan, store, index)? {
+        run.watch.after_operator(index);
         return Ok(());
     }
     let mut held: Vec<Option<Arc<Tensor>>> = Vec::with_capacity(node.inputs.len());
@@ -431,12 +453,13 @@ fn run_node(run: &Run, index: usize, threads: usize) -> Result<()> {
     .map_err(|e| {
         // Stopping is the run's outcome, not the node's failure.
         if e.is_interrupt() {
-            e.into_root()
+            run.watch.locate(e.into_root())
         } else {
             wrap(node, e)
         }
     })?;
     plan.record(index, threads, start.elapsed().as_nanos() as u64);
+    run.watch.after_operator(index);
     drop(args);
     drop(held);
     for &input in node.inputs.iter().flatten() {

@@ -1,6 +1,7 @@
 //! Execution: the plan a session builds for one set of input shapes, the
 //! store that holds values while a run is in flight, and the executor that
-//! walks the plan's steps under the scheduler's decisions.
+//! walks the plan's steps under the scheduler's decisions, watched for its
+//! deadline and the device's events.
 
 mod executor;
 mod plan;
@@ -8,8 +9,10 @@ mod store;
 mod trace;
 mod views;
 mod warm;
+mod watch;
 
 pub use executor::{run, RunResult};
 pub use plan::Plan;
 pub use store::ValueStore;
 pub use trace::{Span, Trace};
+pub use watch::{Control, Progress, RunEvent, Watch};

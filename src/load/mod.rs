@@ -6,6 +6,7 @@
 //! - [`config`]: sources, period, smoothing, host state.
 //! - [`sample`]: reading `/proc/self/task/*/schedstat` and sysinfo.
 //! - [`runnable`]: other processes' runnable threads (demand for CPUs).
+//! - [`power`]: battery level and thermal state from sysfs.
 //! - [`smooth`]: the pure arithmetic (deltas, own-CPU subtraction, mappings,
 //!   combining, EWMA).
 //! - [`report`]: threshold-crossing and change events.
@@ -14,6 +15,7 @@
 pub mod allowed;
 pub mod config;
 pub mod monitor;
+pub mod power;
 pub mod report;
 pub mod runnable;
 pub mod sample;
@@ -21,7 +23,7 @@ pub mod smooth;
 
 pub use config::{HostState, LoadConfig, LoadSource};
 pub use monitor::{Activity, LoadMonitor};
-pub use report::{LoadEvent, Metric, ReportConfig, Reporter};
+pub use report::{Baseline, LoadEvent, Metric, ReportConfig, Reporter, Since, Source};
 pub use sample::{Sample, Sampler};
 
 #[cfg(test)]

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use super::allowed::allowed_cpus;
 use super::config::{HostState, LoadConfig, LoadSource};
-use super::report::{LoadEvent, Metric, Reporter};
+use super::report::{LoadEvent, Metric, Reporter, Source};
 use super::sample::{current_tid, Sample, Sampler};
 use super::smooth::{clamp01, combine, ewma, host_load, least_loaded, memory_pressure};
 
@@ -38,6 +38,8 @@ struct Shared {
     config: LoadConfig,
     n: AtomicU64,
     samples: AtomicU64,
+    /// Bumped whenever a sample or a host push brings new values.
+    generation: AtomicU64,
     cost_ns: AtomicU64,
     tid: AtomicU32,
     per_cpu: Mutex<Vec<f64>>,
@@ -64,6 +66,7 @@ impl Shared {
             config,
             n: AtomicU64::new(clamp01(n).to_bits()),
             samples: AtomicU64::new(0),
+            generation: AtomicU64::new(0),
             cost_ns: AtomicU64::new(0),
             tid: AtomicU32::new(0),
             per_cpu: Mutex::new(Vec::new()),
@@ -95,16 +98,17 @@ impl Shared {
         self.n.store(clamp01(n).to_bits(), Ordering::Relaxed);
     }
 
-    /// Feeds metric values to the reporter and delivers the events without
-    /// ever blocking: a full or closed subscriber queue loses the event
-    /// (closed ones are forgotten).
-    fn report(&self, values: &[(Metric, Option<f64>)]) {
+    /// Feeds metric values observed by `source` to the reporter and
+    /// delivers the events without ever blocking: a full or closed
+    /// subscriber queue loses the event (closed ones are forgotten).
+    fn report(&self, values: &[(Metric, Option<f64>)], source: Source) {
+        self.generation.fetch_add(1, Ordering::SeqCst);
         let mut events = Vec::new();
         {
             let mut r = lock(&self.reporter);
             for &(m, v) in values {
                 if let Some(v) = v {
-                    r.observe(m, v, &mut events);
+                    r.observe(m, source, v, &mut events);
                 }
             }
         }
@@ -135,8 +139,10 @@ impl Shared {
 
     /// Folds one sample into the state; returns the new smoothed value.
     fn absorb(&self, sample: Sample, smoothed: Option<f64>) -> Option<f64> {
+        // Smooth from the published value: a host push may have raised it.
+        let previous = smoothed.map(|_| f64::from_bits(self.n.load(Ordering::Relaxed)));
         let next = match self.combined(&sample) {
-            Some(x) => Some(ewma(smoothed, x, self.config.smoothing)),
+            Some(x) => Some(ewma(previous, x, self.config.smoothing)),
             None => smoothed,
         };
         if let Some(n) = next {
@@ -145,14 +151,30 @@ impl Shared {
         if !sample.per_cpu.is_empty() {
             *lock(&self.per_cpu) = sample.per_cpu.clone();
         }
-        self.report(&[
-            (Metric::Cpu, sample.system_cpu),
-            (Metric::Memory, sample.memory_used),
-        ]);
+        self.report(&sampled_metrics(&sample), Source::Sampler);
         *lock(&self.last) = sample;
         self.samples.fetch_add(1, Ordering::Relaxed);
         next
     }
+}
+
+/// The metric values a sample holds.
+fn sampled_metrics(s: &Sample) -> [(Metric, Option<f64>); 4] {
+    [
+        (Metric::Cpu, s.system_cpu),
+        (Metric::Memory, s.memory_used),
+        (Metric::Battery, s.battery),
+        (Metric::Thermal, s.thermal),
+    ]
+}
+
+/// The metric values a host state holds.
+fn host_metrics(h: &HostState) -> [(Metric, Option<f64>); 3] {
+    [
+        (Metric::Cpu, h.cpu_utilisation),
+        (Metric::Battery, h.battery_level),
+        (Metric::Thermal, h.thermal),
+    ]
 }
 
 /// The sampler thread's loop: wait `period` ([`FIRST_SAMPLE_AFTER`] the
@@ -280,15 +302,42 @@ impl LoadMonitor {
     }
 
     /// Records the host application's view of the device. With the `Host`
-    /// source enabled it counts from the next sample on; its battery and
-    /// thermal values are reported to subscribers at once.
+    /// source enabled, a state that makes the device busier raises the
+    /// utilisation at once (the next fork sees it) and counts in every
+    /// sample from then on. Its CPU, battery and thermal values are
+    /// reported to subscribers at once, as events of [`Source::Host`].
     pub fn push_host(&self, state: HostState) {
-        let values = [
-            (Metric::Battery, state.battery_level),
-            (Metric::Thermal, state.thermal),
-        ];
+        let values = host_metrics(&state);
+        if self.fixed.is_none() && self.shared.config.has(LoadSource::Host) {
+            if let Some(h) = host_load(&state) {
+                self.shared.set_n(self.utilisation().max(h));
+            }
+        }
         *lock(&self.shared.host) = Some(state);
-        self.shared.report(&values);
+        self.shared.report(&values, Source::Host);
+    }
+
+    /// The metric values known now, by source: the last sample's and the
+    /// last host state's (what a run's [`Baseline`](super::Baseline)
+    /// starts from).
+    pub fn readings(&self) -> Vec<(Metric, Source, f64)> {
+        let sampled = sampled_metrics(&lock(&self.shared.last));
+        let host = lock(&self.shared.host).as_ref().map(host_metrics);
+        let sampled = sampled.into_iter().map(|(m, v)| (m, Source::Sampler, v));
+        let host = host
+            .into_iter()
+            .flatten()
+            .map(|(m, v)| (m, Source::Host, v));
+        sampled
+            .chain(host)
+            .filter_map(|(m, s, v)| v.map(|v| (m, s, v)))
+            .collect()
+    }
+
+    /// A counter bumped by every sample and host push: when it has not
+    /// moved, [`readings`](Self::readings) has not either.
+    pub fn generation(&self) -> u64 {
+        self.shared.generation.load(Ordering::SeqCst)
     }
 
     /// The last host state pushed, if any.

@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 
 use sysinfo::System;
 
+use super::power::{sysfs_root, PowerFiles};
 use super::runnable::others_runnable_median;
 use super::smooth::{clamp01, counter_delta, others_cpu, others_per_cpu, run_queue_contention};
 
@@ -157,6 +158,10 @@ pub struct Sample {
     pub runnable: Option<f64>,
     /// Used / total memory.
     pub memory_used: Option<f64>,
+    /// Battery level in [0, 1], where sysfs has one.
+    pub battery: Option<f64>,
+    /// Thermal state in [0, 1] (1 = critical), where sysfs has zones.
+    pub thermal: Option<f64>,
     /// Per-CPU use by others in [0, 1], by CPU index (empty when unknown):
     /// each CPU's use minus the time our threads ran on it.
     pub per_cpu: Vec<f64>,
@@ -189,6 +194,8 @@ pub struct Sampler {
     cpu_last: Instant,
     runnable_reads: usize,
     runnable_gap: Duration,
+    /// Battery and thermal files.
+    power: PowerFiles,
 }
 
 impl std::fmt::Debug for Sampler {
@@ -218,6 +225,7 @@ impl Sampler {
             cpu_last,
             runnable_reads: 1,
             runnable_gap: Duration::ZERO,
+            power: PowerFiles::find(&sysfs_root()),
         }
     }
 
@@ -285,6 +293,8 @@ impl Sampler {
                 self.runnable_gap,
             ),
             memory_used: self.memory_now(),
+            battery: self.power.battery(),
+            thermal: self.power.thermal(),
             per_cpu: cpu.per_cpu,
         }
     }

@@ -253,3 +253,59 @@ fn the_first_background_sample_comes_soon_after_start() {
     std::thread::sleep(super::monitor::FIRST_SAMPLE_AFTER * 5);
     assert_eq!(m.samples(), 2, "later samples wait one period");
 }
+
+#[test]
+fn a_host_push_raises_the_load_at_once_and_keeps_it_through_samples() {
+    let mut c = config(vec![LoadSource::Host], 10);
+    c.smoothing = 0.3;
+    let m = LoadMonitor::start(c);
+    assert_eq!(m.utilisation(), 0.0);
+    let generation = m.generation();
+    m.push_host(HostState {
+        cpu_utilisation: Some(0.8),
+        battery_level: Some(0.5),
+        ..HostState::default()
+    });
+    // At once, before any sample: the next fork sees it.
+    assert_eq!(m.utilisation(), 0.8);
+    assert!(m.generation() > generation);
+    // Samples smooth from the pushed value, not from the one before it.
+    let seen = m.samples();
+    assert!(wait_for(|| m.samples() >= seen + 3));
+    assert!((m.utilisation() - 0.8).abs() < 1e-9, "{}", m.utilisation());
+    let readings = m.readings();
+    assert!(
+        readings.contains(&(Metric::Cpu, Source::Host, 0.8)),
+        "{readings:?}"
+    );
+    assert!(readings.contains(&(Metric::Battery, Source::Host, 0.5)));
+    // Without the Host source a push changes nothing.
+    let quiet = LoadMonitor::start(config(vec![LoadSource::Memory], 1000));
+    let before = quiet.utilisation();
+    quiet.push_host(HostState {
+        cpu_utilisation: Some(0.99),
+        ..HostState::default()
+    });
+    assert_eq!(quiet.utilisation(), before);
+}
+
+#[test]
+fn host_pushed_cpu_use_is_an_event_of_the_host() {
+    let m = LoadMonitor::fixed(0.0);
+    let rx = m.subscribe();
+    m.push_host(HostState {
+        cpu_utilisation: Some(0.95),
+        thermal: Some(0.2),
+        ..HostState::default()
+    });
+    let got: Vec<LoadEvent> = rx.try_iter().collect();
+    assert_eq!(
+        got,
+        vec![LoadEvent::Anomaly {
+            metric: Metric::Cpu,
+            value: 0.95,
+            threshold: 0.9,
+            source: Source::Host,
+        }]
+    );
+}

@@ -8,7 +8,7 @@
 //! each operator ([`with_interrupt`]); control-flow operators call [`check`]
 //! between iterations.
 
-use crate::error::{Error, Result};
+use crate::error::{DeadlineMiss, Error, Result};
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -74,10 +74,13 @@ impl Interrupt {
         if let Some((limit, end)) = self.limit {
             let now = Instant::now();
             if now >= end {
-                return Err(Error::Deadline(format!(
-                    "the time limit of {:.1} ms has passed",
-                    limit.as_secs_f64() * 1e3
-                )));
+                return Err(Error::Deadline(Box::new(DeadlineMiss::new(
+                    format!(
+                        "the time limit of {:.1} ms has passed",
+                        limit.as_secs_f64() * 1e3
+                    ),
+                    limit + now.saturating_duration_since(end),
+                ))));
             }
         }
         Ok(())

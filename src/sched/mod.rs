@@ -4,11 +4,13 @@
 //! load at every fork.
 
 mod affinity;
+pub mod deadline;
 pub mod makespan;
 mod policy;
 mod pools;
 mod scheduler;
 
+pub use deadline::{DeadlineRule, GroupedWork, Verdict, DEFAULT_DELAY_RATIO};
 pub use policy::{apportion, band, decide, Band, Decision, PolicyConfig, PoolPlan};
 pub use pools::{Pool, Pools};
 pub use scheduler::{ForkReport, Mode, Scheduler, SchedulerConfig};

@@ -4,20 +4,24 @@
 //! thread pool. [`SessionBuilder`] holds the settings; [`Outputs`] chooses
 //! outputs and the caller's buffers they are written to.
 
+mod batch;
 mod builder;
+mod options;
 mod outputs;
 
+pub use batch::{BatchResult, ItemResult};
 pub use builder::SessionBuilder;
+pub use options::{EventCallback, RunOptions, CALLBACK_QUEUE};
 pub use outputs::Outputs;
 
 use crate::analysis::{calibrated_cost_model, CostModel};
 use crate::error::{Error, Result};
-use crate::exec::{self, Plan, Trace};
+use crate::exec::{self, Plan, RunEvent, Trace};
 use crate::graph::pipeline::{optimize, Stage};
 use crate::graph::{Declared, Graph, ModelMetadata, ValueId};
 use crate::ir::Fact;
 use crate::load::HostState;
-use crate::ops::interrupt::{with_interrupt, CancelToken, Interrupt};
+use crate::ops::interrupt::{with_interrupt, Interrupt};
 use crate::sched::{ForkReport, Scheduler};
 use crate::tensor::Tensor;
 use std::collections::HashMap;
@@ -54,6 +58,9 @@ pub struct RunReport {
     pub forks: Vec<ForkReport>,
     /// The run's timeline, when asked for with [`Session::run_traced`].
     pub trace: Option<Trace>,
+    /// Device-state events seen during the run, re-plans and deadline
+    /// decisions, in order.
+    pub events: Vec<RunEvent>,
 }
 
 /// A loaded model, ready to run. `Session` is `Send + Sync`: runs from
@@ -76,46 +83,6 @@ pub struct Session {
     cost: CostModel,
     memory_limit: usize,
     time_limit: Option<Duration>,
-}
-
-/// Options of one run: a time limit and a cancellation token.
-///
-/// ```no_run
-/// use ramify::{CancelToken, RunOptions, Session, Tensor};
-/// use std::time::Duration;
-/// let session = Session::from_file("models/inception_mini.onnx")?;
-/// let token = CancelToken::new();
-/// let options = RunOptions::new()
-///     .time_limit(Duration::from_millis(50))
-///     .cancel(token.clone());
-/// // Another thread may call token.cancel() to stop the run.
-/// let input = Tensor::zeros(ramify::DType::F32, &[1, 3, 96, 96]);
-/// let (outputs, _report) = session.run_with_options([("input", input)], &options)?;
-/// # Ok::<(), ramify::Error>(())
-/// ```
-#[derive(Debug, Clone, Default)]
-pub struct RunOptions {
-    time_limit: Option<Duration>,
-    cancel: Option<CancelToken>,
-}
-
-impl RunOptions {
-    /// No limit and no token (the session's time limit, if any, applies).
-    pub fn new() -> RunOptions {
-        RunOptions::default()
-    }
-
-    /// Stops the run with [`Error::Deadline`] once it has taken `limit`.
-    pub fn time_limit(mut self, limit: Duration) -> RunOptions {
-        self.time_limit = Some(limit);
-        self
-    }
-
-    /// Stops the run with [`Error::Cancelled`] once `token` is cancelled.
-    pub fn cancel(mut self, token: CancelToken) -> RunOptions {
-        self.cancel = Some(token);
-        self
-    }
 }
 
 impl std::fmt::Debug for Session {
@@ -336,41 +303,23 @@ impl Session {
         &self,
         inputs: impl IntoIterator<Item = (N, Tensor)>,
     ) -> Result<(Vec<(String, Tensor)>, RunReport)> {
-        self.run_inner(inputs, false, &RunOptions::default())
+        self.run_with_options(inputs, &RunOptions::default())
     }
 
     /// Like [`run_with_report`](Self::run_with_report), under `options`: a
-    /// time limit and a cancellation token, checked before every operator
-    /// and on every iteration of a loop. A stopped run returns
-    /// [`Error::Deadline`] or [`Error::Cancelled`]; the session stays usable.
+    /// time limit, a deadline and a cancellation token, checked before
+    /// every operator (the time limit and the token also on every
+    /// iteration of a loop), a progress and an event callback (see
+    /// [`RunOptions`]). A stopped run returns [`Error::Deadline`] or
+    /// [`Error::Cancelled`]; the session stays usable.
     pub fn run_with_options<N: AsRef<str>>(
         &self,
         inputs: impl IntoIterator<Item = (N, Tensor)>,
         options: &RunOptions,
     ) -> Result<(Vec<(String, Tensor)>, RunReport)> {
-        self.run_inner(inputs, false, options)
-    }
-
-    /// Like [`run_with_report`](Self::run_with_report), and also records a
-    /// timeline of the run (one span per operator and per fork) in the report.
-    pub fn run_traced<N: AsRef<str>>(
-        &self,
-        inputs: impl IntoIterator<Item = (N, Tensor)>,
-    ) -> Result<(Vec<(String, Tensor)>, RunReport)> {
-        self.run_inner(inputs, true, &RunOptions::default())
-    }
-
-    fn run_inner<N: AsRef<str>>(
-        &self,
-        inputs: impl IntoIterator<Item = (N, Tensor)>,
-        traced: bool,
-        options: &RunOptions,
-    ) -> Result<(Vec<(String, Tensor)>, RunReport)> {
-        // The load monitor samples while runs are in flight (and a little
-        // after); an idle session costs nothing.
         let _active = self.sched.monitor().activity();
         let bound = self.bind(inputs)?;
-        let (results, report) = self.execute(bound, None, traced, options, |_| Ok(()))?;
+        let (results, report) = self.execute(bound, None, options, |_| Ok(()))?;
         let outputs = self
             .outputs
             .iter()
@@ -383,13 +332,21 @@ impl Session {
         Ok((outputs, report))
     }
 
+    /// Like [`run_with_report`](Self::run_with_report), and also records a
+    /// timeline of the run (one span per operator and per fork) in the report.
+    pub fn run_traced<N: AsRef<str>>(
+        &self,
+        inputs: impl IntoIterator<Item = (N, Tensor)>,
+    ) -> Result<(Vec<(String, Tensor)>, RunReport)> {
+        self.run_with_options(inputs, &RunOptions::new().trace(true))
+    }
+
     /// Plans and runs bound inputs, computing the outputs `selected` (all
     /// when `None`); `check` sees the plan before anything runs.
     fn execute(
         &self,
         bound: Vec<Arc<Tensor>>,
         selected: Option<&[usize]>,
-        traced: bool,
         options: &RunOptions,
         check: impl FnOnce(&Plan) -> Result<()>,
     ) -> Result<(Vec<Arc<Tensor>>, RunReport)> {
@@ -397,6 +354,7 @@ impl Session {
             options.cancel.clone(),
             options.time_limit.or(self.time_limit),
         );
+        let (control, _dispatcher) = options.control()?;
         // Planning folds constants, which may run operators (a loop): it
         // stops like the run.
         let plan = with_interrupt(&interrupt, || self.plan_selecting(&bound, selected))?;
@@ -404,7 +362,14 @@ impl Session {
         let feeds: Vec<(ValueId, Arc<Tensor>)> =
             self.graph.inputs.iter().copied().zip(bound).collect();
         let result = catch_unwind(AssertUnwindSafe(|| {
-            exec::run(&plan, &self.sched, feeds, traced, &interrupt)
+            exec::run(
+                &plan,
+                &self.sched,
+                feeds,
+                options.traced,
+                &interrupt,
+                control,
+            )
         }))
         .map_err(|p| Error::Internal(panic_message("running", &p)))??;
         Ok((
@@ -412,6 +377,7 @@ impl Session {
             RunReport {
                 forks: result.forks,
                 trace: result.trace,
+                events: result.events,
             },
         ))
     }

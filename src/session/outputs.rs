@@ -158,13 +158,8 @@ impl Session {
         let all = selected.len() == self.outputs.len();
         let bound = self.bind_shared(inputs)?;
         let check = |plan: &Plan| check_buffers(plan, &mut *outputs, &chosen, &selected);
-        let (results, report) = self.execute(
-            bound,
-            (!all).then_some(&selected[..]),
-            false,
-            options,
-            check,
-        )?;
+        let (results, report) =
+            self.execute(bound, (!all).then_some(&selected[..]), options, check)?;
         let results: Vec<Tensor> = results
             .into_iter()
             .map(|t| Arc::try_unwrap(t).unwrap_or_else(|shared| (*shared).clone()))
