@@ -6,14 +6,14 @@
 
 use crate::burn::Burners;
 use crate::inputs;
-use crate::options::SchedArgs;
+use crate::options::{DeadlineArgs, SchedArgs};
 use crate::stats::Stats;
 use anyhow::{Context, Result};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 use ramify::load::{LoadConfig, LoadMonitor};
 use ramify::sched::Decision;
-use ramify::{Mode, RunReport, Session, Tensor};
+use ramify::{Mode, RunOptions, RunReport, Session, Tensor};
 use std::collections::BTreeMap;
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
@@ -32,6 +32,8 @@ pub struct BenchArgs {
     warmup: usize,
     #[command(flatten)]
     sched: SchedArgs,
+    #[command(flatten)]
+    deadline: DeadlineArgs,
     /// Several modes in one call, interleaved run by run, e.g.
     /// `adaptive,serial,parallel` (replaces --mode).
     #[arg(long, value_delimiter = ',')]
@@ -68,8 +70,11 @@ pub struct Measured {
     pub model: String,
     pub mode: Mode,
     pub background_load: usize,
-    /// Run times in milliseconds, in the order taken.
+    /// Run times in milliseconds, in the order taken (runs that missed
+    /// their deadline not included).
     pub samples: Vec<f64>,
+    /// Timed runs stopped early by `--deadline`.
+    pub deadline_misses: usize,
     /// Others' utilisation read after each run from the load monitor the
     /// bench and its sessions share.
     pub loads_seen: Vec<f64>,
@@ -189,12 +194,14 @@ fn measure_level(
             mode: t.mode,
             background_load: level,
             samples: Vec::with_capacity(a.runs),
+            deadline_misses: 0,
             loads_seen: Vec::with_capacity(a.runs),
             fork_loads: Vec::new(),
             decisions: BTreeMap::new(),
         })
         .collect();
     let runs = a.runs.max(1);
+    let options = a.deadline.options()?;
     let models = targets.iter().map(|t| t.model).max().map_or(0, |m| m + 1);
     for model in 0..models {
         let group: Vec<usize> = (0..targets.len())
@@ -209,8 +216,12 @@ fn measure_level(
         for r in 0..runs {
             for k in 0..group.len() {
                 let i = group[(r + k) % group.len()];
-                let (ms, report) = timed(&targets[i])?;
                 let m = &mut out[i];
+                let Some((ms, report)) = timed(&targets[i], &options)? else {
+                    m.deadline_misses += 1;
+                    bar.inc(1);
+                    continue;
+                };
                 m.samples.push(ms);
                 m.loads_seen.push(monitor.utilisation());
                 for f in &report.forks {
@@ -224,11 +235,16 @@ fn measure_level(
     Ok(out)
 }
 
-fn timed(t: &Target) -> Result<(f64, RunReport)> {
+/// One timed run: its milliseconds and report, or `None` when it missed
+/// its deadline.
+fn timed(t: &Target, options: &RunOptions) -> Result<Option<(f64, RunReport)>> {
     let inputs = t.feeds.clone();
     let start = Instant::now();
-    let (_, report) = t.session.run_with_report(inputs)?;
-    Ok((start.elapsed().as_secs_f64() * 1e3, report))
+    match t.session.run_with_options(inputs, options) {
+        Ok((_, report)) => Ok(Some((start.elapsed().as_secs_f64() * 1e3, report))),
+        Err(ramify::Error::Deadline(_)) => Ok(None),
+        Err(e) => Err(e.into()),
+    }
 }
 
 /// Writes the Chrome trace of one run of `t` to `path`.
@@ -315,8 +331,16 @@ pub fn main(a: BenchArgs) -> Result<()> {
     } else {
         for m in &results {
             let s = m.stats();
+            let missed = match a.deadline.deadline {
+                Some(ms) => format!(
+                    ", {} of {} missed the {ms} ms deadline",
+                    m.deadline_misses,
+                    m.deadline_misses + m.samples.len()
+                ),
+                None => String::new(),
+            };
             println!(
-                "{} [{}, background load {}]: {} runs, median {:.3} ms, p95 {:.3} ms \
+                "{} [{}, background load {}]: {} runs{missed}, median {:.3} ms, p95 {:.3} ms \
                  (min {:.3}, mean {:.3}, p90 {:.3}, p99 {:.3}, max {:.3})",
                 m.model,
                 m.mode,

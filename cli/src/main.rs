@@ -12,6 +12,7 @@ mod report;
 mod run;
 mod stats;
 mod trace;
+mod watch;
 
 use anyhow::Result;
 use clap::{Parser, Subcommand};
@@ -36,6 +37,9 @@ enum Command {
     Bench(bench::BenchArgs),
     /// Show a model's forks, siblings, costs and the plan for a load.
     Inspect(inspect::InspectArgs),
+    /// Print device-state events (CPU, memory, battery, thermal) as JSON
+    /// lines until interrupted.
+    Watch(watch::WatchArgs),
     /// List the supported operators (`--markdown` for docs/operators.md).
     Ops(ops::OpsArgs),
     /// Spin one core for a bounded time (background load for experiments).
@@ -65,6 +69,7 @@ fn main() {
         Command::Bench(a) => bench::main(a),
         Command::Inspect(a) => inspect::main(a),
         Command::Ops(a) => ops::main(a),
+        Command::Watch(a) => watch::main(a),
         Command::Burn { seconds } => {
             burn::spin(seconds);
             Ok(())

@@ -1,6 +1,6 @@
 //! Command-line options shared by `run`, `bench` and `inspect`: the CPU
 //! limit, the scheduling mode, the policy's thresholds and presets, the
-//! memory budget and the time limit.
+//! memory budget and the time limit; and the deadline of `run` and `bench`.
 
 use clap::Args;
 use ramify::{Mode, SessionBuilder};
@@ -100,6 +100,36 @@ impl SchedArgs {
             ));
         }
         b
+    }
+}
+
+/// The deadline of each run (seed 000): `run` and `bench`.
+#[derive(Args, Clone, Debug)]
+pub struct DeadlineArgs {
+    /// The time each run is planned to take, in milliseconds: a run that
+    /// cannot finish within it × the delay ratio stops early with a
+    /// deadline error (`bench` counts these misses).
+    #[arg(long, value_name = "MS")]
+    pub deadline: Option<f64>,
+    /// How far past the deadline a run may go (default 1.5: 150 %).
+    #[arg(long, value_name = "R", requires = "deadline")]
+    pub delay_ratio: Option<f64>,
+}
+
+impl DeadlineArgs {
+    /// Run options with this deadline.
+    pub fn options(&self) -> anyhow::Result<ramify::RunOptions> {
+        let mut o = ramify::RunOptions::new();
+        if let Some(ms) = self.deadline {
+            if !(ms.is_finite() && ms >= 0.0) {
+                anyhow::bail!("--deadline must be a number of milliseconds, not {ms}");
+            }
+            o = o.deadline(std::time::Duration::from_secs_f64(ms.min(1e12) / 1e3));
+        }
+        if let Some(r) = self.delay_ratio {
+            o = o.delay_ratio(r);
+        }
+        Ok(o)
     }
 }
 

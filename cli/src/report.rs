@@ -59,6 +59,7 @@ pub fn result(m: &Measured) -> Map<String, Value> {
         "mode": m.mode.to_string(),
         "background_load": m.background_load,
         "runs": m.samples.len(),
+        "deadline_misses": m.deadline_misses,
         "min_ms": s.min, "mean_ms": s.mean, "p50_ms": s.median, "median_ms": s.median,
         "p90_ms": s.p90, "p95_ms": s.p95, "p99_ms": s.p99, "max_ms": s.max,
         "samples_ms": m.samples,

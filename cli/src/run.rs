@@ -3,7 +3,7 @@
 //! Chrome trace of the run.
 
 use crate::inputs;
-use crate::options::SchedArgs;
+use crate::options::{DeadlineArgs, SchedArgs};
 use anyhow::{Context, Result};
 use clap::Args;
 use ramify::Tensor;
@@ -22,6 +22,8 @@ pub struct RunArgs {
     output_dir: Option<PathBuf>,
     #[command(flatten)]
     sched: SchedArgs,
+    #[command(flatten)]
+    deadline: DeadlineArgs,
     /// Write a Chrome trace (Perfetto, chrome://tracing) of the run to this file.
     #[arg(long, value_name = "FILE")]
     trace: Option<PathBuf>,
@@ -53,12 +55,15 @@ pub fn main(a: RunArgs) -> Result<()> {
         .with_context(|| format!("loading {}", model.display()))?;
     let load_ms = t0.elapsed().as_secs_f64() * 1e3;
     let feeds = inputs::load(&session, a.input_dir.as_deref())?;
+    let options = a.deadline.options()?.trace(a.trace.is_some());
     let t1 = Instant::now();
-    let (outputs, report) = match a.trace {
-        Some(_) => session.run_traced(feeds)?,
-        None => session.run_with_report(feeds)?,
-    };
+    let (outputs, report) = session
+        .run_with_options(feeds, &options)
+        .with_context(|| format!("running {}", model.display()))?;
     let run_ms = t1.elapsed().as_secs_f64() * 1e3;
+    for event in &report.events {
+        eprintln!("event: {event}");
+    }
     if let (Some(path), Some(trace)) = (&a.trace, &report.trace) {
         std::fs::write(path, crate::trace::chrome_json(trace))
             .with_context(|| format!("writing {}", path.display()))?;
