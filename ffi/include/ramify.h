@@ -8,7 +8,8 @@
  *  - NULL pointers and out-of-range values are refused with
  *    RAMIFY_STATUS_INVALID_ARGUMENT; they are never dereferenced.
  *  - A panic inside ramify never unwinds into C: it is reported as
- *    RAMIFY_STATUS_INTERNAL_ERROR.
+ *    RAMIFY_STATUS_INTERNAL_ERROR (in an event callback's thread it is
+ *    caught and the event skipped).
  *  - Every destroy and release function accepts NULL and does nothing with it.
  *  - Element types are ONNX TensorProto.DataType codes (RamifyElementType).
  *
@@ -24,6 +25,16 @@
  *    after their session is destroyed.
  *  - A RamifyBinding is not synchronised: give each thread its own. Bindings
  *    of many threads may run one session at once.
+ *  - A RamifyRunOptions handle is synchronised: runs on many threads may
+ *    use it at once, and any ramify_run_options_* call (in particular
+ *    ramify_run_options_cancel) may come from any thread while they run.
+ *    A run reads its settings when it starts; a cancel reaches runs in
+ *    flight. ramify_run_options_destroy must not race with any other use.
+ *  - An event callback (ramify_run_options_set_event_callback) is called on
+ *    a thread of ramify's own ("ramify-events"), in order, never after the
+ *    run call has returned. It may call ramify_run_options_cancel and
+ *    ramify_session_push_host_state; it must not run the same session and
+ *    wait for that run.
  *
  * Memory
  *  - ramify_session_run copies its RamifyInput buffers and returns new
@@ -115,7 +126,7 @@ typedef enum RamifyStatus {
   // shape the model's declaration rules out.
   RAMIFY_STATUS_INVALID_INPUT = 5,
   // An operator failed while loading or running the model (shapes it cannot
-  // work with, values out of range), or a deadline passed.
+  // work with, values out of range).
   RAMIFY_STATUS_RUNTIME_ERROR = 6,
   // A bug inside ramify (a caught panic). The session stays usable.
   RAMIFY_STATUS_INTERNAL_ERROR = 7,
@@ -127,7 +138,57 @@ typedef enum RamifyStatus {
   // than the output; `ramify_binding_output_shape` tells the shape it
   // needs. Nothing was written.
   RAMIFY_STATUS_BUFFER_TOO_SMALL = 9,
+  // The run stopped early for its time: it passed the time limit of its
+  // `RamifyRunOptions` (`ramify_run_options_set_time_limit_ms`), or it
+  // could not finish within the deadline × delay ratio
+  // (`ramify_run_options_set_deadline_ms`). The message says how far it
+  // got. No output was returned or written; the session stays usable.
+  RAMIFY_STATUS_DEADLINE = 10,
+  // The run was cancelled through its `RamifyRunOptions`
+  // (`ramify_run_options_cancel`). No output was returned or written; the
+  // session stays usable.
+  RAMIFY_STATUS_CANCELLED = 11,
 } RamifyStatus;
+
+// What a `RamifyEvent` reports.
+typedef enum RamifyEventKind {
+  // A device metric crossed its threshold into the anomalous side (above
+  // it; below it for the battery) while the run was going on.
+  RAMIFY_EVENT_KIND_DEVICE_ANOMALY = 0,
+  // A device metric moved by more than the report delta since it was
+  // last reported, or since the run started.
+  RAMIFY_EVENT_KIND_DEVICE_CHANGE = 1,
+  // The forks of the plan not yet started are decided again from the
+  // load now (after a device event, or to hurry).
+  RAMIFY_EVENT_KIND_REPLAN = 2,
+  // The run would finish after its deadline × delay ratio on the current
+  // plan: the forks not yet started take the fastest plan.
+  RAMIFY_EVENT_KIND_HURRY = 3,
+} RamifyEventKind;
+
+// The device metric of a `RamifyEvent`.
+typedef enum RamifyMetric {
+  // Not a device event (re-plan, hurry).
+  RAMIFY_METRIC_NONE = 0,
+  // CPU use by other work, in [0, 1].
+  RAMIFY_METRIC_CPU = 1,
+  // Used / total memory, in [0, 1].
+  RAMIFY_METRIC_MEMORY = 2,
+  // Battery level, in [0, 1] (anomalous when low).
+  RAMIFY_METRIC_BATTERY = 3,
+  // Thermal state, in [0, 1] (1 = critical).
+  RAMIFY_METRIC_THERMAL = 4,
+} RamifyMetric;
+
+// Who observed the value of a device `RamifyEvent`.
+typedef enum RamifyEventSource {
+  // Not a device event (re-plan, hurry).
+  RAMIFY_EVENT_SOURCE_NONE = 0,
+  // ramify's own sampler of the device (`/proc`, sysfs).
+  RAMIFY_EVENT_SOURCE_SAMPLER = 1,
+  // The app, through `ramify_session_push_host_state`.
+  RAMIFY_EVENT_SOURCE_HOST = 2,
+} RamifyEventSource;
 
 // How a session runs sibling subgraphs (the values of `ramify_session_options_set_mode`).
 typedef enum RamifyMode {
@@ -177,6 +238,15 @@ typedef enum RamifyElementType {
 // destroy with `ramify_binding_destroy`. Not synchronised: one thread at
 // a time (give each thread its own binding; they may share a session).
 typedef struct RamifyBinding RamifyBinding;
+
+// Options of runs: deadline, delay ratio, time limit, cancellation and an
+// event callback. Create with `ramify_run_options_create`, destroy with
+// `ramify_run_options_destroy`; pass to `ramify_session_run_with_options`
+// or `ramify_session_run_binding_with_options` (many runs, on many threads
+// and sessions, may use one handle at once). Synchronised: any
+// `ramify_run_options_*` call may come from any thread, also while runs use
+// the handle; a run reads the settings when it starts.
+typedef struct RamifyRunOptions RamifyRunOptions;
 
 // A loaded model, ready to run. Create with `ramify_session_create_from_file`
 // or `ramify_session_create_from_memory`, destroy with `ramify_session_destroy`.
@@ -241,6 +311,50 @@ typedef struct RamifyInput {
   // Number of dimensions (0 for a scalar).
   size_t rank;
 } RamifyInput;
+
+// One event of a run, as an event callback
+// (`ramify_run_options_set_event_callback`) receives it. The struct and
+// `message` are valid only during the callback: copy what you keep.
+// Fields that do not apply to the event's kind are NAN (doubles), 0
+// (`forks_left`, `since_run_start`) or `..._NONE` (enums).
+typedef struct RamifyEvent {
+  // What happened.
+  enum RamifyEventKind kind;
+  // Device events: the metric.
+  enum RamifyMetric metric;
+  // Device events: who observed the value.
+  enum RamifyEventSource source;
+  // Device changes: 1 when `previous` is the value at the start of the
+  // run, 0 when it is the value last reported.
+  int32_t since_run_start;
+  // Device events: the metric's value now.
+  double value;
+  // Device changes: the value it moved from.
+  double previous;
+  // Device anomalies: the threshold it crossed.
+  double threshold;
+  // Milliseconds since the run started.
+  double at_ms;
+  // Re-plans: the device load (utilisation) the forks are decided from.
+  double load;
+  // Re-plans: forks of the plan not yet started.
+  size_t forks_left;
+  // Hurries: estimated milliseconds left on the current plan.
+  double remaining_ms;
+  // Hurries: estimated milliseconds left on the fastest plan.
+  double fastest_ms;
+  // Hurries: the milliseconds the run may take in all (deadline × delay
+  // ratio).
+  double allowed_ms;
+  // The event in words, as ramify's run reports print it (e.g. "3.1 ms:
+  // battery anomaly: 0.05 is below the threshold 0.15 (host)"):
+  // NUL-terminated UTF-8, never NULL, valid only during the callback.
+  const char *message;
+} RamifyEvent;
+
+// Called with each event of a run: `event` is valid only during the call;
+// `user_data` is the pointer given to `ramify_run_options_set_event_callback`.
+typedef void (*RamifyEventCallback)(const struct RamifyEvent *event, void *user_data);
 
 #ifdef __cplusplus
 extern "C" {
@@ -336,6 +450,19 @@ enum RamifyStatus ramify_binding_clear(struct RamifyBinding *binding);
 // whose bound tensors and buffers follow the rules of the bind functions.
 enum RamifyStatus ramify_session_run_binding(const struct RamifySession *session,
                                              struct RamifyBinding *binding);
+
+// Runs the model once with `binding` under `opts`, as
+// `ramify_session_run_binding` does; `opts` NULL runs with the defaults.
+// A run stopped by the options' deadline or time limit returns
+// `RAMIFY_STATUS_DEADLINE`, one cancelled through them
+// `RAMIFY_STATUS_CANCELLED`; no buffer is then written, earlier results
+// are gone, and the session stays usable.
+//
+// # Safety
+// As `ramify_session_run_binding`; `opts` must be NULL or a live handle.
+enum RamifyStatus ramify_session_run_binding_with_options(const struct RamifySession *session,
+                                                          struct RamifyBinding *binding,
+                                                          const struct RamifyRunOptions *opts);
 
 // Writes a new handle to selected output `name` from the binding's last
 // run to `*out` (the caller releases it with `ramify_tensor_release`; it
@@ -550,6 +677,111 @@ enum RamifyStatus ramify_session_run(const struct RamifySession *session,
                                      size_t n_inputs,
                                      struct RamifyTensor **outputs,
                                      size_t n_outputs);
+
+// Runs the model once under `opts`, as `ramify_session_run` does (same
+// inputs, outputs and ownership); `opts` NULL runs with the defaults.
+// A run stopped by the options' deadline or time limit returns
+// `RAMIFY_STATUS_DEADLINE`, one cancelled through them
+// `RAMIFY_STATUS_CANCELLED`; every `outputs[i]` is then NULL and the
+// session stays usable. Events of the run go to the options' callback
+// before this returns.
+//
+// # Safety
+// As `ramify_session_run`; `opts` must be NULL or a live handle.
+enum RamifyStatus ramify_session_run_with_options(const struct RamifySession *session,
+                                                  const struct RamifyInput *inputs,
+                                                  size_t n_inputs,
+                                                  struct RamifyTensor **outputs,
+                                                  size_t n_outputs,
+                                                  const struct RamifyRunOptions *opts);
+
+// Creates run options with nothing set: no deadline, no time limit (the
+// session's, if any, applies), not cancelled, no event callback.
+//
+// # Safety
+// `out` must be NULL or writable.
+enum RamifyStatus ramify_run_options_create(struct RamifyRunOptions **out);
+
+// Destroys run options. NULL is accepted and ignored. Must not race with
+// any other use of the handle (no run using it may be in flight).
+//
+// # Safety
+// `opts` must be NULL or a live handle that no other call uses.
+void ramify_run_options_destroy(struct RamifyRunOptions *opts);
+
+// Sets the time a run is planned to take, in milliseconds (0 removes the
+// deadline). Before every operator the run checks whether the time taken
+// plus the estimated time of the operators left fits the deadline × the
+// delay ratio: when only the fastest plan the load allows would fit, the
+// forks not yet started take it (a `RAMIFY_EVENT_KIND_HURRY` event); when
+// not even that would, the run stops at once with
+// `RAMIFY_STATUS_DEADLINE`, the message saying how far it got. `ms` must
+// be positive and finite, or 0.
+//
+// # Safety
+// `opts` must be NULL or a live handle.
+enum RamifyStatus ramify_run_options_set_deadline_ms(struct RamifyRunOptions *opts, double ms);
+
+// Sets how far past its deadline a run may go, as a ratio: finite and at
+// least 1 (default 1.5, i.e. 150 %). It applies only with a deadline: a
+// run whose options have a delay ratio but no deadline fails with
+// `RAMIFY_STATUS_INVALID_ARGUMENT`.
+//
+// # Safety
+// `opts` must be NULL or a live handle.
+enum RamifyStatus ramify_run_options_set_delay_ratio(struct RamifyRunOptions *opts, double ratio);
+
+// Sets a hard time limit in milliseconds (0 removes it): a run that has
+// taken that long stops with `RAMIFY_STATUS_DEADLINE` at its next check
+// (before every operator and on every iteration of a loop), whatever the
+// estimates say. It replaces the session's time limit, if any. `ms` must
+// be positive and finite, or 0.
+//
+// # Safety
+// `opts` must be NULL or a live handle.
+enum RamifyStatus ramify_run_options_set_time_limit_ms(struct RamifyRunOptions *opts, double ms);
+
+// Cancels every run using these options: runs in flight stop at their next
+// check (before every operator, on every iteration of a loop) with
+// `RAMIFY_STATUS_CANCELLED`, and so do runs started later with them. May be
+// called from any thread, including the event callback, while runs are in
+// flight. The options stay cancelled until `ramify_run_options_reset_cancel`.
+//
+// # Safety
+// `opts` must be NULL or a live handle.
+enum RamifyStatus ramify_run_options_cancel(struct RamifyRunOptions *opts);
+
+// Makes cancelled options usable again: runs started from now on get a
+// fresh cancellation token. Runs already cancelled still stop.
+//
+// # Safety
+// `opts` must be NULL or a live handle.
+enum RamifyStatus ramify_run_options_reset_cancel(struct RamifyRunOptions *opts);
+
+// Sets the function called with each event of the runs using these
+// options (NULL `callback` removes it): device-state anomalies and changes
+// seen during the run (e.g. the battery level the app pushed with
+// `ramify_session_push_host_state` falling below 15 %), re-plans and
+// hurries. `user_data` is passed back unchanged.
+//
+// Threading rules: the callback is called on a thread of ramify's own,
+// named "ramify-events", one per run, with that run's events in order,
+// and never after the run call has returned (the run does not wait for the
+// callback, but returns only once it has handled the events delivered).
+// Runs in flight at once call it from their own threads concurrently, so
+// `user_data` must be safe to use from them. The callback may call
+// `ramify_run_options_cancel` and `ramify_session_push_host_state`, and
+// read the event's fields; it must not start a run of the same session and
+// wait for it, and must not throw (C++) or longjmp out. An event that finds
+// 256 others waiting for a slow callback is dropped. Nothing ramify raises
+// unwinds into C.
+//
+// # Safety
+// `opts` must be NULL or a live handle; `callback` NULL or a function that
+// follows the rules above with `user_data`.
+enum RamifyStatus ramify_run_options_set_event_callback(struct RamifyRunOptions *opts,
+                                                        RamifyEventCallback callback,
+                                                        void *user_data);
 
 // Loads a model file (external data is read from beside it) into a new
 // session. `options` may be NULL for the defaults; it is not kept. On

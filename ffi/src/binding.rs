@@ -5,10 +5,11 @@
 //! the caller's buffers or returned as tensors.
 
 use crate::error::{arg_mut, arg_ref, arg_str, guard, guard_void, out_ptr, FfiError, FfiResult};
+use crate::run_options::{run_options_of, RamifyRunOptions};
 use crate::session::RamifySession;
 use crate::tensor::RamifyTensor;
 use crate::RamifyStatus;
-use ramify::{Outputs, RunOptions, Tensor};
+use ramify::{Outputs, Tensor};
 use std::ffi::{c_char, c_void};
 use std::sync::Arc;
 
@@ -195,14 +196,39 @@ pub unsafe extern "C" fn ramify_session_run_binding(
     binding: *mut RamifyBinding,
 ) -> RamifyStatus {
     guard("ramify_session_run_binding", || unsafe {
-        run(session, binding)
+        run(session, binding, std::ptr::null())
     })
 }
 
-unsafe fn run(session: *const RamifySession, binding: *mut RamifyBinding) -> FfiResult {
+/// Runs the model once with `binding` under `opts`, as
+/// `ramify_session_run_binding` does; `opts` NULL runs with the defaults.
+/// A run stopped by the options' deadline or time limit returns
+/// `RAMIFY_STATUS_DEADLINE`, one cancelled through them
+/// `RAMIFY_STATUS_CANCELLED`; no buffer is then written, earlier results
+/// are gone, and the session stays usable.
+///
+/// # Safety
+/// As `ramify_session_run_binding`; `opts` must be NULL or a live handle.
+#[no_mangle]
+pub unsafe extern "C" fn ramify_session_run_binding_with_options(
+    session: *const RamifySession,
+    binding: *mut RamifyBinding,
+    opts: *const RamifyRunOptions,
+) -> RamifyStatus {
+    guard("ramify_session_run_binding_with_options", || unsafe {
+        run(session, binding, opts)
+    })
+}
+
+unsafe fn run(
+    session: *const RamifySession,
+    binding: *mut RamifyBinding,
+    opts: *const RamifyRunOptions,
+) -> FfiResult {
     let s = arg_ref(session, "session")?;
     let b = arg_mut(binding, "binding")?;
     b.results.clear();
+    let options = run_options_of(opts)?;
     let inputs: Vec<(&str, Arc<Tensor>)> = b
         .inputs
         .iter()
@@ -224,9 +250,7 @@ unsafe fn run(session: *const RamifySession, binding: *mut RamifyBinding) -> Ffi
             }
         }
     }
-    let status = s
-        .session
-        .run_bound(inputs, &mut outputs, &RunOptions::new());
+    let status = s.session.run_bound(inputs, &mut outputs, &options);
     let names: Vec<String> = outputs.names().map(str::to_string).collect();
     for name in names {
         let dims = outputs

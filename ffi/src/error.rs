@@ -31,7 +31,7 @@ pub enum RamifyStatus {
     /// shape the model's declaration rules out.
     InvalidInput = 5,
     /// An operator failed while loading or running the model (shapes it cannot
-    /// work with, values out of range), or a deadline passed.
+    /// work with, values out of range).
     RuntimeError = 6,
     /// A bug inside ramify (a caught panic). The session stays usable.
     InternalError = 7,
@@ -43,6 +43,16 @@ pub enum RamifyStatus {
     /// than the output; `ramify_binding_output_shape` tells the shape it
     /// needs. Nothing was written.
     BufferTooSmall = 9,
+    /// The run stopped early for its time: it passed the time limit of its
+    /// `RamifyRunOptions` (`ramify_run_options_set_time_limit_ms`), or it
+    /// could not finish within the deadline × delay ratio
+    /// (`ramify_run_options_set_deadline_ms`). The message says how far it
+    /// got. No output was returned or written; the session stays usable.
+    Deadline = 10,
+    /// The run was cancelled through its `RamifyRunOptions`
+    /// (`ramify_run_options_cancel`). No output was returned or written; the
+    /// session stays usable.
+    Cancelled = 11,
 }
 
 /// An error on its way to C: the status to return and the message to keep.
@@ -92,14 +102,19 @@ pub(crate) fn status_of(e: &Error) -> RamifyStatus {
         Error::MemoryLimit { .. } | Error::PlanMemory { .. } => RamifyStatus::MemoryLimit,
         Error::Node { source, .. } => match status_of(source) {
             // An operator wrapped in its node keeps its own kind when it is
-            // about the model (attributes, types, memory); anything else
+            // about the model (attributes, types, memory) or the run was
+            // stopped from outside (time, cancellation); anything else
             // failed at run time.
             s @ (RamifyStatus::InvalidModel
             | RamifyStatus::Unsupported
-            | RamifyStatus::MemoryLimit) => s,
+            | RamifyStatus::MemoryLimit
+            | RamifyStatus::Deadline
+            | RamifyStatus::Cancelled) => s,
             _ => RamifyStatus::RuntimeError,
         },
-        Error::Op { .. } | Error::Deadline(_) => RamifyStatus::RuntimeError,
+        Error::Deadline(_) => RamifyStatus::Deadline,
+        Error::Cancelled => RamifyStatus::Cancelled,
+        Error::Op { .. } => RamifyStatus::RuntimeError,
         Error::Internal(_) => RamifyStatus::InternalError,
         Error::Config(_) => RamifyStatus::InvalidArgument,
         // `Error` is non-exhaustive: kinds added later are reported as run-time errors.
@@ -365,6 +380,20 @@ mod tests {
         assert_eq!(
             status_of(&Error::Internal("bug".into())),
             RamifyStatus::InternalError
+        );
+        let miss = || {
+            Error::Deadline(Box::new(ramify::DeadlineMiss::new(
+                "late",
+                Default::default(),
+            )))
+        };
+        assert_eq!(status_of(&miss()), RamifyStatus::Deadline);
+        assert_eq!(status_of(&Error::Cancelled), RamifyStatus::Cancelled);
+        // Stops seen through the nodes (and nested nodes) that wrap them.
+        assert_eq!(status_of(&node(miss())), RamifyStatus::Deadline);
+        assert_eq!(
+            status_of(&node(node(Error::Cancelled))),
+            RamifyStatus::Cancelled
         );
         let e = FfiError::from(Error::MissingInput("x".into()));
         assert_eq!(e.message, "missing input \"x\"");

@@ -3,11 +3,12 @@
 //!
 //! Its shape follows onnxruntime's and TensorFlow Lite's C APIs: opaque
 //! handles (`RamifySessionOptions`, `RamifySession`, `RamifyTensor`,
-//! `RamifyBinding`), calls that return a `RamifyStatus` and leave a message
-//! for `ramify_last_error()`, element types as ONNX `TensorProto.DataType`
-//! codes, caller-owned input buffers that are copied in or tensors shared
-//! with runs without a copy, outputs chosen by name and returned as tensors
-//! or written into the caller's buffers.
+//! `RamifyBinding`, `RamifyRunOptions`), calls that return a `RamifyStatus`
+//! and leave a message for `ramify_last_error()`, element types as ONNX
+//! `TensorProto.DataType` codes, caller-owned input buffers that are copied
+//! in or tensors shared with runs without a copy, outputs chosen by name and
+//! returned as tensors or written into the caller's buffers, and run options
+//! (deadline, time limit, cancellation from any thread, an event callback).
 //!
 //! Every exported function runs its body under `catch_unwind`: a panic becomes
 //! `RAMIFY_STATUS_INTERNAL_ERROR`, never an unwind into C. NULL pointers and
@@ -18,9 +19,11 @@
 
 mod binding;
 mod error;
+mod event;
 mod metadata;
 mod options;
 mod run;
+mod run_options;
 mod session;
 mod tensor;
 mod tensor_alloc;
@@ -29,9 +32,12 @@ pub use binding::{
     ramify_binding_bind_input, ramify_binding_bind_output, ramify_binding_clear,
     ramify_binding_create, ramify_binding_destroy, ramify_binding_output,
     ramify_binding_output_shape, ramify_binding_select_output, ramify_session_run_binding,
-    RamifyBinding,
+    ramify_session_run_binding_with_options, RamifyBinding,
 };
 pub use error::RamifyStatus;
+pub use event::{
+    RamifyEvent, RamifyEventCallback, RamifyEventKind, RamifyEventSource, RamifyMetric,
+};
 pub use metadata::{
     ramify_session_cpu_count, ramify_session_cpu_set, ramify_session_custom_metadata,
     ramify_session_lookup_metadata, ramify_session_metadata, RamifyModelMetadata,
@@ -46,7 +52,13 @@ pub use options::{
     RAMIFY_LOAD_MEMORY, RAMIFY_LOAD_RUNNABLE, RAMIFY_LOAD_RUN_QUEUE, RAMIFY_LOAD_SYSTEM_CPU,
     RAMIFY_MAX_CPUS,
 };
-pub use run::ramify_session_run;
+pub use run::{ramify_session_run, ramify_session_run_with_options};
+pub use run_options::{
+    ramify_run_options_cancel, ramify_run_options_create, ramify_run_options_destroy,
+    ramify_run_options_reset_cancel, ramify_run_options_set_deadline_ms,
+    ramify_run_options_set_delay_ratio, ramify_run_options_set_event_callback,
+    ramify_run_options_set_time_limit_ms, RamifyRunOptions,
+};
 pub use session::{
     ramify_session_create_from_file, ramify_session_create_from_memory, ramify_session_destroy,
     ramify_session_input_count, ramify_session_input_dim_name, ramify_session_input_element_type,
@@ -105,6 +117,8 @@ pub extern "C" fn ramify_status_name(status: i32) -> *const c_char {
         7 => c"RAMIFY_STATUS_INTERNAL_ERROR",
         8 => c"RAMIFY_STATUS_MEMORY_LIMIT",
         9 => c"RAMIFY_STATUS_BUFFER_TOO_SMALL",
+        10 => c"RAMIFY_STATUS_DEADLINE",
+        11 => c"RAMIFY_STATUS_CANCELLED",
         _ => c"RAMIFY_STATUS_UNKNOWN",
     };
     name.as_ptr()
@@ -156,6 +170,8 @@ mod tests {
             RamifyStatus::InternalError,
             RamifyStatus::MemoryLimit,
             RamifyStatus::BufferTooSmall,
+            RamifyStatus::Deadline,
+            RamifyStatus::Cancelled,
         ];
         for s in all {
             let name = unsafe { CStr::from_ptr(ramify_status_name(s as i32)) };

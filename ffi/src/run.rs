@@ -1,7 +1,10 @@
-//! `ramify_session_run`: named, caller-owned input buffers in (copied); one
-//! runtime-owned tensor per model output back.
+//! `ramify_session_run` and `ramify_session_run_with_options`: named,
+//! caller-owned input buffers in (copied); one runtime-owned tensor per model
+//! output back. Both share one body; the second adds run options (deadline,
+//! cancellation, event callback).
 
 use crate::error::{arg_ref, arg_slice, arg_str, guard, FfiError, FfiResult, RamifyStatus};
+use crate::run_options::{run_options_of, RamifyRunOptions};
 use crate::session::RamifySession;
 use crate::tensor::{tensor_from_view, RamifyInput, RamifyTensor};
 
@@ -35,7 +38,38 @@ pub unsafe extern "C" fn ramify_session_run(
     n_outputs: usize,
 ) -> RamifyStatus {
     guard("ramify_session_run", || unsafe {
-        run(session, inputs, n_inputs, outputs, n_outputs)
+        run(
+            session,
+            inputs,
+            n_inputs,
+            outputs,
+            n_outputs,
+            std::ptr::null(),
+        )
+    })
+}
+
+/// Runs the model once under `opts`, as `ramify_session_run` does (same
+/// inputs, outputs and ownership); `opts` NULL runs with the defaults.
+/// A run stopped by the options' deadline or time limit returns
+/// `RAMIFY_STATUS_DEADLINE`, one cancelled through them
+/// `RAMIFY_STATUS_CANCELLED`; every `outputs[i]` is then NULL and the
+/// session stays usable. Events of the run go to the options' callback
+/// before this returns.
+///
+/// # Safety
+/// As `ramify_session_run`; `opts` must be NULL or a live handle.
+#[no_mangle]
+pub unsafe extern "C" fn ramify_session_run_with_options(
+    session: *const RamifySession,
+    inputs: *const RamifyInput,
+    n_inputs: usize,
+    outputs: *mut *mut RamifyTensor,
+    n_outputs: usize,
+    opts: *const RamifyRunOptions,
+) -> RamifyStatus {
+    guard("ramify_session_run_with_options", || unsafe {
+        run(session, inputs, n_inputs, outputs, n_outputs, opts)
     })
 }
 
@@ -45,6 +79,7 @@ unsafe fn run(
     n_inputs: usize,
     outputs: *mut *mut RamifyTensor,
     n_outputs: usize,
+    opts: *const RamifyRunOptions,
 ) -> FfiResult {
     // The outputs first, so that every failure after this leaves them NULL.
     let outs = arg_slice(outputs as *const *mut RamifyTensor, n_outputs, "outputs")?;
@@ -72,7 +107,8 @@ unsafe fn run(
         let tensor = tensor_from_view(view, &format!("inputs[{i}] ({name:?})"))?;
         feeds.push((name, tensor));
     }
-    let results = s.session.run(feeds)?;
+    let options = run_options_of(opts)?;
+    let (results, _) = s.session.run_with_options(feeds, &options)?;
     if results.len() != n_outputs {
         return Err(FfiError::new(
             RamifyStatus::InternalError,
@@ -274,5 +310,59 @@ mod tests {
             );
         }
         assert!(out.iter().all(|p| p.is_null()));
+    }
+
+    #[test]
+    fn run_with_options_stops_for_cancel_and_time_and_recovers() {
+        use crate::run_options::*;
+        let f = fixture();
+        let x = [0.5f32; 4];
+        let shape = [1i64, 4];
+        let v = view(&x, &shape);
+        let mut out = [ptr::null_mut::<RamifyTensor>()];
+        let o_ = out.as_mut_ptr();
+        let run = |opts| unsafe { ramify_session_run_with_options(f.session, &v, 1, o_, 1, opts) };
+        unsafe {
+            let mut o = ptr::null_mut();
+            assert_eq!(ramify_run_options_create(&mut o), RamifyStatus::Ok);
+            // NULL options are the defaults.
+            assert_eq!(run(ptr::null()), RamifyStatus::Ok, "{}", last());
+            ramify_tensor_release(out[0]);
+            assert_eq!(ramify_run_options_cancel(o), RamifyStatus::Ok);
+            assert_eq!(run(o), RamifyStatus::Cancelled);
+            assert_eq!(
+                last(),
+                "ramify_session_run_with_options: the run was cancelled"
+            );
+            assert!(out[0].is_null());
+            // Still cancelled until reset.
+            assert_eq!(run(o), RamifyStatus::Cancelled);
+            assert_eq!(ramify_run_options_reset_cancel(o), RamifyStatus::Ok);
+            assert_eq!(run(o), RamifyStatus::Ok, "{}", last());
+            ramify_tensor_release(out[0]);
+            // A time limit of a nanosecond has passed by the first operator.
+            assert_eq!(
+                ramify_run_options_set_time_limit_ms(o, 1e-6),
+                RamifyStatus::Ok
+            );
+            assert_eq!(run(o), RamifyStatus::Deadline);
+            assert!(last().contains("deadline: the time limit"), "{}", last());
+            assert!(out[0].is_null());
+            assert_eq!(
+                ramify_run_options_set_time_limit_ms(o, 0.0),
+                RamifyStatus::Ok
+            );
+            // A delay ratio needs a deadline.
+            assert_eq!(ramify_run_options_set_delay_ratio(o, 2.0), RamifyStatus::Ok);
+            assert_eq!(run(o), RamifyStatus::InvalidArgument);
+            assert!(last().contains("without a deadline"), "{}", last());
+            assert_eq!(
+                ramify_run_options_set_deadline_ms(o, 10_000.0),
+                RamifyStatus::Ok
+            );
+            assert_eq!(run(o), RamifyStatus::Ok, "{}", last());
+            ramify_tensor_release(out[0]);
+            ramify_run_options_destroy(o);
+        }
     }
 }

@@ -7,8 +7,11 @@
 //! run), the unload check (the shared library opened with dlopen, sessions
 //! created and destroyed, no thread left, dlclose), the binding program
 //! (tensors shared without a copy, chosen outputs, caller buffers, metadata,
-//! dimension names, CPU limit and set), and each under valgrind. The
-//! examples in `examples/` that the README shows are compiled and run too.
+//! dimension names, CPU limit and set), the run-options program
+//! `tests/c/options_ramify.c` (deadline, time limit, cancellation from
+//! another thread, the event callback, on the example model), and each under
+//! valgrind. The examples in `examples/` that the README shows are compiled
+//! and run too.
 //!
 //! The C compiler is `$CC` or `cc`. valgrind must be installed
 //! (`scripts/test.sh` installs it) unless `RAMIFY_SKIP_VALGRIND=1`.
@@ -173,14 +176,23 @@ fn c_program_runs_the_tiny_model_from_two_threads_and_checks_errors() {
     check("test_ramify on the tiny model", out);
 }
 
-#[test]
-fn c_program_runs_the_example_model() {
+/// The example model's reference input and output as raw floats, one pair
+/// of files per test (tests run at the same time).
+fn example_reference(test: &str) -> (PathBuf, PathBuf) {
     let repo = crate_dir().parent().expect("the repository root");
     let data = repo.join("models/inception_mini/test_data_set_0");
     let dir = work_dir();
-    let (input, expected) = (dir.join("input_0.f32"), dir.join("output_0.f32"));
+    let input = dir.join(format!("input_0_{test}.f32"));
+    let expected = dir.join(format!("output_0_{test}.f32"));
     raw_floats(&data.join("input_0.pb"), &input);
     raw_floats(&data.join("output_0.pb"), &expected);
+    (input, expected)
+}
+
+#[test]
+fn c_program_runs_the_example_model() {
+    let repo = crate_dir().parent().expect("the repository root");
+    let (input, expected) = example_reference("example");
     let out = Command::new(program("test_ramify"))
         .arg(tiny_model("example"))
         .arg(repo.join("models/inception_mini.onnx"))
@@ -310,6 +322,34 @@ fn c_binding_is_clean_under_valgrind() {
         .output()
         .unwrap();
     check("binding_ramify under valgrind", out);
+}
+
+#[test]
+fn c_run_options_stop_runs_and_deliver_events() {
+    let (input, expected) = example_reference("options");
+    let out = Command::new(program("options_ramify"))
+        .arg(example_model())
+        .arg(&input)
+        .arg(&expected)
+        .output()
+        .unwrap();
+    check("options_ramify", out);
+}
+
+#[test]
+fn c_run_options_are_clean_under_valgrind() {
+    if !valgrind_available() {
+        return;
+    }
+    let (input, expected) = example_reference("options_valgrind");
+    let out = valgrind()
+        .arg(program("options_ramify"))
+        .arg(example_model())
+        .arg(&input)
+        .arg(&expected)
+        .output()
+        .unwrap();
+    check("options_ramify under valgrind", out);
 }
 
 /// The README's examples compile with the warnings an app would see and run
