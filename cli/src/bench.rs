@@ -107,7 +107,10 @@ pub struct Settings {
 
 /// The mean of `v` (0 when empty).
 pub fn mean(v: &[f64]) -> f64 {
-    v.iter().sum::<f64>() / v.len().max(1) as f64
+    if v.is_empty() {
+        return 0.0; // not the -0.0 an empty float sum gives
+    }
+    v.iter().sum::<f64>() / v.len() as f64
 }
 
 fn decision_key(f: &ramify::sched::ForkReport) -> String {
