@@ -11,7 +11,7 @@ use crate::error::{DeadlineMiss, Error, Result};
 use crate::load::{Baseline, LoadEvent, LoadMonitor};
 use crate::sched::{DeadlineRule, Verdict};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::mpsc::{Receiver, SyncSender};
+use std::sync::mpsc::SyncSender;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -164,7 +164,8 @@ pub struct Watch {
     forks: usize,
     forks_started: AtomicUsize,
     monitor: Arc<LoadMonitor>,
-    events: Mutex<Receiver<LoadEvent>>,
+    /// The number of the last monitor event taken in.
+    event_seq: Mutex<u64>,
     baseline: Mutex<(u64, Baseline)>,
     log: Mutex<Vec<RunEvent>>,
     hurry: AtomicBool,
@@ -216,7 +217,7 @@ impl Watch {
             operators: nodes,
             forks: plan.structure.forks.len(),
             forks_started: AtomicUsize::new(0),
-            events: Mutex::new(monitor.subscribe()),
+            event_seq: Mutex::new(monitor.event_seq()),
             monitor: monitor.clone(),
             baseline: Mutex::new((generation, baseline)),
             log: Mutex::new(Vec::new()),
@@ -280,7 +281,13 @@ impl Watch {
     /// Device events that arrived: the monitor's, and changes from the
     /// state at the start of the run when new values came in.
     fn poll(&self) {
-        let mut seen: Vec<LoadEvent> = lock(&self.events).try_iter().collect();
+        let mut seen = Vec::new();
+        if self.monitor.event_seq() != *lock(&self.event_seq) {
+            let mut last = lock(&self.event_seq);
+            let (events, seq) = self.monitor.events_since(*last);
+            *last = seq;
+            seen = events;
+        }
         let generation = self.monitor.generation();
         {
             let mut base = lock(&self.baseline);

@@ -20,6 +20,9 @@ use super::smooth::{clamp01, combine, ewma, host_load, least_loaded, memory_pres
 /// Events a subscriber can have waiting before further ones are dropped.
 pub const EVENT_QUEUE: usize = 64;
 
+/// Events kept for [`LoadMonitor::events_since`].
+pub const RECENT_EVENTS: usize = 256;
+
 /// The shortest sampling period honoured (shorter ones are raised to it).
 pub const MIN_PERIOD: Duration = Duration::from_millis(1);
 /// The first background sample comes this soon after start (or one period,
@@ -49,6 +52,11 @@ struct Shared {
     host: Mutex<Option<HostState>>,
     reporter: Mutex<Reporter>,
     subscribers: Mutex<Vec<SyncSender<LoadEvent>>>,
+    /// The last [`RECENT_EVENTS`] events, numbered from 1, for runs to
+    /// read what arrived since they last looked (no queue per run).
+    recent: Mutex<std::collections::VecDeque<(u64, LoadEvent)>>,
+    /// The number of the last event.
+    event_seq: AtomicU64,
     /// Runs in flight ([`LoadMonitor::activity`]).
     active: AtomicUsize,
     /// When the last run ended (or the monitor started).
@@ -75,6 +83,8 @@ impl Shared {
             host: Mutex::new(None),
             reporter: Mutex::new(reporter),
             subscribers: Mutex::new(Vec::new()),
+            recent: Mutex::new(std::collections::VecDeque::new()),
+            event_seq: AtomicU64::new(0),
             active: AtomicUsize::new(0),
             last_active: Mutex::new(Instant::now()),
             parked: AtomicBool::new(false),
@@ -114,6 +124,16 @@ impl Shared {
         }
         if events.is_empty() {
             return;
+        }
+        {
+            let mut recent = lock(&self.recent);
+            for e in &events {
+                let seq = self.event_seq.fetch_add(1, Ordering::SeqCst) + 1;
+                if recent.len() == RECENT_EVENTS {
+                    recent.pop_front();
+                }
+                recent.push_back((seq, e.clone()));
+            }
         }
         let mut subs = lock(&self.subscribers);
         subs.retain(|tx| {
@@ -431,6 +451,24 @@ impl LoadMonitor {
     /// True while the sampler thread is parked because no run is in flight.
     pub fn is_parked(&self) -> bool {
         self.shared.parked.load(Ordering::SeqCst)
+    }
+
+    /// The number of the last device-state event (0 before the first).
+    pub fn event_seq(&self) -> u64 {
+        self.shared.event_seq.load(Ordering::SeqCst)
+    }
+
+    /// The events numbered after `seq` that are still kept (the last
+    /// [`RECENT_EVENTS`]), in order, and the number of the last one.
+    pub fn events_since(&self, seq: u64) -> (Vec<LoadEvent>, u64) {
+        let recent = lock(&self.shared.recent);
+        let last = recent.back().map_or(seq, |(n, _)| *n);
+        let events = recent
+            .iter()
+            .filter(|(n, _)| *n > seq)
+            .map(|(_, e)| e.clone())
+            .collect();
+        (events, last)
     }
 
     /// A queue of device-state events from now on. It is bounded

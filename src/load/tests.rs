@@ -309,3 +309,27 @@ fn host_pushed_cpu_use_is_an_event_of_the_host() {
         }]
     );
 }
+
+#[test]
+fn events_since_a_number_are_kept_without_a_queue_per_reader() {
+    let m = LoadMonitor::fixed(0.0);
+    assert_eq!(m.event_seq(), 0);
+    let push = |thermal: f64| {
+        m.push_host(HostState {
+            thermal: Some(thermal),
+            ..HostState::default()
+        })
+    };
+    push(0.1);
+    push(0.95); // anomaly (and a change)
+    let (got, last) = m.events_since(0);
+    assert_eq!(got.len(), 2, "{got:?}");
+    assert_eq!(last, m.event_seq());
+    assert!(m.events_since(last).0.is_empty());
+    // Only the last RECENT_EVENTS are kept.
+    for i in 0..monitor::RECENT_EVENTS {
+        push(if i % 2 == 0 { 0.1 } else { 0.95 });
+    }
+    let (kept, _) = m.events_since(0);
+    assert_eq!(kept.len(), monitor::RECENT_EVENTS);
+}
