@@ -165,8 +165,10 @@ pub struct Watch {
     forks_started: AtomicUsize,
     monitor: Arc<LoadMonitor>,
     /// The number of the last monitor event taken in.
-    event_seq: Mutex<u64>,
-    baseline: Mutex<(u64, Baseline)>,
+    event_seq: AtomicU64,
+    /// The monitor's generation when the baseline last saw its readings.
+    seen_generation: AtomicU64,
+    baseline: Mutex<Baseline>,
     log: Mutex<Vec<RunEvent>>,
     hurry: AtomicBool,
     /// The cause of a re-plan the next fork records.
@@ -217,9 +219,10 @@ impl Watch {
             operators: nodes,
             forks: plan.structure.forks.len(),
             forks_started: AtomicUsize::new(0),
-            event_seq: Mutex::new(monitor.event_seq()),
+            event_seq: AtomicU64::new(monitor.event_seq()),
+            seen_generation: AtomicU64::new(generation),
             monitor: monitor.clone(),
-            baseline: Mutex::new((generation, baseline)),
+            baseline: Mutex::new(baseline),
             log: Mutex::new(Vec::new()),
             hurry: AtomicBool::new(false),
             replan: Mutex::new(None),
@@ -281,21 +284,25 @@ impl Watch {
     /// Device events that arrived: the monitor's, and changes from the
     /// state at the start of the run when new values came in.
     fn poll(&self) {
+        // Two atomic loads when nothing new arrived (the common case).
         let mut seen = Vec::new();
-        if self.monitor.event_seq() != *lock(&self.event_seq) {
-            let mut last = lock(&self.event_seq);
-            let (events, seq) = self.monitor.events_since(*last);
-            *last = seq;
-            seen = events;
+        let last = self.event_seq.load(Ordering::Acquire);
+        if self.monitor.event_seq() != last {
+            let (events, seq) = self.monitor.events_since(last);
+            // Whoever moves the number first takes the events.
+            if self
+                .event_seq
+                .compare_exchange(last, seq, Ordering::AcqRel, Ordering::Acquire)
+                .is_ok()
+            {
+                seen = events;
+            }
         }
         let generation = self.monitor.generation();
-        {
+        if self.seen_generation.swap(generation, Ordering::AcqRel) != generation {
             let mut base = lock(&self.baseline);
-            if base.0 != generation {
-                base.0 = generation;
-                for (m, s, v) in self.monitor.readings() {
-                    base.1.observe(m, s, v, &mut seen);
-                }
+            for (m, s, v) in self.monitor.readings() {
+                base.observe(m, s, v, &mut seen);
             }
         }
         if seen.is_empty() {

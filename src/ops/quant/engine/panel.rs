@@ -27,25 +27,10 @@ pub(crate) fn pack_k_rows(
 ) {
     let full = k / 4;
     let row = |kk: usize, len: usize| &src[kk * row_stride + c0..][..len];
-    #[cfg(target_arch = "x86_64")]
-    let simd = n == NR && crate::ops::gemm::simd::has_avx2();
-    #[cfg(not(target_arch = "x86_64"))]
-    let simd = false;
     for g in 0..full {
         let dst = &mut panel[g * NR * 4..][..NR * 4];
-        #[cfg(target_arch = "x86_64")]
-        if simd {
-            let rows = [0, 1, 2, 3].map(|j| row(4 * g + j, NR));
-            // SAFETY: AVX2 checked above; each row holds NR bytes and the
-            // panel group 4·NR bytes.
-            unsafe { interleave4_avx2(rows, dst, flip) };
-            continue;
-        }
-        for j in 0..4 {
-            scatter(dst, row(4 * g + j, n), j, flip);
-        }
+        interleave4([0, 1, 2, 3].map(|j| row(4 * g + j, n)), dst, flip);
     }
-    let _ = simd;
     if !k.is_multiple_of(4) {
         // The last, partial group of four rows: zero past K.
         let dst = &mut panel[full * NR * 4..][..NR * 4];
@@ -53,6 +38,22 @@ pub(crate) fn pack_k_rows(
         for j in 0..k % 4 {
             scatter(dst, row(4 * full + j, n), j, flip);
         }
+    }
+}
+
+/// Puts four rows of consecutive k (same columns) into one panel group:
+/// byte j of each column's group of four from row j. Full rows of `NR`
+/// columns take the AVX2 interleave where the CPU has it.
+fn interleave4(rows: [&[u8]; 4], dst: &mut [u8], flip: u8) {
+    #[cfg(target_arch = "x86_64")]
+    if rows.iter().all(|r| r.len() == NR) && crate::ops::gemm::simd::has_avx2() {
+        // SAFETY: AVX2 checked just above; each row holds NR bytes and
+        // `dst` is a panel group of 4·NR bytes.
+        unsafe { interleave4_avx2(rows, dst, flip) };
+        return;
+    }
+    for (j, r) in rows.iter().enumerate() {
+        scatter(dst, r, j, flip);
     }
 }
 
@@ -121,4 +122,39 @@ unsafe fn interleave4_avx2(rows: [&[u8]; 4], dst: &mut [u8], flip: u8) {
     _mm256_storeu_si256(out.add(1), _mm256_permute2x128_si256(q2, q3, 0x20));
     _mm256_storeu_si256(out.add(2), _mm256_permute2x128_si256(q0, q1, 0x31));
     _mm256_storeu_si256(out.add(3), _mm256_permute2x128_si256(q2, q3, 0x31));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_avx2_interleave_matches_the_scalar_scatter() {
+        // Rows of NR bytes, all four different, both flips.
+        let rows: Vec<Vec<u8>> = (0..4)
+            .map(|j| (0..NR).map(|c| (c * 37 + j * 91 + 5) as u8).collect())
+            .collect();
+        let rows4 = [&rows[0][..], &rows[1][..], &rows[2][..], &rows[3][..]];
+        for flip in [0u8, 0x80] {
+            let mut fast = vec![0u8; NR * 4];
+            interleave4(rows4, &mut fast, flip);
+            let mut slow = vec![0u8; NR * 4];
+            for (j, r) in rows4.iter().enumerate() {
+                scatter(&mut slow, r, j, flip);
+            }
+            assert_eq!(fast, slow, "flip {flip:#x}");
+            // And the layout itself: column c's group holds its four k.
+            for c in 0..NR {
+                for j in 0..4 {
+                    assert_eq!(fast[c * 4 + j], rows[j][c] ^ flip);
+                }
+            }
+        }
+        // Short rows (a last panel) take the scalar path, same layout.
+        let short = [&rows[0][..5], &rows[1][..5], &rows[2][..5], &rows[3][..5]];
+        let mut dst = vec![0u8; NR * 4];
+        interleave4(short, &mut dst, 0x80);
+        assert_eq!(dst[4 * 4 + 3], rows[3][4] ^ 0x80);
+        assert!(dst[5 * 4..].iter().all(|&b| b == 0));
+    }
 }
