@@ -4,6 +4,7 @@
 //! bf16 compute through f32, and f32 functions that the platform computes
 //! poorly near special points (inverse hyperbolics, trigonometry) go through f64.
 
+mod bitcast;
 pub(crate) mod cast;
 pub(crate) mod kernel;
 
@@ -312,6 +313,7 @@ pub(crate) fn register(r: &mut impl Registrar) {
     r.add("IsNaN", 9, |_| unary("IsNaN", Kind::IsNaN));
     r.add("IsInf", 10, build_is_inf);
     r.add("BitwiseNot", 18, |_| unary("BitwiseNot", Kind::BitwiseNot));
+    r.add("BitCast", 26, bitcast::build);
     cast::register(r);
 }
 
