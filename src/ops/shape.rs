@@ -16,6 +16,7 @@ use crate::tensor::{Element, Tensor};
 use ndarray::{ArrayD, IxDyn};
 use std::borrow::Cow;
 
+mod center_crop_pad;
 mod concat;
 mod expand;
 mod gather;
@@ -28,9 +29,11 @@ mod reshape;
 mod scatter;
 mod select;
 mod slice;
+mod tensor_scatter;
 mod transpose;
 
 pub(crate) fn register(r: &mut impl Registrar) {
+    center_crop_pad::register(r);
     concat::register(r);
     expand::register(r);
     gather::register(r);
@@ -42,6 +45,7 @@ pub(crate) fn register(r: &mut impl Registrar) {
     scatter::register(r);
     select::register(r);
     slice::register(r);
+    tensor_scatter::register(r);
     transpose::register(r);
 }
 
