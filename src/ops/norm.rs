@@ -13,6 +13,7 @@ use crate::tensor::{Element, Tensor};
 use half::{bf16, f16};
 
 mod batch;
+mod batch_train;
 mod layer;
 mod lrn;
 mod mvn;

@@ -29,16 +29,13 @@ struct BatchNorm {
 pub(super) fn build(ctx: &BuildContext) -> Result<Box<dyn Operator>> {
     let a = ctx.attrs;
     if a.int("training_mode", 0)? != 0 {
-        return Err(a.error(
-            "training_mode",
-            "training_mode=1 (batch statistics, running mean/var outputs) is not supported; only inference",
-        ));
+        return super::batch_train::build(ctx);
     }
     if ctx.num_outputs > 1 {
         return Err(Error::op(
             OP,
             format!(
-                "has {} outputs; outputs beyond Y (running and saved mean/variance) exist only in training mode, which is not supported",
+                "has {} outputs; outputs beyond Y (running and saved mean/variance) exist only in training mode (training_mode=1 from opset 14)",
                 ctx.num_outputs
             ),
         ));

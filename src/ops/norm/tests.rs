@@ -160,9 +160,9 @@ fn batchnorm_spatial_zero_and_errors() {
         .map(|(i, v)| v * (i % 4 + 1) as f64)
         .collect();
     close(&vals(&y), &want, 1e-6);
+    // training_mode=1 is built by batch_train (tested there).
     let tm = [("training_mode", Attribute::Int(1))];
-    let e = build_op("BatchNormalization", &tm, 15, &[]).unwrap_err();
-    assert!(e.to_string().contains("training_mode"), "{e}");
+    assert!(build_op("BatchNormalization", &tm, 15, &[]).is_ok());
     assert!(build_n("BatchNormalization", &[], 15, 3).is_err());
     let bad = t(&[3], vec![1.0; 3]);
     assert!(run("BatchNormalization", &[], 15, &[&x, &bad, &bad, &bad, &bad]).is_err());
