@@ -68,6 +68,16 @@ pub enum Error {
     /// An element type that ramify (or this operator) does not handle.
     #[error("unsupported element type {0}")]
     UnsupportedType(String),
+    /// ramify implements the operator, but not this use of it: a mode an
+    /// inference runtime leaves out (Dropout in training mode with a
+    /// nonzero ratio: its mask is random).
+    #[error("{op}: {feature} is not supported")]
+    UnsupportedFeature {
+        /// The operator type.
+        op: String,
+        /// What is not supported, in words.
+        feature: String,
+    },
     /// External tensor data that cannot be used.
     #[error("external data for tensor {tensor:?}: {reason}")]
     ExternalData {

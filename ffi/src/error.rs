@@ -92,7 +92,8 @@ pub(crate) fn status_of(e: &Error) -> RamifyStatus {
         | Error::Attribute { .. } => RamifyStatus::InvalidModel,
         Error::UnsupportedOperator { .. }
         | Error::OperatorLeftOut { .. }
-        | Error::UnsupportedType(_) => RamifyStatus::Unsupported,
+        | Error::UnsupportedType(_)
+        | Error::UnsupportedFeature { .. } => RamifyStatus::Unsupported,
         Error::UnknownInput { .. }
         | Error::MissingInput(_)
         | Error::InputShape { .. }

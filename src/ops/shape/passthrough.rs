@@ -139,10 +139,12 @@ impl Operator for Dropout {
                     }
                 };
                 if training && ratio > 0.0 {
-                    return Err(Error::op(
-                        DROPOUT,
-                        "training mode is not supported (ramify runs inference only)",
-                    ));
+                    return Err(Error::UnsupportedFeature {
+                        op: DROPOUT.to_string(),
+                        feature: "training mode with a nonzero ratio (a random mask; \
+                                  ramify runs inference only)"
+                            .to_string(),
+                    });
                 }
             }
         }
