@@ -7,6 +7,12 @@
 //! not pass. With `RAMIFY_UPDATE_CONFORMANCE=1` it rewrites that list and the
 //! per-operator table `docs/conformance.md` (whose by-design exclusions come
 //! from `tests/conformance/excluded.txt`).
+//!
+//! `tests/conformance/questionable.txt` names cases whose reference output is
+//! itself in doubt, each with the evidence (`case: evidence`). Such a case
+//! still runs and is compared as usual; if it fails, it is counted as
+//! "reference questionable" instead of fail, and the table lists the failure
+//! next to the evidence. Tolerances are never changed per case.
 
 mod common;
 
@@ -25,6 +31,9 @@ enum Outcome {
     Pass,
     Fail(String),
     Unsupported(String),
+    /// Failed (the reason), but the reference output is questionable
+    /// (listed in `questionable.txt` with the evidence).
+    Questionable(String),
 }
 
 const RTOL: f64 = 1e-3;
@@ -32,12 +41,16 @@ const ATOL: f64 = 1e-7;
 const CASE_TIMEOUT: Duration = Duration::from_secs(60);
 
 fn is_unsupported(e: &Error) -> bool {
-    matches!(
-        e,
-        Error::UnsupportedOperator { .. }
-            | Error::OperatorLeftOut { .. }
-            | Error::UnsupportedType(..)
-    )
+    match e {
+        Error::Node { source, .. } => is_unsupported(source),
+        e => matches!(
+            e,
+            Error::UnsupportedOperator { .. }
+                | Error::OperatorLeftOut { .. }
+                | Error::UnsupportedType(..)
+                | Error::UnsupportedFeature { .. }
+        ),
+    }
 }
 
 /// Compares one output with ONNX's tolerances: same element type and shape;
@@ -213,14 +226,30 @@ fn read_list(path: &Path) -> Vec<String> {
         .collect()
 }
 
-fn table(results: &BTreeMap<String, (String, Outcome)>, excluded: &[String]) -> String {
-    let mut per_op: BTreeMap<&str, [usize; 3]> = BTreeMap::new();
+/// The cases of `questionable.txt` with their evidence.
+fn read_questionable(path: &Path) -> BTreeMap<String, String> {
+    read_list(path)
+        .into_iter()
+        .filter_map(|l| {
+            let (case, why) = l.split_once(':')?;
+            Some((case.trim().to_string(), why.trim().to_string()))
+        })
+        .collect()
+}
+
+fn table(
+    results: &BTreeMap<String, (String, Outcome)>,
+    excluded: &[String],
+    questionable: &BTreeMap<String, String>,
+) -> String {
+    let mut per_op: BTreeMap<&str, [usize; 4]> = BTreeMap::new();
     for (op, outcome) in results.values() {
         let c = per_op.entry(op).or_default();
         match outcome {
             Outcome::Pass => c[0] += 1,
             Outcome::Fail(_) => c[1] += 1,
             Outcome::Unsupported(_) => c[2] += 1,
+            Outcome::Questionable(_) => c[3] += 1,
         }
     }
     let total = |k: usize| per_op.values().map(|c| c[k]).sum::<usize>();
@@ -230,24 +259,43 @@ fn table(results: &BTreeMap<String, (String, Outcome)>, excluded: &[String]) -> 
          node test cases of the pinned `onnx` package (`scripts/gen_node_tests.py`). \
          Tolerances: rtol {RTOL:e}, atol {ATOL:e}; integers, booleans and strings exactly; \
          element types and shapes must match.\n\n\
-         **{} of {} cases pass**, {} fail, {} are unsupported.\n\n\
-         | Operator | Pass | Fail | Unsupported |\n|---|---|---|---|\n",
+         **{} of {} cases pass**, {} fail, {} are unsupported, {} fail against a \
+         questionable reference.\n\n\
+         | Operator | Pass | Fail | Unsupported | Reference questionable |\n|---|---|---|---|---|\n",
         total(0),
         results.len(),
         total(1),
-        total(2)
+        total(2),
+        total(3)
     );
     for (op, c) in &per_op {
-        s.push_str(&format!("| {op} | {} | {} | {} |\n", c[0], c[1], c[2]));
+        s.push_str(&format!(
+            "| {op} | {} | {} | {} | {} |\n",
+            c[0], c[1], c[2], c[3]
+        ));
     }
     s.push_str("\n## Left out by design\n\n");
     for line in excluded {
         s.push_str(&format!("- {line}\n"));
     }
+    s.push_str(
+        "\n## Reference questionable\n\n\
+         These cases fail against ONNX's stored outputs, which the evidence shows \
+         to be less accurate than ramify's (`tests/conformance/questionable.txt`).\n\n",
+    );
+    for (case, (op, outcome)) in results {
+        if let Outcome::Questionable(why) = outcome {
+            let evidence = questionable.get(case).map_or("", String::as_str);
+            s.push_str(&format!(
+                "- `{case}` ({op}): {}; evidence: {evidence}\n",
+                short(why)
+            ));
+        }
+    }
     s.push_str("\n## Cases that do not pass\n\n");
     for (case, (op, outcome)) in results {
         match outcome {
-            Outcome::Pass => {}
+            Outcome::Pass | Outcome::Questionable(_) => {}
             Outcome::Fail(why) => s.push_str(&format!("- `{case}` ({op}): fail: {}\n", short(why))),
             Outcome::Unsupported(why) => {
                 s.push_str(&format!("- `{case}` ({op}): unsupported: {}\n", short(why)))
@@ -295,6 +343,7 @@ fn onnx_node_tests() {
     let mut results: BTreeMap<String, (String, Outcome)> = BTreeMap::new();
     let mut ops_by_case = BTreeMap::new();
     let verbose = std::env::var_os("RAMIFY_CONFORMANCE_VERBOSE").is_some();
+    let questionable = read_questionable(&repo().join("tests/conformance/questionable.txt"));
     for dir in cases {
         let name = dir.file_name().unwrap().to_string_lossy().to_string();
         let op = operator_of(&dir, &ops_by_case);
@@ -302,7 +351,10 @@ fn onnx_node_tests() {
         if verbose {
             eprintln!("{name}");
         }
-        let outcome = run_guarded(dir);
+        let outcome = match run_guarded(dir) {
+            Outcome::Fail(why) if questionable.contains_key(&name) => Outcome::Questionable(why),
+            other => other,
+        };
         if only.is_some() {
             println!("{name}: {outcome:?}");
         }
@@ -313,16 +365,21 @@ fn onnx_node_tests() {
         .filter(|(_, (_, o))| *o == Outcome::Pass)
         .map(|(k, _)| k.as_str())
         .collect();
-    let failed = results
-        .values()
-        .filter(|(_, o)| matches!(o, Outcome::Fail(_)))
-        .count();
+    let count = |f: fn(&Outcome) -> bool| results.values().filter(|(_, o)| f(o)).count();
+    let failed = count(|o| matches!(o, Outcome::Fail(_)));
+    let doubtful = count(|o| matches!(o, Outcome::Questionable(_)));
     println!(
-        "node tests: {} pass, {failed} fail, {} unsupported, of {}",
+        "node tests: {} pass, {failed} fail, {} unsupported, {doubtful} fail against a \
+         questionable reference, of {}",
         passed.len(),
-        results.len() - passed.len() - failed,
+        results.len() - passed.len() - failed - doubtful,
         results.len()
     );
+    for case in questionable.keys() {
+        if passed.contains(case.as_str()) {
+            println!("note: {case} passes; its questionable.txt entry can go");
+        }
+    }
     if only.is_some() {
         return;
     }
@@ -338,7 +395,7 @@ fn onnx_node_tests() {
         let excluded = read_list(&repo().join("tests/conformance/excluded.txt"));
         std::fs::write(
             repo().join("docs/conformance.md"),
-            table(&results, &excluded),
+            table(&results, &excluded, &questionable),
         )
         .expect("write docs/conformance.md");
     }
