@@ -6,6 +6,12 @@
 //! masking, softcap and the optional `qk_matmul_output`. Semantics follow the
 //! ONNX reference implementation, including its rounding points for
 //! f16/bf16 and its zeroing of fully masked rows.
+//!
+//! The family's other operators live in their own modules: `rotary`
+//! (RotaryEmbedding), `swiglu` (SwiGLU), `linear_attention`
+//! (LinearAttention), `causal_conv` (CausalConvWithState) and `flex`
+//! (FlexAttention of the `ai.onnx.preview` domain), with shared helpers in
+//! `support`.
 
 use super::norm::Real;
 use super::unary::kernel::{contiguous, Float};
@@ -18,8 +24,14 @@ use geom::Geom;
 use half::{bf16, f16};
 use kernel::{attend, Bias, Inputs, Params};
 
+mod causal_conv;
+mod flex;
 mod geom;
 mod kernel;
+mod linear_attention;
+mod rotary;
+mod support;
+mod swiglu;
 #[cfg(test)]
 mod tests;
 
@@ -27,6 +39,11 @@ const OP: &str = "Attention";
 
 pub(crate) fn register(r: &mut impl Registrar) {
     r.add("Attention", 23, build);
+    r.add("RotaryEmbedding", 23, rotary::build);
+    r.add("SwiGLU", 28, swiglu::build);
+    r.add("LinearAttention", 27, linear_attention::build);
+    r.add("CausalConvWithState", 27, causal_conv::build);
+    r.add_in(super::PREVIEW_DOMAIN, "FlexAttention", 1, flex::build);
 }
 
 /// A built Attention node.

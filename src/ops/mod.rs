@@ -43,6 +43,9 @@ pub const DEFAULT_DOMAIN: &str = "";
 /// onnxruntime's contrib domain (its opset version is 1).
 pub const MS_DOMAIN: &str = "com.microsoft";
 
+/// ONNX's preview domain (FlexAttention; its opset version is 1).
+pub const PREVIEW_DOMAIN: &str = "ai.onnx.preview";
+
 /// The registry entry of one operator type.
 #[derive(Clone, Copy)]
 pub struct OpEntry {
@@ -280,7 +283,7 @@ pub fn catalog() -> &'static Catalog {
 
 /// The domains whose operators ramify implements.
 pub fn is_supported_domain(domain: &str) -> bool {
-    matches!(domain, "" | "ai.onnx" | MS_DOMAIN)
+    matches!(domain, "" | "ai.onnx" | MS_DOMAIN | PREVIEW_DOMAIN)
 }
 
 /// Builds the operator for a node of type `op_type` in `domain` at `opset`.
