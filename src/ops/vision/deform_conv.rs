@@ -23,6 +23,8 @@ use crate::tensor::{DType, Tensor};
 use ndarray::{ArrayD, IxDyn};
 
 const OP: &str = "DeformConv";
+/// Spatial axes at most (each sample reads 2^r pixels).
+const MAX_SPATIAL: usize = 8;
 
 #[derive(Debug)]
 struct DeformConv {
@@ -124,6 +126,12 @@ impl DeformConv {
             ));
         }
         let r = x.len() - 2;
+        if r > MAX_SPATIAL {
+            return Err(Error::op(
+                OP,
+                format!("X {x:?} has {r} spatial axes; at most {MAX_SPATIAL} are supported"),
+            ));
+        }
         if w.len() != x.len() {
             return Err(Error::op(
                 OP,
@@ -199,9 +207,9 @@ impl DeformConv {
         let taps = checked_product(OP, &g.kernel)?;
         let o = checked_product(OP, &g.output)?;
         checked_product(OP, &[n, oc, o])?;
-        checked_product(OP, &[c, taps, o, 1 << r.min(16)])?;
+        checked_product(OP, &[c, taps, o, 1 << r])?;
         checked_product(OP, &[n, offset_group, taps, r.max(1), o])?;
-        checked_product(OP, &x[..])?;
+        checked_product(OP, x)?;
         Ok(g)
     }
 
@@ -873,6 +881,10 @@ mod tests {
         assert!(run(&[], &[Some(&xi), Some(&w), Some(&off)]).is_err());
         let x2 = Tensor::from_vec(&[1, 2], vec![0.0f32; 2]).unwrap();
         assert!(run(&[], &[Some(&x2), Some(&w), Some(&off)]).is_err());
+        // Too many spatial axes is an error, not an overflow.
+        let deep = vec![1usize; 2 + 70];
+        let xd = Tensor::from_vec(&deep, vec![0.0f32]).unwrap();
+        assert!(run(&[], &[Some(&xd), Some(&xd), Some(&xd)]).is_err());
         assert!(run(&[], &[Some(&x), Some(&w)]).is_err());
     }
 }
