@@ -9,49 +9,10 @@ use common::*;
 use ramify::sched::{Decision, ForkReport};
 use ramify::{Mode, SessionBuilder, Tensor};
 
-const ROWS: usize = 64;
-const WIDTH: usize = 256;
-
 /// The decisions depend on measured node times: the tests of this file take
 /// turns, so that one's threads do not slow the other's nodes on a 2-CPU
 /// machine.
 static QUIET: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-/// x[64,256] → Relu → a fork of two MatMul chains of `left` and `right`
-/// products by a 256×256 weight, joined by Add.
-fn chains_model(left: usize, right: usize) -> Vec<u8> {
-    let mut nodes = vec![node("Relu", &["x"], &["r"])];
-    let mut ends = Vec::new();
-    for (side, len) in [("l", left), ("r", right)] {
-        let mut prev = "r".to_string();
-        for i in 0..len {
-            let out = format!("{side}{i}");
-            nodes.push(node("MatMul", &[&prev, "w"], &[&out]));
-            prev = out;
-        }
-        ends.push(prev);
-    }
-    nodes.push(node("Add", &[&ends[0], &ends[1]], &["y"]));
-    let w: Vec<f32> = (0..WIDTH * WIDTH)
-        .map(|i| ((i * 7919 % 1000) as f32 - 500.0) * 1e-5)
-        .collect();
-    bytes(&model(
-        graph(
-            nodes,
-            vec![value_info("x", 1, &[ROWS as i64, WIDTH as i64])],
-            vec![value_info("y", 1, &[ROWS as i64, WIDTH as i64])],
-            vec![initializer("w", &[WIDTH as i64, WIDTH as i64], &w)],
-        ),
-        13,
-    ))
-}
-
-fn input() -> Tensor {
-    let data: Vec<f32> = (0..ROWS * WIDTH)
-        .map(|i| (i % 13) as f32 * 0.1 - 0.6)
-        .collect();
-    Tensor::F32(ndarray::ArrayD::from_shape_vec(vec![ROWS, WIDTH], data).expect("shape"))
-}
 
 /// A session of `model` on two unpinned CPUs in `mode`, and its plan for
 /// [`input`]'s shape (the one its runs use).
@@ -66,7 +27,7 @@ fn unpinned_two_cpus(
         .build_from_bytes(model)
         .expect("valid model");
     let plan = session
-        .plan_for(&[std::sync::Arc::new(input())])
+        .plan_for(&[std::sync::Arc::new(chains_input())])
         .expect("a plan");
     (session, plan)
 }
@@ -97,7 +58,9 @@ fn fork_reports(
         .expect("valid model");
     let (mut reports, mut outputs) = (Vec::new(), Vec::new());
     for _ in 0..runs {
-        let (out, report) = session.run_with_report([("x", input())]).expect("runs");
+        let (out, report) = session
+            .run_with_report([("x", chains_input())])
+            .expect("runs");
         assert_eq!(report.forks.len(), 1, "one fork per run");
         reports.extend(report.forks);
         outputs.push(out.into_iter().next().expect("an output").1);
@@ -162,9 +125,9 @@ fn the_first_run_is_a_warm_up_and_is_not_measured() {
             .count()
     };
     let nodes = plan.graph.nodes.len();
-    session.run([("x", input())]).expect("runs");
+    session.run([("x", chains_input())]).expect("runs");
     assert_eq!(modelled(&plan), nodes, "nothing measured in the first run");
-    session.run([("x", input())]).expect("runs");
+    session.run([("x", chains_input())]).expect("runs");
     assert_eq!(modelled(&plan), 0, "every node measured in the second");
 }
 
@@ -214,9 +177,9 @@ fn parallel_forks_measure_their_overhead() {
     let model = chains_model(2, 2);
     let overhead_after = |mode: Mode| {
         let (session, plan) = unpinned_two_cpus(&model, mode);
-        session.run([("x", input())]).expect("runs");
+        session.run([("x", chains_input())]).expect("runs");
         let first = plan.fork_overhead(0);
-        session.run([("x", input())]).expect("runs");
+        session.run([("x", chains_input())]).expect("runs");
         (first, plan.fork_overhead(0))
     };
     let (first, second) = overhead_after(Mode::Parallel);
@@ -234,7 +197,7 @@ fn one_slow_run_moves_a_node_time_by_at_most_a_quarter() {
     // estimate: each run counts at most twice the known time.
     let _turn = QUIET.lock().unwrap_or_else(|p| p.into_inner());
     let (session, plan) = unpinned_two_cpus(&chains_model(1, 1), Mode::Serial);
-    session.run([("x", input())]).expect("runs");
+    session.run([("x", chains_input())]).expect("runs");
     plan.record(0, 2, 1_000);
     let speedup = |k: usize| k as f64;
     let before = plan.node_seconds_at(0, 2, &speedup);
@@ -255,7 +218,9 @@ fn one_cpu_pools_run_as_tasks_of_the_runs_pool() {
     let model = chains_model(2, 2);
     let (session, _) = unpinned_two_cpus(&model, Mode::Parallel);
     for _ in 0..3 {
-        let (_, report) = session.run_with_report([("x", input())]).expect("runs");
+        let (_, report) = session
+            .run_with_report([("x", chains_input())])
+            .expect("runs");
         assert!(parallel_one_cpu_each(&report.forks[0].decision));
     }
     assert_eq!(session.scheduler().pools().thread_count(), 2);
@@ -268,7 +233,9 @@ fn one_cpu_pools_run_as_tasks_of_the_runs_pool() {
         .pin_threads(false)
         .build_from_bytes(&model)
         .expect("valid model");
-    let (out, report) = three.run_with_report([("x", input())]).expect("runs");
+    let (out, report) = three
+        .run_with_report([("x", chains_input())])
+        .expect("runs");
     let Decision::Parallel(plans) = &report.forks[0].decision else {
         panic!("{:?}", report.forks[0].decision);
     };
@@ -279,8 +246,12 @@ fn one_cpu_pools_run_as_tasks_of_the_runs_pool() {
         .mode(Mode::Serial)
         .build_from_bytes(&model)
         .expect("valid model");
-    let (want, _) = serial.run_with_report([("x", input())]).expect("runs");
-    let (got, _) = session.run_with_report([("x", input())]).expect("runs");
+    let (want, _) = serial
+        .run_with_report([("x", chains_input())])
+        .expect("runs");
+    let (got, _) = session
+        .run_with_report([("x", chains_input())])
+        .expect("runs");
     assert_eq!(got[0].1, want[0].1);
     assert_eq!(out[0].1, want[0].1);
 }
@@ -317,7 +288,7 @@ fn one_fast_run_undoes_most_of_a_slow_one() {
     // quarters, so an estimate a slow run raised comes back at once.
     let _turn = QUIET.lock().unwrap_or_else(|p| p.into_inner());
     let (session, plan) = unpinned_two_cpus(&chains_model(1, 1), Mode::Serial);
-    session.run([("x", input())]).expect("runs");
+    session.run([("x", chains_input())]).expect("runs");
     let speedup = |k: usize| k as f64;
     plan.record(0, 2, 1_000_000);
     plan.record(0, 2, 2_000_000);

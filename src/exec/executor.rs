@@ -105,7 +105,7 @@ pub fn run(
         run.store.put(id, t);
     }
     let pin = sched.pins(n, band);
-    let cpus = sched.least_loaded_cpus(threads, pin);
+    let cpus = sched.cpus_for(threads, pin);
     let pool = sched.pool(0, 0, threads, pin, &cpus)?;
     pool.pool.install(|| {
         let warm = Warm::start(&pool);
@@ -114,6 +114,7 @@ pub fn run(
             threads: pool.size,
             nested: false,
             warm: Some(&warm),
+            uniform: sched.topology().is_uniform(),
         };
         run_steps(&run, &plan.structure.steps, &lane)
     })?;
@@ -157,12 +158,16 @@ fn run_steps(run: &Run, steps: &[Step], lane: &Lane) -> Result<()> {
                 let speedup = |k: usize| run.sched.config().policy.speedup(k);
                 let seconds_at =
                     |s: usize, k: usize| run.plan.sibling_seconds_at(*fork, s, k, &speedup);
+                let pin = run.sched.pins(n, band);
+                let cpus = fork_cpus(run, &decision, lane, pin);
                 let report = ForkReport {
                     fork: *fork,
                     load: n,
                     band,
                     decision: decision.clone(),
                     explored_from,
+                    placement: run.sched.placement_now(),
+                    cpus: cpus.clone(),
                 };
                 run.reports
                     .lock()
@@ -179,22 +184,20 @@ fn run_steps(run: &Run, steps: &[Step], lane: &Lane) -> Result<()> {
                         }
                     }
                     Decision::Serial { threads: t } => {
-                        let pin = run.sched.pins(n, band);
-                        let cpus = run.sched.least_loaded_cpus(*t, pin);
                         let p = run.sched.pool(pool.id, 0, *t, pin, &cpus)?;
                         let serial = Lane {
                             pool: &p,
                             threads: *t,
                             nested: lane.nested,
                             warm: None,
+                            uniform: lane.uniform,
                         };
                         p.pool.install(|| {
                             siblings.iter().try_for_each(|s| run_steps(run, s, &serial))
                         })?;
                     }
                     Decision::Parallel(plans) => {
-                        let pin = run.sched.pins(n, band);
-                        run_fork(run, plans, siblings, lane, pin)?;
+                        run_fork(run, plans, siblings, lane, pin, &cpus)?;
                         // What the pools' node times (just recorded) do
                         // not account for is the cost of forking.
                         let busy = parallel_makespan(plans, &seconds_at, 0.0);
@@ -223,6 +226,9 @@ struct Lane<'a> {
     threads: usize,
     nested: bool,
     warm: Option<&'a Warm>,
+    /// Whether the pool's threads run on cores of one capacity, so that
+    /// any of them may host any sibling.
+    uniform: bool,
 }
 
 impl Lane<'_> {
@@ -243,8 +249,11 @@ impl Lane<'_> {
     /// worker costs, instead of waking each sibling pool's sleeping thread
     /// (200-700 µs on a 2-vCPU VM), and no thread runs that the lane's
     /// pool does not already own.
+    /// On cores of different capacity the plan's pools are placed by their
+    /// work instead (see `Scheduler::cpus_for`).
     fn hosts(&self, plans: &[PoolPlan]) -> bool {
-        self.threads == self.pool.size
+        self.uniform
+            && self.threads == self.pool.size
             && plans.len() <= self.pool.size
             && plans.iter().all(|p| p.cpus == 1)
     }
@@ -317,7 +326,9 @@ fn checked_decision(run: &Run, fork: usize, n: f64, band: Band, lane: &Lane) -> 
     if let Some(w) = paused {
         w.pause();
     }
-    let probed = run_fork(run, &idle, &[], lane, run.sched.pins(n, band));
+    let pin = run.sched.pins(n, band);
+    let cpus = fork_cpus(run, &decision, lane, pin);
+    let probed = run_fork(run, &idle, &[], lane, pin, &cpus);
     if let Some(w) = paused {
         w.resume();
     }
@@ -325,6 +336,20 @@ fn checked_decision(run: &Run, fork: usize, n: f64, band: Band, lane: &Lane) -> 
     run.plan
         .probe_fork_overhead(fork, start.elapsed().as_nanos() as u64);
     Ok(decide(run.plan.fork_overhead(fork)))
+}
+
+/// The CPUs a fork's decision runs on, in pool order (see
+/// `Scheduler::cpus_for`): none where it stays on the lane's own threads.
+fn fork_cpus(run: &Run, decision: &Decision, lane: &Lane, pin: bool) -> Vec<usize> {
+    match decision {
+        Decision::Serial { threads } if *threads == lane.threads => Vec::new(),
+        Decision::Serial { threads } => run.sched.cpus_for(*threads, pin),
+        Decision::Parallel(plans) if lane.hosts(plans) => Vec::new(),
+        Decision::Parallel(plans) => {
+            let total = plans.iter().map(|p| p.cpus).sum();
+            run.sched.cpus_for(total, pin)
+        }
+    }
 }
 
 /// Runs the siblings of a parallel decision: as tasks of the lane's pool
@@ -335,11 +360,12 @@ fn run_fork(
     siblings: &[Vec<Step>],
     lane: &Lane,
     pin: bool,
+    cpus: &[usize],
 ) -> Result<()> {
     if lane.hosts(plans) {
         run_hosted(run, plans, siblings, lane.pool);
     } else {
-        run_parallel(run, plans, siblings, lane.pool, pin);
+        run_parallel(run, plans, siblings, lane.pool, pin, cpus);
     }
     match run.error.lock().unwrap_or_else(|p| p.into_inner()).take() {
         Some(e) => Err(e),
@@ -373,6 +399,7 @@ fn run_siblings(
         threads,
         nested: true,
         warm: None,
+        uniform: true,
     };
     for &s in mine {
         if run.failed() {
@@ -391,9 +418,8 @@ fn run_parallel(
     siblings: &[Vec<Step>],
     parent: &Arc<Pool>,
     pin: bool,
+    cpus: &[usize],
 ) {
-    let total: usize = plans.iter().map(|p| p.cpus).sum();
-    let cpus = run.sched.least_loaded_cpus(total, pin);
     let mut assigned = Vec::with_capacity(plans.len());
     let mut offset = 0;
     for (position, p) in plans.iter().enumerate() {

@@ -7,6 +7,8 @@
 //! - [`sample`]: reading `/proc/self/task/*/schedstat` and sysinfo.
 //! - [`runnable`]: other processes' runnable threads (demand for CPUs).
 //! - [`power`]: battery level and thermal state from sysfs.
+//! - [`sysfs`]: reading sysfs files under a configurable root.
+//! - [`topology`]: clusters, core capacities and power (big.LITTLE).
 //! - [`smooth`]: the pure arithmetic (deltas, own-CPU subtraction, mappings,
 //!   combining, EWMA).
 //! - [`report`]: threshold-crossing and change events.
@@ -20,11 +22,14 @@ pub mod report;
 pub mod runnable;
 pub mod sample;
 pub mod smooth;
+pub mod sysfs;
+pub mod topology;
 
 pub use config::{HostState, LoadConfig, LoadSource};
 pub use monitor::{Activity, LoadMonitor};
 pub use report::{Baseline, LoadEvent, Metric, ReportConfig, Reporter, Since, Source};
 pub use sample::{Sample, Sampler};
+pub use topology::{Cluster, ClusterPower, PowerTable, Topology, TopologySource};
 
 #[cfg(test)]
 mod tests;

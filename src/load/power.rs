@@ -4,7 +4,7 @@
 //! zone's `critical` trip point). Devices without the files report
 //! nothing; the host application can push both instead.
 
-use std::fs;
+use super::sysfs::{entries, read_number, read_trimmed};
 use std::path::{Path, PathBuf};
 
 /// A zone's temperature maps to 0 at this many millidegrees Celsius.
@@ -12,16 +12,7 @@ pub const COOL_MILLI_C: f64 = 40_000.0;
 /// The critical temperature assumed where a zone names none.
 pub const CRITICAL_MILLI_C: f64 = 100_000.0;
 
-/// The environment variable naming another sysfs root (a simulated device
-/// for tests and experiments).
-pub const SYSFS_ROOT_VAR: &str = "RAMIFY_SYSFS_ROOT";
-
-/// The sysfs root read: `$RAMIFY_SYSFS_ROOT`, else `/sys`.
-pub fn sysfs_root() -> PathBuf {
-    std::env::var_os(SYSFS_ROOT_VAR)
-        .filter(|v| !v.is_empty())
-        .map_or_else(|| PathBuf::from("/sys"), PathBuf::from)
-}
+pub use super::sysfs::{sysfs_root, SYSFS_ROOT_VAR};
 
 /// The battery and thermal files found under one sysfs root.
 #[derive(Debug, Clone, Default)]
@@ -29,33 +20,6 @@ pub struct PowerFiles {
     batteries: Vec<PathBuf>,
     /// Each zone's `temp` file and its critical temperature.
     zones: Vec<(PathBuf, f64)>,
-}
-
-fn read_trimmed(path: &Path) -> Option<String> {
-    fs::read_to_string(path).ok().map(|s| s.trim().to_string())
-}
-
-fn read_number(path: &Path) -> Option<f64> {
-    read_trimmed(path)?
-        .parse::<f64>()
-        .ok()
-        .filter(|v| v.is_finite())
-}
-
-fn entries(dir: &Path, prefix: &str) -> Vec<PathBuf> {
-    let mut found: Vec<PathBuf> = fs::read_dir(dir)
-        .into_iter()
-        .flatten()
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| {
-            p.file_name()
-                .and_then(|n| n.to_str())
-                .is_some_and(|n| n.starts_with(prefix))
-        })
-        .collect();
-    found.sort();
-    found
 }
 
 /// The critical trip temperature of a thermal zone, if it names one.
@@ -120,6 +84,7 @@ impl PowerFiles {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::fs;
 
     fn write(root: &Path, rel: &str, text: &str) {
         let p = root.join(rel);

@@ -6,11 +6,13 @@
 mod affinity;
 pub mod deadline;
 pub mod makespan;
+pub mod placement;
 mod policy;
 mod pools;
 mod scheduler;
 
 pub use deadline::{DeadlineRule, GroupedWork, Verdict, DEFAULT_DELAY_RATIO};
+pub use placement::Placement;
 pub use policy::{apportion, band, decide, Band, Decision, PolicyConfig, PoolPlan};
 pub use pools::{Pool, Pools};
 pub use scheduler::{ForkReport, Mode, Scheduler, SchedulerConfig};

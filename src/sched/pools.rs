@@ -20,8 +20,19 @@ pub struct Pool {
     /// The rayon pool. Declared before `threads`: dropping it tells the
     /// workers to exit, and `_threads` then waits for them.
     pub pool: rayon::ThreadPool,
-    pinned: Mutex<Vec<usize>>,
+    held: Mutex<Held>,
     _threads: Joined,
+}
+
+/// Where a pool's threads are held.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Held {
+    /// On the whole mask (the process's, or the session's CPU set).
+    Whole,
+    /// Thread i on CPU i (mod the count) of these.
+    Each(Vec<usize>),
+    /// Every thread free to move among these CPUs.
+    Within(Vec<usize>),
 }
 
 /// The pool's threads, joined on drop (except the dropping thread itself,
@@ -85,7 +96,7 @@ impl Pool {
             id,
             size,
             pool,
-            pinned: Mutex::new(Vec::new()),
+            held: Mutex::new(Held::Whole),
             _threads: Joined(handles),
         })
     }
@@ -96,61 +107,66 @@ impl Pool {
         if cpus.is_empty() {
             return false;
         }
+        self.hold(Held::Each(cpus.to_vec()), |index| {
+            core_affinity::set_for_current(core_affinity::CoreId {
+                id: cpus[index % cpus.len()],
+            })
+        })
+    }
+
+    /// Lets every thread of the pool run on any of `cpus` and no other
+    /// (where a placement keeps the other cores idle but the device is too
+    /// busy to pin a thread per core). Returns false where masks are
+    /// unsupported.
+    pub fn confine(&self, cpus: &[usize]) -> bool {
+        let Some(mask) = affinity::of_cpus(cpus) else {
+            return false;
+        };
+        self.hold(Held::Within(cpus.to_vec()), |_| affinity::set(&mask))
+    }
+
+    /// Gives every thread of a pinned or confined pool the whole `mask`
+    /// back (nothing to do when it has it). Best effort, like
+    /// [`pin`](Self::pin).
+    pub fn unpin(&self, mask: &Mask) {
+        self.hold(Held::Whole, |_| affinity::set(mask));
+    }
+
+    /// Moves every thread to `target` with `apply(thread index)`, unless it
+    /// is already there; true when every thread moved (or none had to).
+    fn hold(&self, target: Held, apply: impl Fn(usize) -> bool + Sync) -> bool {
         // Never wait for this lock: `broadcast` below blocks, and a rayon
         // worker blocked there runs other queued jobs meanwhile, which may
-        // be another run reaching this same pool. Pinning is best effort, so
-        // while another thread re-pins, this one leaves it to that thread.
-        let mut current = match self.pinned.try_lock() {
+        // be another run reaching this same pool. Moving is best effort, so
+        // while another thread moves the pool, this one leaves it to that
+        // thread.
+        let mut current = match self.held.try_lock() {
             Ok(guard) => guard,
             Err(std::sync::TryLockError::Poisoned(e)) => e.into_inner(),
             Err(std::sync::TryLockError::WouldBlock) => return true,
         };
-        if current.as_slice() == cpus {
+        if *current == target {
             return true;
         }
         let ok = AtomicU64::new(0);
         self.pool.broadcast(|ctx| {
-            let cpu = cpus[ctx.index() % cpus.len()];
-            if core_affinity::set_for_current(core_affinity::CoreId { id: cpu }) {
+            if apply(ctx.index()) {
                 ok.fetch_add(1, Ordering::Relaxed);
             }
         });
         let all = ok.load(Ordering::Relaxed) as usize == self.size;
         if all {
-            *current = cpus.to_vec();
+            *current = target;
         }
         all
     }
 
-    /// Gives every thread of a pinned pool the whole `mask` back (nothing
-    /// to do when it is not pinned). Best effort, like [`pin`](Self::pin).
-    pub fn unpin(&self, mask: &Mask) {
-        let mut current = match self.pinned.try_lock() {
-            Ok(guard) => guard,
-            Err(std::sync::TryLockError::Poisoned(e)) => e.into_inner(),
-            Err(std::sync::TryLockError::WouldBlock) => return,
-        };
-        if current.is_empty() {
-            return;
-        }
-        let ok = AtomicU64::new(0);
-        self.pool.broadcast(|_| {
-            if affinity::set(mask) {
-                ok.fetch_add(1, Ordering::Relaxed);
-            }
-        });
-        if ok.load(Ordering::Relaxed) as usize == self.size {
-            current.clear();
-        }
-    }
-
-    /// True while the pool's threads are pinned.
+    /// True while the pool's threads are pinned one per CPU.
     pub fn is_pinned(&self) -> bool {
-        !self
-            .pinned
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .is_empty()
+        matches!(
+            *self.held.lock().unwrap_or_else(|e| e.into_inner()),
+            Held::Each(_)
+        )
     }
 }
 

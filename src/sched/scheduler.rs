@@ -5,12 +5,14 @@
 //! forks, `parallel` ignores the load and always forks.
 
 use super::makespan::{self, SiblingSeconds};
+use super::placement::{self, Placement};
 use super::policy::{apportion, band, decide, Band, Decision, PolicyConfig};
 use super::pools::{Pool, Pools};
 use crate::error::{Error, Result};
-use crate::load::{LoadConfig, LoadMonitor};
+use crate::load::{LoadConfig, LoadMonitor, Metric, Topology};
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU8, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 /// How a session runs forks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -63,6 +65,12 @@ pub struct SchedulerConfig {
     /// The CPUs the session's threads may run on (e.g. a phone's big
     /// cores); `None`: every CPU the process may use.
     pub cpu_set: Option<Vec<usize>>,
+    /// How cores are chosen (changeable later with
+    /// [`Scheduler::set_placement`]).
+    pub placement: Placement,
+    /// The device's clusters and core capacities; `None`: read from sysfs
+    /// (see [`Topology::detect`]).
+    pub topology: Option<Topology>,
 }
 
 impl Default for SchedulerConfig {
@@ -73,6 +81,8 @@ impl Default for SchedulerConfig {
             pin_threads: cfg!(any(target_os = "linux", target_os = "android")),
             load: LoadConfig::default(),
             cpu_set: None,
+            placement: Placement::default(),
+            topology: None,
         }
     }
 }
@@ -92,6 +102,11 @@ pub struct ForkReport {
     /// this run turned down for `decision` so that its times are measured
     /// again; `None` on every other run.
     pub explored_from: Option<Decision>,
+    /// The placement in force at the fork (`auto` resolved).
+    pub placement: Placement,
+    /// The CPUs the fork's pools were given, in pool order (empty where
+    /// they ran unpinned, or on the threads of the pool that reached it).
+    pub cpus: Vec<usize>,
 }
 
 /// Decides at forks and owns the pools.
@@ -100,6 +115,11 @@ pub struct Scheduler {
     monitor: Arc<LoadMonitor>,
     pools: Pools,
     last_band: AtomicU8,
+    topology: Topology,
+    placement: AtomicU8,
+    /// The last CPUs chosen for each thread count (kept where nearly as
+    /// good, so that pools do not hop between equal cores).
+    chosen: Mutex<HashMap<usize, Vec<usize>>>,
 }
 
 impl std::fmt::Debug for Scheduler {
@@ -134,12 +154,57 @@ impl Scheduler {
             }
             None => Pools::new(),
         };
+        let topology = match &config.topology {
+            Some(t) => t.clone(),
+            None => Topology::detect(
+                &config
+                    .cpu_set
+                    .clone()
+                    .unwrap_or_else(crate::load::allowed::allowed_cpus),
+            ),
+        };
         Ok(Scheduler {
+            placement: AtomicU8::new(config.placement.code()),
             config,
             monitor,
             pools,
             last_band: AtomicU8::new(NO_BAND),
+            topology,
+            chosen: Mutex::new(HashMap::new()),
         })
+    }
+
+    /// The device's clusters and core capacities.
+    pub fn topology(&self) -> &Topology {
+        &self.topology
+    }
+
+    /// The placement policy set (`auto` unresolved).
+    pub fn placement(&self) -> Placement {
+        Placement::from_code(self.placement.load(Ordering::Relaxed))
+    }
+
+    /// Changes the placement policy; forks from now on follow it.
+    pub fn set_placement(&self, placement: Placement) {
+        self.placement.store(placement.code(), Ordering::Relaxed);
+    }
+
+    /// The placement in force now: `auto` resolved against the battery and
+    /// thermal readings of the monitor (the host's pushed values included).
+    pub fn placement_now(&self) -> Placement {
+        let p = self.placement();
+        if p != Placement::Auto {
+            return p;
+        }
+        let reading = |m: Metric| {
+            self.monitor
+                .readings()
+                .into_iter()
+                .filter(|(metric, _, _)| *metric == m)
+                .map(|(_, _, v)| v)
+                .next()
+        };
+        p.resolve(reading(Metric::Battery), reading(Metric::Thermal))
     }
 
     /// The configuration.
@@ -206,23 +271,44 @@ impl Scheduler {
         let (decision, serial_threads) = match self.config.mode {
             Mode::Serial => return serial,
             Mode::Parallel if nested => {
-                return apportion(available as f64, times).map_or(serial, Decision::Parallel)
+                let plan = apportion(available as f64, times).map_or(serial, Decision::Parallel);
+                return self.fit_capacity(plan, times, nested);
             }
             Mode::Parallel => {
-                return apportion(policy.cpus as f64, times).map_or(serial, Decision::Parallel)
+                let plan = apportion(policy.cpus as f64, times).map_or(serial, Decision::Parallel);
+                return self.fit_capacity(plan, times, nested);
             }
             Mode::Adaptive => self.adaptive_plan(n, band, available, nested, times),
         };
         if !policy.makespan_check {
-            return decision;
+            return self.fit_capacity(decision, times, nested);
         }
-        makespan::check(
+        let checked = makespan::check(
             decision,
             times.len(),
             serial_threads,
             seconds_at,
             policy.fork_overhead.max(measured_overhead.unwrap_or(0.0)),
-        )
+        );
+        self.fit_capacity(checked, times, nested)
+    }
+
+    /// On cores of different capacity, a top-level parallel decision's
+    /// pools reordered longest work first, with their core counts split by
+    /// the capacity of the cores the placement gives them (see
+    /// [`placement::fit_capacity`]); unchanged on uniform cores, for serial
+    /// decisions, and for nested forks (their pool's threads are already
+    /// placed).
+    fn fit_capacity(&self, decision: Decision, times: &[f64], nested: bool) -> Decision {
+        match decision {
+            Decision::Parallel(plans) if !nested && !self.topology.is_uniform() => {
+                let total: usize = plans.iter().map(|p| p.cpus).sum();
+                let cpus = self.place(self.placement_now(), total);
+                let caps: Vec<f64> = cpus.iter().map(|&c| self.topology.capacity_of(c)).collect();
+                Decision::Parallel(placement::fit_capacity(plans, times, &caps))
+            }
+            other => other,
+        }
     }
 
     /// Adaptive mode's decision before the makespan check, with the threads
@@ -302,7 +388,9 @@ impl Scheduler {
     }
 
     /// The pool for slot `position` under `parent`, pinned to `cpus` when
-    /// `pin` (see [`pins`](Self::pins)), else given the whole CPU mask.
+    /// `pin` (see [`pins`](Self::pins)), else confined to `cpus` where
+    /// there are any (see [`cpus_for`](Self::cpus_for)), else given the
+    /// whole CPU mask.
     pub fn pool(
         &self,
         parent: u64,
@@ -315,6 +403,8 @@ impl Scheduler {
         if self.config.pin_threads {
             if pin {
                 p.pin(cpus);
+            } else if !cpus.is_empty() {
+                p.confine(cpus);
             } else {
                 self.pools.unpin(&p);
             }
@@ -322,13 +412,34 @@ impl Scheduler {
         Ok(p)
     }
 
-    /// The `k` least-loaded CPUs to pin to (none when not pinning).
-    pub fn least_loaded_cpus(&self, k: usize, pin: bool) -> Vec<usize> {
-        match (pin, &self.config.cpu_set) {
-            (false, _) => Vec::new(),
-            (true, Some(set)) => self.monitor.least_loaded_cpus_in(k, set),
-            (true, None) => self.monitor.least_loaded_cpus(k),
+    /// The CPUs for `k` threads, in the order threads take them (the
+    /// first for the longest work): with `pin`, as the placement chooses;
+    /// without, none (the threads keep the whole mask), except under the
+    /// `power` placement, whose threads are confined to the cores it
+    /// chooses so that the other clusters stay idle.
+    pub fn cpus_for(&self, k: usize, pin: bool) -> Vec<usize> {
+        let placement = self.placement_now();
+        match placement {
+            Placement::Power => self.place(placement, k),
+            _ if !pin => Vec::new(),
+            // Uniform cores: the monitor's least-loaded choice.
+            _ if self.topology.is_uniform() => match &self.config.cpu_set {
+                Some(set) => self.monitor.least_loaded_cpus_in(k, set),
+                None => self.monitor.least_loaded_cpus(k),
+            },
+            _ => self.place(placement, k),
         }
+    }
+
+    /// The placement's choice of `k` CPUs now, fastest first.
+    fn place(&self, placement: Placement, k: usize) -> Vec<usize> {
+        let allowed = self.cpu_set();
+        let mut chosen = self.chosen.lock().unwrap_or_else(|e| e.into_inner());
+        let prev = chosen.get(&k).cloned().unwrap_or_default();
+        let loads = self.monitor.per_cpu();
+        let pick = placement::place(placement, &self.topology, &loads, &allowed, k, &prev);
+        chosen.insert(k, pick.clone());
+        pick
     }
 
     /// The CPUs this scheduler's threads may run on: its CPU set, or every
@@ -379,6 +490,8 @@ mod tests {
             pin_threads,
             load: LoadConfig::default(),
             cpu_set: None,
+            placement: Placement::Performance,
+            topology: None,
         };
         Scheduler::new(config, LoadMonitor::fixed(0.0)).unwrap()
     }
@@ -400,8 +513,8 @@ mod tests {
         let last = *allowed.last().unwrap();
         let s = with_set(vec![last], 1).unwrap();
         assert_eq!(s.cpu_set(), vec![last]);
-        assert_eq!(s.least_loaded_cpus(1, true), vec![last]);
-        assert!(s.least_loaded_cpus(1, false).is_empty());
+        assert_eq!(s.cpus_for(1, true), vec![last]);
+        assert!(s.cpus_for(1, false).is_empty());
         for (set, cpus, text) in [
             (vec![], 1, "empty"),
             (vec![usize::MAX], 1, "not one the process may use"),
@@ -486,12 +599,9 @@ mod tests {
         assert!(two.pins(0.2, Band::Low));
         assert!(!two.pins(0.5, Band::Low), "one busy process of 2 CPUs");
         assert!(!scheduler(16, false).pins(0.0, Band::Low));
-        assert!(s.least_loaded_cpus(4, false).is_empty());
+        assert!(s.cpus_for(4, false).is_empty());
         let allowed = crate::load::allowed::allowed_cpus();
-        assert_eq!(
-            s.least_loaded_cpus(4, true),
-            allowed[..allowed.len().min(4)]
-        );
+        assert_eq!(s.cpus_for(4, true), allowed[..allowed.len().min(4)]);
     }
 
     /// Idleness counts other processes' load in CPUs of the whole device,

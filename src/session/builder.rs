@@ -4,11 +4,11 @@
 use super::{panic_message, Session};
 use crate::error::{Error, Result};
 use crate::graph::Graph;
-use crate::load::{LoadConfig, LoadMonitor, LoadSource};
+use crate::load::{LoadConfig, LoadMonitor, LoadSource, PowerTable, Topology};
 use crate::ops::interrupt::{with_interrupt, Interrupt};
-use crate::sched::{Mode, PolicyConfig, Scheduler, SchedulerConfig};
+use crate::sched::{Mode, Placement, PolicyConfig, Scheduler, SchedulerConfig};
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -34,6 +34,9 @@ pub struct SessionBuilder {
     time_limit: Option<Duration>,
     cpu_set: Option<Vec<usize>>,
     oversubscribe: bool,
+    placement: Placement,
+    power_table: Option<PowerTable>,
+    sysfs_root: Option<PathBuf>,
 }
 
 impl SessionBuilder {
@@ -72,6 +75,47 @@ impl SessionBuilder {
     /// [`available_cpus`]: crate::available_cpus
     pub fn cpu_set(mut self, cpus: impl IntoIterator<Item = usize>) -> Self {
         self.cpu_set = Some(cpus.into_iter().collect());
+        self
+    }
+
+    /// How the session chooses cores on a device with several kinds
+    /// (default [`Placement::Auto`]); [`Session::set_placement`] changes it
+    /// later.
+    ///
+    /// [`Session::set_placement`]: crate::Session::set_placement
+    pub fn placement(mut self, placement: Placement) -> Self {
+        self.placement = placement;
+        self
+    }
+
+    /// Per-cluster power (and optionally capacity) where the kernel's
+    /// energy model is not readable; a table naming unknown or repeated
+    /// CPUs, or negative or non-finite values, fails the build with
+    /// [`Error::Config`].
+    ///
+    /// ```
+    /// use ramify::load::{ClusterPower, PowerTable};
+    /// use ramify::{Placement, SessionBuilder};
+    /// let cpu = ramify::available_cpus()[0];
+    /// let table = PowerTable {
+    ///     clusters: vec![ClusterPower { cpus: vec![cpu], active_power: 500.0, standby_power: 20.0, capacity: None }],
+    /// };
+    /// let session = SessionBuilder::new()
+    ///     .placement(Placement::Power)
+    ///     .power_table(table)
+    ///     .build_from_file("models/inception_mini.onnx")?;
+    /// assert_eq!(session.topology().clusters.iter().filter(|c| c.active_power == Some(500.0)).count(), 1);
+    /// # Ok::<(), ramify::Error>(())
+    /// ```
+    pub fn power_table(mut self, table: PowerTable) -> Self {
+        self.power_table = Some(table);
+        self
+    }
+
+    /// Reads the CPU topology from this sysfs root instead of
+    /// `$RAMIFY_SYSFS_ROOT` or `/sys` (a simulated device for tests).
+    pub fn sysfs_root(mut self, root: impl Into<PathBuf>) -> Self {
+        self.sysfs_root = Some(root.into());
         self
     }
 
@@ -221,6 +265,8 @@ impl SessionBuilder {
             mode: self.mode,
             policy,
             cpu_set: self.cpu_set.clone(),
+            placement: self.placement,
+            topology: Some(self.device_topology()?),
             ..SchedulerConfig::default()
         };
         if let Some(pin) = self.pin_threads {
@@ -243,6 +289,23 @@ impl SessionBuilder {
             (None, None) => LoadMonitor::start(config.load.clone()),
         };
         Scheduler::new(config, monitor)
+    }
+
+    /// The device's topology over the session's CPUs, as a session built
+    /// now would see it (sysfs, then the power table applied).
+    pub fn device_topology(&self) -> Result<Topology> {
+        let cpus = self
+            .cpu_set
+            .clone()
+            .unwrap_or_else(crate::load::allowed::allowed_cpus);
+        let topology = match &self.sysfs_root {
+            Some(root) => Topology::read(root, &cpus),
+            None => Topology::detect(&cpus),
+        };
+        match &self.power_table {
+            Some(table) => topology.with_table(table).map_err(Error::Config),
+            None => Ok(topology),
+        }
     }
 
     /// Loads a model file (external data is read from beside it).

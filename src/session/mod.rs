@@ -20,9 +20,9 @@ use crate::exec::{self, Plan, RunEvent, Trace};
 use crate::graph::pipeline::{optimize, Stage};
 use crate::graph::{Declared, Graph, ModelMetadata, ValueId};
 use crate::ir::Fact;
-use crate::load::HostState;
+use crate::load::{HostState, Topology};
 use crate::ops::interrupt::{with_interrupt, Interrupt};
-use crate::sched::{ForkReport, Scheduler};
+use crate::sched::{ForkReport, Placement, Scheduler};
 use crate::tensor::Tensor;
 use std::collections::HashMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -385,6 +385,29 @@ impl Session {
     /// The scheduler (its configuration, load monitor and pools).
     pub fn scheduler(&self) -> &Scheduler {
         &self.sched
+    }
+
+    /// The placement policy set (see [`SessionBuilder::placement`]).
+    pub fn placement(&self) -> Placement {
+        self.sched.placement()
+    }
+
+    /// Changes the placement policy; forks of runs from now on follow it.
+    ///
+    /// ```
+    /// use ramify::{Placement, Session};
+    /// let session = Session::from_file("models/inception_mini.onnx")?;
+    /// session.set_placement(Placement::Power);
+    /// assert_eq!(session.placement(), Placement::Power);
+    /// # Ok::<(), ramify::Error>(())
+    /// ```
+    pub fn set_placement(&self, placement: Placement) {
+        self.sched.set_placement(placement);
+    }
+
+    /// The device's clusters and core capacities, as the session sees them.
+    pub fn topology(&self) -> &Topology {
+        self.sched.topology()
     }
 
     /// Pushes state the host app measured (CPU use, battery, thermal) into the

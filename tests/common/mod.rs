@@ -164,3 +164,46 @@ pub fn temp_dir(tag: &str) -> PathBuf {
     std::fs::create_dir_all(&d).expect("temp dir");
     d
 }
+
+/// Rows of [`chains_model`]'s input.
+pub const CHAINS_ROWS: usize = 64;
+/// Columns of [`chains_model`]'s input, and the side of its weight.
+pub const CHAINS_WIDTH: usize = 256;
+
+/// x[64,256] → Relu → a fork of two MatMul chains of `left` and `right`
+/// products by a 256×256 weight, joined by Add.
+pub fn chains_model(left: usize, right: usize) -> Vec<u8> {
+    let (rows, width) = (CHAINS_ROWS, CHAINS_WIDTH);
+    let mut nodes = vec![node("Relu", &["x"], &["r"])];
+    let mut ends = Vec::new();
+    for (side, len) in [("l", left), ("r", right)] {
+        let mut prev = "r".to_string();
+        for i in 0..len {
+            let out = format!("{side}{i}");
+            nodes.push(node("MatMul", &[&prev, "w"], &[&out]));
+            prev = out;
+        }
+        ends.push(prev);
+    }
+    nodes.push(node("Add", &[&ends[0], &ends[1]], &["y"]));
+    let w: Vec<f32> = (0..width * width)
+        .map(|i| ((i * 7919 % 1000) as f32 - 500.0) * 1e-5)
+        .collect();
+    bytes(&model(
+        graph(
+            nodes,
+            vec![value_info("x", 1, &[rows as i64, width as i64])],
+            vec![value_info("y", 1, &[rows as i64, width as i64])],
+            vec![initializer("w", &[width as i64, width as i64], &w)],
+        ),
+        13,
+    ))
+}
+
+/// An input for [`chains_model`].
+pub fn chains_input() -> ramify::Tensor {
+    let data: Vec<f32> = (0..CHAINS_ROWS * CHAINS_WIDTH)
+        .map(|i| (i % 13) as f32 * 0.1 - 0.6)
+        .collect();
+    ramify::Tensor::from_vec(&[CHAINS_ROWS, CHAINS_WIDTH], data).expect("shape")
+}
