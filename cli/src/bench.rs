@@ -126,10 +126,16 @@ fn decision_key(f: &ramify::sched::ForkReport) -> String {
         Some(d) => format!(" (exploring; the check chose {})", describe(d)),
         None => String::new(),
     };
+    let cpus = if f.cpus.is_empty() {
+        String::new()
+    } else {
+        format!(" on CPUs {:?}", f.cpus)
+    };
     format!(
-        "fork {:>3} band {:<4} {what}{explored}",
+        "fork {:>3} band {:<4} {what}{explored}, placement {}{cpus}",
         f.fork,
-        f.band.to_string()
+        f.band.to_string(),
+        f.placement
     )
 }
 
@@ -305,6 +311,11 @@ pub fn main(a: BenchArgs) -> Result<()> {
         crate::plot::write(path, &results)?;
     }
     if a.verbose {
+        let topology = a.sched.builder().device_topology()?;
+        eprint!(
+            "{}",
+            crate::placement::describe_topology(&topology, a.sched.placement.placement)
+        );
         for m in &results {
             eprintln!(
                 "{} [{}, background load {}]: fork decisions over {} runs (mean fork load {:.2}):",

@@ -1,6 +1,7 @@
 //! `ramify inspect`: every fork of a model with its siblings (operator count,
 //! FLOPs, estimated single-thread time) and the plan the policy would choose
-//! at a given load and CPU count; `--dot FILE` also writes the graph in
+//! at a given load and CPU count, after the device's clusters and core
+//! capacities; `--dot FILE` also writes the graph in
 //! Graphviz DOT (see `dot.rs`).
 
 use crate::inputs;
@@ -27,6 +28,8 @@ pub struct InspectArgs {
     /// siblings coloured, nodes labelled with op type and FLOPs).
     #[arg(long, value_name = "FILE")]
     dot: Option<PathBuf>,
+    #[command(flatten)]
+    placement: crate::placement::PlacementArgs,
 }
 
 fn node_name(plan: &Plan, i: Option<usize>, none: &str) -> String {
@@ -107,7 +110,9 @@ pub fn main(a: InspectArgs) -> Result<()> {
     let cpus = a
         .cpus
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
-    let session = SessionBuilder::new()
+    let session = a
+        .placement
+        .apply(SessionBuilder::new())
         .cpus(cpus)
         .oversubscribe(true)
         .fixed_load(a.load)
@@ -122,6 +127,10 @@ pub fn main(a: InspectArgs) -> Result<()> {
         plan.total_flops() as f64 * 1e-9,
         plan.structure.forks.len(),
         plan.structure.forks.iter().filter(|f| f.parallel).count(),
+    );
+    print!(
+        "{}",
+        crate::placement::describe_topology(session.topology(), session.placement())
     );
     for (i, f) in plan.structure.forks.iter().enumerate() {
         describe(&plan, i, f, &policy, a.load);

@@ -7,6 +7,7 @@ mod inputs;
 mod inspect;
 mod ops;
 mod options;
+mod placement;
 mod plot;
 mod report;
 mod run;

@@ -1,6 +1,6 @@
 //! Command-line options shared by `run`, `bench` and `inspect`: the CPU
 //! limit, the scheduling mode, the policy's thresholds and presets, the
-//! memory budget and the time limit; and the deadline of `run` and `bench`.
+//! memory budget, the time limit and the placement; and the deadline of `run` and `bench`.
 
 use clap::Args;
 use ramify::{Mode, SessionBuilder};
@@ -51,12 +51,14 @@ pub struct SchedArgs {
     /// it the run stops with a deadline error (default: no limit).
     #[arg(long, value_name = "MS")]
     pub time_limit: Option<f64>,
+    #[command(flatten)]
+    pub placement: crate::placement::PlacementArgs,
 }
 
 impl SchedArgs {
     /// A session builder with these options.
     pub fn builder(&self) -> SessionBuilder {
-        let mut b = SessionBuilder::new().mode(self.mode);
+        let mut b = self.placement.apply(SessionBuilder::new().mode(self.mode));
         let usable = match &self.cpu_set {
             Some(set) => set.len(),
             None => ramify::available_cpus().len(),

@@ -651,6 +651,39 @@ enum RamifyStatus ramify_session_options_set_fixed_load(struct RamifySessionOpti
 enum RamifyStatus ramify_session_options_set_memory_limit(struct RamifySessionOptions *options,
                                                           size_t bytes);
 
+// Sets the placement policy of new sessions: a `RamifyPlacement` value.
+//
+// # Safety
+// `options` must be NULL or a live handle not used by another thread meanwhile.
+enum RamifyStatus ramify_session_options_set_placement(struct RamifySessionOptions *options,
+                                                       int32_t value);
+
+// Adds one cluster to the power table of new sessions: its `count` CPUs
+// at `cpus`, the power of one busy core at its top frequency, the power
+// of the cluster with every core idle (one unit for all clusters, e.g.
+// mW), and each core's capacity on any scale the clusters share (0 keeps
+// what the kernel reports). Session creation checks the CPUs against the
+// device (`RAMIFY_STATUS_INVALID_ARGUMENT` for unknown or repeated ones).
+// `count` 0 clears the table.
+//
+// # Safety
+// `options` must be NULL or a live handle not used by another thread
+// meanwhile; `cpus` NULL or readable for `count` values.
+enum RamifyStatus ramify_session_options_add_cluster_power(struct RamifySessionOptions *options,
+                                                           const size_t *cpus,
+                                                           size_t count,
+                                                           double active_power,
+                                                           double standby_power,
+                                                           double capacity);
+
+// Changes a live session's placement policy: a `RamifyPlacement` value.
+// Forks of runs from now on follow it; safe from any thread, also while
+// runs are in progress.
+//
+// # Safety
+// `session` must be NULL or a live handle.
+enum RamifyStatus ramify_session_set_placement(const struct RamifySession *session, int32_t value);
+
 // Runs the model once.
 //
 // Inputs: `n_inputs` entries at `inputs`, each naming the model input it

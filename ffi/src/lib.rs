@@ -22,6 +22,7 @@ mod error;
 mod event;
 mod metadata;
 mod options;
+mod placement;
 mod run;
 mod run_options;
 mod session;
@@ -51,6 +52,10 @@ pub use options::{
     ramify_session_options_set_theta2, RamifyMode, RamifySessionOptions, RAMIFY_LOAD_HOST,
     RAMIFY_LOAD_MEMORY, RAMIFY_LOAD_RUNNABLE, RAMIFY_LOAD_RUN_QUEUE, RAMIFY_LOAD_SYSTEM_CPU,
     RAMIFY_MAX_CPUS,
+};
+pub use placement::{
+    ramify_session_options_add_cluster_power, ramify_session_options_set_placement,
+    ramify_session_set_placement, RamifyPlacement,
 };
 pub use run::{ramify_session_run, ramify_session_run_with_options};
 pub use run_options::{

@@ -56,6 +56,8 @@ pub struct RamifySessionOptions {
     fixed_load: Option<f64>,
     memory_limit: Option<usize>,
     cpu_set: Option<Vec<usize>>,
+    pub(crate) placement: Option<ramify::Placement>,
+    pub(crate) power_table: Option<ramify::load::PowerTable>,
 }
 
 impl RamifySessionOptions {
@@ -118,6 +120,12 @@ impl RamifySessionOptions {
         }
         if let Some(bytes) = self.memory_limit {
             b = b.memory_limit(bytes);
+        }
+        if let Some(p) = self.placement {
+            b = b.placement(p);
+        }
+        if let Some(t) = &self.power_table {
+            b = b.power_table(t.clone());
         }
         b
     }
