@@ -6,12 +6,16 @@
 //!
 //! Relu, LeakyRelu, Clip, Sigmoid, HardSwish and Tanh compute through the
 //! same scalar code as the activation fused into Conv and Gemm at load
-//! (`gemm::fused`), so fusing them changes no bit of the result.
+//! (`gemm::fused`), so fusing them changes no bit of the result. The erf
+//! GELU on f32 runs a vectorised kernel (`gelu`); the graph's GELU fusion
+//! turns the exporters' Div/Erf/Add/Mul/Mul chains into it.
 
 mod clip;
+mod gelu;
 mod pointwise;
 mod prelu;
 mod softmax;
+mod softmax_row;
 #[cfg(test)]
 mod tests;
 

@@ -4,11 +4,16 @@
 //! HardSwish, Tanh) fused into the Conv, Gemm, BatchNormalization, Add or
 //! Sum that produces their input, so the activation is applied while the
 //! output is still in cache; before that, residual Adds fused into the
-//! Conv producing one addend ([`residual`]). Only float32 data is fused.
+//! Conv producing one addend ([`residual`]). Transformer chains: the erf
+//! GELU written out as Div/Erf/Add/Mul/Mul becomes one Gelu ([`gelu`]);
+//! attention's scale and mask fold into the Softmax ([`softmax`]).
+//! Only float32 data is fused.
 
 mod affine;
+mod gelu;
 mod qdq;
 mod residual;
+mod softmax;
 
 use super::{Facts, Graph, Value, ValueId};
 use crate::error::Result;
@@ -77,6 +82,8 @@ pub fn fuse(graph: &mut Graph, facts: &Facts) -> Result<()> {
     let mut changed = fold_batch_norms(graph);
     changed.extend(fold_channel_affines(graph, facts));
     changed.extend(residual::fuse_residual_adds(graph, facts));
+    changed.extend(gelu::fuse_gelus(graph, facts));
+    changed.extend(softmax::fuse_softmax_inputs(graph, facts));
     changed.extend(fuse_activations(graph, facts));
     changed.sort_unstable();
     changed.dedup();

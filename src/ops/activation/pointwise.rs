@@ -1,11 +1,12 @@
 //! Pointwise activations: one generic scalar function per kind, evaluated in
 //! f32 (also for f16 and bf16) or f64 over the current rayon pool. Relu also
-//! takes signed integers (opset 14).
+//! takes signed integers (opset 14). The erf GELU on f32 data runs the
+//! vectorised kernel of `gelu`.
 
 use crate::error::{Error, Result};
 use crate::ir::{Fact, InferInput, OpClass, Operator};
 use crate::ops::gemm::fused::{Activation, ActivationFloat};
-use crate::ops::unary::kernel::{exp_f32, map_float, par_map};
+use crate::ops::unary::kernel::{array_from, contiguous, exp_f32, map_float, par_map};
 use crate::ops::util::{fact, infer_same, input, out_len};
 use crate::ops::Registrar;
 use crate::tensor::{DType, Tensor};
@@ -197,6 +198,12 @@ impl Pointwise {
                 Tensor::I64(a) => return Ok(Tensor::I64(par_map(op, a, |&x| x.max(0))?)),
                 _ => {}
             }
+        }
+        if let (Kind::Gelu { tanh: false }, Tensor::F32(a)) = (self.kind, t) {
+            let src = contiguous(a);
+            let mut out = crate::tensor::recycle::take_or_default::<f32>(src.len());
+            super::gelu::gelu_erf(&src, &mut out);
+            return Ok(Tensor::F32(array_from(op, a.shape(), out)?));
         }
         match self.kind {
             Kind::Relu => both!(op, t, |x| Activation::Relu.eval(x)),

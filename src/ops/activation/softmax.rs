@@ -4,7 +4,16 @@
 //! part. Either way the input is viewed as `[outer, n, inner]`; blocks of
 //! `n·inner` are independent and split over the rayon pool, and every sum
 //! runs in a fixed order, so results do not depend on the thread count.
+//! Float32 rows along the last axis run the vectorised `softmax_row`.
+//!
+//! Attention's `Softmax(MatMul / √d + mask)` fused at load (see
+//! `graph::fuse`) is a Softmax with attributes `fused_scale` (a float) and
+//! `fused_divide` (1: divide by it, as the Div node did), and with
+//! `fused_mask = 1` the mask as a second input: float32 only, normalising along the last axis,
+//! the mask's last dimension that axis's length and its shape broadcasting
+//! to the input's.
 
+use super::softmax_row::{softmax_row, Pre};
 use crate::error::{Error, Result};
 use crate::ir::{BuildContext, Fact, InferInput, OpClass, Operator};
 use crate::ops::unary::kernel::{array_from, contiguous, exp_f32};
@@ -29,6 +38,53 @@ struct Normalise {
     axis: i64,
     /// Opset < 13: coerce to 2-D at `axis`.
     coerce_2d: bool,
+    /// A fused `x · scale` (or `x / scale`) before normalising.
+    scale: Option<f32>,
+    /// Whether the fused scale divides.
+    divide: bool,
+    /// Whether a fused additive mask comes as input 1.
+    masked: bool,
+}
+
+/// The offset in a row-major mask of shape `m` of each row (all axes but
+/// the last) of an input of shape `x`, the mask broadcasting to `x` and its
+/// last dimension equal to `x`'s.
+fn mask_rows(op: &str, x: &[usize], m: &[usize]) -> Result<Vec<usize>> {
+    let bad = || {
+        Error::op(
+            op,
+            format!("the fused mask of shape {m:?} does not fit the input {x:?}"),
+        )
+    };
+    let rank = x.len();
+    if rank == 0 || m.len() > rank || m.last() != x.last() {
+        return Err(bad());
+    }
+    let lead = rank - m.len();
+    let mut strides = vec![0usize; rank];
+    let mut s = 1;
+    for k in (lead..rank).rev() {
+        let d = m[k - lead];
+        if d != x[k] && d != 1 {
+            return Err(bad());
+        }
+        strides[k] = if d == 1 { 0 } else { s };
+        s *= d;
+    }
+    let rows: usize = x[..rank - 1].iter().product();
+    let mut out = Vec::with_capacity(rows);
+    let mut idx = vec![0usize; rank - 1];
+    for _ in 0..rows {
+        out.push(idx.iter().zip(&strides).map(|(i, s)| i * s).sum());
+        for k in (0..rank - 1).rev() {
+            idx[k] += 1;
+            if idx[k] < x[k] {
+                break;
+            }
+            idx[k] = 0;
+        }
+    }
+    Ok(out)
 }
 
 impl Normalise {
@@ -64,6 +120,46 @@ impl Normalise {
                     for j in 0..inner {
                         self.lane(s, dst, j, n, inner, &exp);
                     }
+                }
+            });
+        }
+        array_from(self.name, x.shape(), out)
+    }
+
+    /// Whether this node is a fused attention Softmax.
+    fn fused(&self) -> bool {
+        self.scale.is_some() || self.masked
+    }
+
+    /// Float32 rows along the last axis, with the fused scale and mask.
+    fn compute_rows(&self, x: &ArrayD<f32>, mask: Option<&Tensor>) -> Result<ArrayD<f32>> {
+        // rows of n elements: the last axis, or (opset < 13) all from `axis` on
+        let (_, n, _) = self.split(x.shape())?;
+        let src = contiguous(x);
+        let mask = match mask {
+            None => None,
+            Some(Tensor::F32(m)) => {
+                Some((contiguous(m), mask_rows(self.name, x.shape(), m.shape())?))
+            }
+            Some(other) => {
+                return Err(Error::op(
+                    self.name,
+                    format!("the fused mask of type {} is not float32", other.dtype()),
+                ))
+            }
+        };
+        let log = self.kind == Kind::LogSoftmax;
+        let mut out = crate::tensor::recycle::take_or_default::<f32>(src.len());
+        if n > 0 {
+            par_rows(&mut out, n, |first, chunk| {
+                for (b, dst) in chunk.chunks_mut(n).enumerate() {
+                    let r = first + b;
+                    let pre = Pre {
+                        scale: self.scale,
+                        divide: self.divide,
+                        mask: mask.as_ref().map(|(m, rows)| &m[rows[r]..rows[r] + n]),
+                    };
+                    softmax_row(&src[r * n..(r + 1) * n], dst, log, pre);
                 }
             });
         }
@@ -136,6 +232,19 @@ impl Operator for Normalise {
         if let Some(s) = &f.shape {
             self.split(s)?;
         }
+        if self.fused() {
+            if f.dtype != crate::tensor::DType::F32 || self.coerce_2d || self.kind == Kind::Hardmax
+            {
+                return Err(Error::op(self.name, "the fused form takes float32 only"));
+            }
+            let m = inputs.get(1).and_then(|i| i.fact);
+            if self.masked && m.is_some_and(|m| m.dtype != crate::tensor::DType::F32) {
+                return Err(Error::op(self.name, "the fused mask must be float32"));
+            }
+            if let (Some(x), Some(m)) = (&f.shape, m.and_then(|m| m.shape.as_ref())) {
+                mask_rows(self.name, x, m)?;
+            }
+        }
         Ok(vec![f.clone()])
     }
 
@@ -146,6 +255,23 @@ impl Operator for Normalise {
 
     fn run(&self, inputs: &[Option<&Tensor>]) -> Result<Vec<Tensor>> {
         let x = input(self.name, inputs, 0)?;
+        let mask = if self.masked {
+            Some(input(self.name, inputs, 1)?)
+        } else {
+            None
+        };
+        if let Tensor::F32(a) = x {
+            let last = self.split(a.shape())?.2 == 1 && a.ndim() > 0;
+            if self.kind != Kind::Hardmax && last {
+                return Ok(vec![Tensor::F32(self.compute_rows(a, mask)?)]);
+            }
+        }
+        if self.fused() {
+            return Err(Error::op(
+                self.name,
+                "the fused form takes float32 along the last axis only",
+            ));
+        }
         let via_f32 = |a: &ArrayD<f32>| self.compute(a, exp_f32);
         Ok(vec![match x {
             Tensor::F32(a) => Tensor::F32(via_f32(a)?),
@@ -165,11 +291,19 @@ impl Operator for Normalise {
 fn build(name: &'static str, kind: Kind, ctx: &BuildContext) -> Result<Box<dyn Operator>> {
     let coerce_2d = ctx.opset < 13;
     let axis = ctx.attrs.int("axis", if coerce_2d { 1 } else { -1 })?;
+    let scale = if ctx.attrs.has("fused_scale") {
+        Some(ctx.attrs.float("fused_scale", 1.0)?)
+    } else {
+        None
+    };
     Ok(Box::new(Normalise {
         name,
         kind,
         axis,
         coerce_2d,
+        scale,
+        divide: ctx.attrs.int("fused_divide", 0)? != 0,
+        masked: ctx.attrs.int("fused_mask", 0)? != 0,
     }))
 }
 

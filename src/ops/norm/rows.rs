@@ -1,11 +1,13 @@
 //! The row engine of the layer-style normalizations: per-row mean and
 //! variance accumulated in a fixed order by one thread, then
 //! `(x - mean) · inv · scale + bias` with scale and bias indexed by row and
-//! column block.
+//! column block (one per column, as in LayerNormalization, in a
+//! vectorised loop).
 
 use super::Real;
+use crate::ops::gemm::simd::multiversion;
 use crate::ops::unary::kernel::Float;
-use crate::ops::util::{op_threads, par_rows, MIN_PARALLEL_GRAIN};
+use crate::ops::util::{as_f32, as_f32_mut, op_threads, par_rows, MIN_PARALLEL_GRAIN};
 use rayon::prelude::*;
 
 /// The sum of `f(x)` over a row in a fixed order: eight interleaved partial
@@ -100,6 +102,12 @@ pub(crate) fn normalize<T: Float, C: Real>(
     }
     let block = aff.block.clamp(1, len);
     let period = aff.period.max(1);
+    if let (1, 1, Some(scale)) = (block, period, aff.scale.as_deref()) {
+        if scale.len() >= len && aff.bias.as_ref().is_none_or(|b| b.len() >= len) {
+            per_column(x, &mut y, len, stats, scale, aff.bias.as_deref());
+            return y;
+        }
+    }
     par_rows(&mut y, len, |first, chunk| {
         for (i, out) in chunk.chunks_mut(len).enumerate() {
             let r = first + i;
@@ -117,4 +125,63 @@ pub(crate) fn normalize<T: Float, C: Real>(
         }
     });
     y
+}
+
+/// [`normalize`] with one scale (and bias) per column, as in
+/// LayerNormalization: the same arithmetic per element, in a loop over the
+/// row that vectorises (float32 through [`affine_row_f32`]).
+fn per_column<T: Float, C: Real>(
+    x: &[T],
+    y: &mut [T],
+    len: usize,
+    stats: &[(C, C)],
+    scale: &[C],
+    bias: Option<&[C]>,
+) {
+    par_rows(y, len, |first, chunk| {
+        for i in 0..chunk.len() / len {
+            let r = first + i;
+            let (mean, inv) = stats[r];
+            let xr = &x[r * len..(r + 1) * len];
+            let out = &mut chunk[i * len..(i + 1) * len];
+            if let (Some(xs), Some(s), Some(o)) = (as_f32(xr), as_f32(scale), as_f32_mut(out)) {
+                // C is f32 too (the scale is), so these conversions are exact.
+                let (m, iv) = (mean.to_elem::<f32>(), inv.to_elem::<f32>());
+                match bias.map(as_f32) {
+                    None => {
+                        affine_row_f32(xs, o, m, iv, &s[..len], None);
+                        continue;
+                    }
+                    Some(Some(b)) => {
+                        affine_row_f32(xs, o, m, iv, &s[..len], Some(&b[..len]));
+                        continue;
+                    }
+                    Some(None) => {}
+                }
+            }
+            let out = &mut chunk[i * len..(i + 1) * len];
+            for (j, (o, &v)) in out.iter_mut().zip(xr).enumerate() {
+                let add = bias.map_or(C::zero(), |b| b[j]);
+                *o = ((C::from_elem(v) - mean) * (inv * scale[j]) + add).to_elem();
+            }
+        }
+    });
+}
+
+multiversion! {
+    /// One float32 row: `o = (x − mean) · (inv · scale) + bias`.
+    fn affine_row_f32(x: &[f32], o: &mut [f32], mean: f32, inv: f32, scale: &[f32], bias: Option<&[f32]>) {
+        match bias {
+            Some(b) => {
+                for (((o, &v), &s), &b) in o.iter_mut().zip(x).zip(scale).zip(b) {
+                    *o = (v - mean) * (inv * s) + b;
+                }
+            }
+            None => {
+                for ((o, &v), &s) in o.iter_mut().zip(x).zip(scale) {
+                    *o = (v - mean) * (inv * s) + 0.0;
+                }
+            }
+        }
+    }
 }

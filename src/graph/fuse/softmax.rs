@@ -1,0 +1,161 @@
+//! Attention's score normalisation, `Softmax(MatMul / √d + mask)` as the
+//! exporters write it, fused into the Softmax: the scaling Div (or Mul) by
+//! a one-element constant and the additive mask Add become attributes and a
+//! second input of the Softmax (`fused_scale`, `fused_divide`,
+//! `fused_mask`; see `ops::activation`), which applies them row by row
+//! while the row is in cache instead of two passes over the score tensor.
+//! Recognised: `Softmax(Add(Div|Mul(s, c), mask))`, `Softmax(Div|Mul(s, c))`
+//! and `Softmax(Add(s, mask))`, Add and Mul in either operand order.
+//!
+//! Conditions: Softmax at opset ≥ 13 along the last axis; every value
+//! float32 of known shape; the intermediates read by the chain alone; the
+//! scaled scores of the Softmax's shape and the mask broadcasting to it
+//! with the same last dimension. The scale and mask are applied with the
+//! same f32 operations as the separate nodes, so only the Softmax kernel's
+//! own rounding differs from the unfused graph.
+
+use super::gelu::{producer, scalar};
+use super::{readers, Facts, Graph, ValueId};
+use crate::ir::attributes::Attribute;
+use crate::tensor::DType;
+
+/// Fuses every eligible scale/mask chain into its Softmax; returns the
+/// names of the changed Softmax nodes.
+pub(super) fn fuse_softmax_inputs(graph: &mut Graph, facts: &Facts) -> Vec<String> {
+    let mut changed = Vec::new();
+    let mut i = 0;
+    while i < graph.nodes.len() {
+        match try_fuse(graph, facts, i) {
+            Some(name) => changed.push(name),
+            None => i += 1,
+        }
+    }
+    changed
+}
+
+/// The shape of float32 value `v`, when known.
+fn f32_shape(facts: &Facts, v: ValueId) -> Option<Vec<usize>> {
+    match facts.get(v) {
+        Some(Some(f)) if f.dtype == DType::F32 => f.shape.clone(),
+        _ => None,
+    }
+}
+
+/// Whether a mask of shape `m` broadcasts to `x` keeping the last axis.
+fn mask_fits(m: &[usize], x: &[usize]) -> bool {
+    m.len() <= x.len()
+        && m.last() == x.last()
+        && m.iter()
+            .rev()
+            .zip(x.iter().rev())
+            .all(|(&a, &b)| a == b || a == 1)
+}
+
+/// Node `i`'s two inputs when it is a default-domain `op` with one output.
+fn binary(graph: &Graph, i: usize, op: &str) -> Option<[ValueId; 2]> {
+    let n = &graph.nodes[i];
+    if n.op_type != op || !n.domain.is_empty() || n.outputs.len() != 1 || n.inputs.len() != 2 {
+        return None;
+    }
+    Some([n.inputs[0]?, n.inputs[1]?])
+}
+
+/// The producer of `v` when `v` is read once (by the chain) and is no graph
+/// output.
+fn private_producer(graph: &Graph, counts: &[usize], v: ValueId) -> Option<usize> {
+    if counts[v] != 1 || graph.outputs.contains(&v) {
+        return None;
+    }
+    producer(graph, v)
+}
+
+/// `(s, c, divide)` when node `i` is `s / c` or `s · c` with `c` a
+/// one-element constant.
+fn scaling(graph: &Graph, i: usize) -> Option<(ValueId, f32, bool)> {
+    if let Some([s, c]) = binary(graph, i, "Div") {
+        return Some((s, scalar(graph, c)?, true));
+    }
+    let [a, b] = binary(graph, i, "Mul")?;
+    match (scalar(graph, a), scalar(graph, b)) {
+        (_, Some(c)) if graph.constant(a).is_none() => Some((a, c, false)),
+        (Some(c), _) if graph.constant(b).is_none() => Some((b, c, false)),
+        _ => None,
+    }
+}
+
+fn try_fuse(graph: &mut Graph, facts: &Facts, sm: usize) -> Option<String> {
+    let node = &graph.nodes[sm];
+    if node.op_type != "Softmax"
+        || !node.domain.is_empty()
+        || node.opset < 13
+        || node.inputs.len() != 1
+        || node.attrs.has("fused_scale")
+        || node.attrs.has("fused_mask")
+    {
+        return None;
+    }
+    let v = node.inputs[0]?;
+    let shape = f32_shape(facts, v)?;
+    let axis = node.attrs.int("axis", -1).ok()?;
+    if shape.is_empty() || (axis != -1 && axis != shape.len() as i64 - 1) {
+        return None;
+    }
+    let counts = readers(graph);
+    let p = private_producer(graph, &counts, v)?;
+    let mut removed = vec![p];
+    let (mut scores, mut mask) = (v, None);
+    if let Some([a, b]) = binary(graph, p, "Add") {
+        // The scores are the addend of the full shape produced by a scaling
+        // node when there is one, else the first full-shape addend.
+        let full = |u: ValueId| f32_shape(facts, u).as_deref() == Some(&shape[..]);
+        let scaled = |u: ValueId| {
+            private_producer(graph, &counts, u).is_some_and(|q| scaling(graph, q).is_some())
+        };
+        let (s, m) = if full(b) && scaled(b) && !scaled(a) {
+            (b, a)
+        } else if full(a) {
+            (a, b)
+        } else if full(b) {
+            (b, a)
+        } else {
+            return None;
+        };
+        if !mask_fits(&f32_shape(facts, m)?, &shape) {
+            return None;
+        }
+        scores = s;
+        mask = Some(m);
+    } else {
+        removed.clear();
+    }
+    let mut scale = None;
+    if let Some(q) = private_producer(graph, &counts, scores) {
+        if let Some((s, c, divide)) = scaling(graph, q) {
+            if f32_shape(facts, s).as_deref() == Some(&shape[..]) {
+                scale = Some((c, divide));
+                scores = s;
+                removed.push(q);
+            }
+        }
+    }
+    if scale.is_none() && mask.is_none() {
+        return None;
+    }
+    let node = &mut graph.nodes[sm];
+    node.inputs = vec![Some(scores)];
+    if let Some((c, divide)) = scale {
+        node.attrs.insert("fused_scale", Attribute::Float(c));
+        node.attrs
+            .insert("fused_divide", Attribute::Int(i64::from(divide)));
+    }
+    if let Some(m) = mask {
+        node.inputs.push(Some(m));
+        node.attrs.insert("fused_mask", Attribute::Int(1));
+    }
+    let name = node.name.clone();
+    removed.sort_unstable_by(|a, b| b.cmp(a));
+    for r in removed {
+        graph.nodes.remove(r);
+    }
+    Some(name)
+}

@@ -1,0 +1,175 @@
+//! The f32 Softmax and LogSoftmax of contiguous rows (the normalised axis
+//! is the last one, as in attention): the maximum, the exponentials and
+//! their sum each in one vectorisable loop, compiled for the baseline
+//! target and for AVX2 with plain multiplies and adds (the same bits on
+//! both paths). The sum runs over eight interleaved partial sums combined
+//! in a fixed order, and each row is computed by one thread, so results do
+//! not depend on the thread count.
+//!
+//! Optionally the row is first scaled and offset, `x · scale + mask`
+//! (attention's `MatMul / √d + mask` fused into the Softmax), with the
+//! same roundings as the separate Mul (or Div) and Add nodes.
+
+use crate::ops::gemm::simd::multiversion;
+use crate::ops::unary::kernel::exp_f32;
+
+/// What a row kernel computes before normalising: `x · scale + mask`
+/// (`scale` None: x as is; `divide`: `x / scale` instead).
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Pre<'a> {
+    /// Multiplier (or divisor) of the input, if any.
+    pub scale: Option<f32>,
+    /// Whether the scale divides rather than multiplies (a Div node).
+    pub divide: bool,
+    /// The additive mask row (same length as the row), if any.
+    pub mask: Option<&'a [f32]>,
+}
+
+/// The sum of a slice over eight interleaved partial sums, combined
+/// pairwise in a fixed order.
+#[inline(always)]
+fn sum8(d: &[f32]) -> f32 {
+    let mut acc = [0.0f32; 8];
+    let mut chunks = d.chunks_exact(8);
+    for c in &mut chunks {
+        for k in 0..8 {
+            acc[k] += c[k];
+        }
+    }
+    for (k, &v) in chunks.remainder().iter().enumerate() {
+        acc[k] += v;
+    }
+    ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]))
+}
+
+/// The largest element (NaN is skipped here; it reaches the result through
+/// the exponentials and their sum).
+#[inline(always)]
+fn max8(d: &[f32]) -> f32 {
+    let mut acc = [f32::NEG_INFINITY; 8];
+    let mut chunks = d.chunks_exact(8);
+    for c in &mut chunks {
+        for k in 0..8 {
+            acc[k] = if c[k] > acc[k] { c[k] } else { acc[k] };
+        }
+    }
+    for (k, &v) in chunks.remainder().iter().enumerate() {
+        acc[k] = if v > acc[k] { v } else { acc[k] };
+    }
+    acc.iter()
+        .fold(f32::NEG_INFINITY, |m, &v| if v > m { v } else { m })
+}
+
+/// The sum of `e^(v - max)` over a row, in eight interleaved partial sums.
+#[inline(always)]
+fn sum_exp8(d: &[f32], max: f32) -> f32 {
+    let mut acc = [0.0f32; 8];
+    let mut chunks = d.chunks_exact(8);
+    for c in &mut chunks {
+        for k in 0..8 {
+            acc[k] += exp_f32(c[k] - max);
+        }
+    }
+    for (k, &v) in chunks.remainder().iter().enumerate() {
+        acc[k] += exp_f32(v - max);
+    }
+    ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]))
+}
+
+multiversion! {
+    /// Softmax (or, with `log`, LogSoftmax) of row `s` into `d` (same
+    /// length), after the `pre` transform.
+    pub(crate) fn softmax_row(s: &[f32], d: &mut [f32], log: bool, pre: Pre<'_>) {
+        match (pre.scale, pre.divide) {
+            (Some(k), true) => d.iter_mut().zip(s).for_each(|(o, &v)| *o = v / k),
+            (Some(k), false) => d.iter_mut().zip(s).for_each(|(o, &v)| *o = v * k),
+            (None, _) => d.copy_from_slice(s),
+        }
+        if let Some(m) = pre.mask {
+            d.iter_mut().zip(m).for_each(|(o, &v)| *o += v);
+        }
+        let max = max8(d);
+        if log {
+            let l = sum_exp8(d, max).ln();
+            d.iter_mut().for_each(|o| *o = *o - max - l);
+        } else {
+            d.iter_mut().for_each(|o| *o = exp_f32(*o - max));
+            let r = 1.0 / sum8(d);
+            d.iter_mut().for_each(|o| *o *= r);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn naive(x: &[f64], log: bool) -> Vec<f64> {
+        let max = x.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+        let sum: f64 = x.iter().map(|v| (v - max).exp()).sum();
+        x.iter()
+            .map(|v| {
+                if log {
+                    v - max - sum.ln()
+                } else {
+                    (v - max).exp() / sum
+                }
+            })
+            .collect()
+    }
+
+    #[test]
+    fn rows_match_f64_reference_with_scale_and_mask() {
+        for n in [1usize, 5, 8, 13, 128, 197] {
+            let s: Vec<f32> = (0..n)
+                .map(|i| ((i * 37 % 23) as f32 - 11.0) * 0.9)
+                .collect();
+            let mask: Vec<f32> = (0..n)
+                .map(|i| if i % 4 == 1 { -1e4 } else { 0.5 })
+                .collect();
+            for (log, scale, divide, masked) in [
+                (false, None, false, false),
+                (true, None, false, false),
+                (false, Some(8.0f32), true, true),
+                (true, Some(0.125f32), false, true),
+            ] {
+                let pre = Pre {
+                    scale,
+                    divide,
+                    mask: masked.then_some(&mask[..]),
+                };
+                let x: Vec<f64> = s
+                    .iter()
+                    .zip(&mask)
+                    .map(|(&v, &m)| {
+                        let v = match (scale, divide) {
+                            (Some(k), true) => v / k,
+                            (Some(k), false) => v * k,
+                            _ => v,
+                        };
+                        (if masked { v + m } else { v }) as f64
+                    })
+                    .collect();
+                let want = naive(&x, log);
+                let mut got = vec![0.0f32; n];
+                softmax_row(&s, &mut got, log, pre);
+                for (g, w) in got.iter().zip(&want) {
+                    let tol = 1e-6 * (1.0 + w.abs());
+                    assert!((*g as f64 - w).abs() <= tol, "n {n}, log {log}: {g} vs {w}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn nan_spreads_over_the_row() {
+        let mut d = [0.0f32; 9];
+        softmax_row(
+            &[1.0, f32::NAN, 2.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0],
+            &mut d,
+            false,
+            Pre::default(),
+        );
+        assert!(d.iter().all(|v| v.is_nan()));
+    }
+}
