@@ -7,8 +7,13 @@ use super::Registrar;
 
 mod activation;
 mod driver;
+mod fast;
+#[cfg(test)]
+mod fast_tests;
+mod gates;
 mod gru;
 mod lstm;
+mod pack;
 mod simple;
 mod spec;
 #[cfg(test)]

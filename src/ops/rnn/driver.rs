@@ -39,7 +39,7 @@ fn values<C: Scalar>(t: &Tensor) -> Result<Vec<C>> {
 }
 
 /// Swaps the first two axes of a row-major `[a, b, rest]` buffer.
-fn swap01<C: Copy>(v: &[C], a: usize, b: usize, rest: usize) -> Vec<C> {
+pub(super) fn swap01<C: Copy>(v: &[C], a: usize, b: usize, rest: usize) -> Vec<C> {
     let mut out = Vec::with_capacity(v.len());
     for j in 0..b {
         for i in 0..a {
@@ -89,7 +89,7 @@ struct DirIn<'a, C> {
 }
 
 /// One direction's outputs: Y as `[seq, batch, hidden]`, final h and c.
-type DirOut<C> = (Vec<C>, Vec<C>, Vec<C>);
+pub(super) type DirOut<C> = (Vec<C>, Vec<C>, Vec<C>);
 
 fn direction<K: Cell, C: Scalar>(
     cell: &K,
@@ -162,20 +162,7 @@ pub(super) fn run<K: Cell, C: Scalar>(
         Some(t) => values::<C>(t)?,
         None => vec![C::zero(); dirs * 2 * gh],
     };
-    let lens: Vec<usize> = match get(4) {
-        Some(t) => t
-            .to_i64_vec()?
-            .into_iter()
-            .map(|l| match usize::try_from(l) {
-                Ok(l) if l <= d.seq => Ok(l),
-                _ => Err(Error::op(
-                    op,
-                    format!("sequence_lens value {l} is outside [0, {}]", d.seq),
-                )),
-            })
-            .collect::<Result<_>>()?,
-        None => vec![d.seq; b],
-    };
+    let lens = lens(op, get(4), d)?;
     let state = |i: usize, has: bool| -> Result<Vec<C>> {
         match get(i) {
             Some(t) if has => {
@@ -224,8 +211,38 @@ pub(super) fn run<K: Cell, C: Scalar>(
             direction(&node.cell, d, &x, &lens, inp)
         })
         .collect::<Result<_>>()?;
+    Ok(assemble(results, d, bf, K::HAS_C))
+}
+
+/// The `sequence_lens` input as lengths (every row `d.seq` without it).
+pub(super) fn lens(op: &str, t: Option<&Tensor>, d: &Dims) -> Result<Vec<usize>> {
+    match t {
+        Some(t) => t
+            .to_i64_vec()?
+            .into_iter()
+            .map(|l| match usize::try_from(l) {
+                Ok(l) if l <= d.seq => Ok(l),
+                _ => Err(Error::op(
+                    op,
+                    format!("sequence_lens value {l} is outside [0, {}]", d.seq),
+                )),
+            })
+            .collect(),
+        None => Ok(vec![d.seq; d.batch]),
+    }
+}
+
+/// Lays out the directions' results (Y as `[seq, batch, hidden]` each) as
+/// Y, Y_h and (with a cell state) Y_c in the node's layout.
+pub(super) fn assemble<C: Copy>(
+    results: Vec<DirOut<C>>,
+    d: &Dims,
+    bf: bool,
+    has_c: bool,
+) -> Vec<Vec<C>> {
+    let (h, b, dirs) = (d.hidden, d.batch, d.dirs);
     // Y as [seq, dirs, batch, hidden] (or [batch, seq, dirs, hidden]).
-    let mut y = Vec::with_capacity(d.seq * state_len);
+    let mut y = Vec::with_capacity(d.seq * dirs * b * h);
     if bf {
         for bi in 0..b {
             for t in 0..d.seq {
@@ -255,8 +272,8 @@ pub(super) fn run<K: Cell, C: Scalar>(
     };
     let yh = gather(&|r| &r.1);
     let mut outs = vec![y, yh];
-    if K::HAS_C {
+    if has_c {
         outs.push(gather(&|r| &r.2));
     }
-    Ok(outs)
+    outs
 }

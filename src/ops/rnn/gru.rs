@@ -4,7 +4,7 @@
 //! product instead of before it.
 
 use super::driver::matmul_t;
-use super::spec::{common, Cell, Recurrent, Scalar, StepCtx};
+use super::spec::{Cell, CellKind, Recurrent, Scalar, StepCtx};
 use crate::error::Result;
 use crate::ir::{BuildContext, Operator};
 
@@ -15,12 +15,12 @@ pub(super) struct Gru {
 }
 
 pub(super) fn build(ctx: &BuildContext) -> Result<Box<dyn Operator>> {
-    Ok(Box::new(Recurrent {
-        common: common::<Gru>(ctx)?,
-        cell: Gru {
+    Ok(Box::new(Recurrent::new(
+        ctx,
+        Gru {
             linear_before_reset: ctx.attrs.int("linear_before_reset", 0)? != 0,
         },
-    }))
+    )?))
 }
 
 impl Cell for Gru {
@@ -28,6 +28,12 @@ impl Cell for Gru {
     const GATES: usize = 3;
     const ACTS: &'static [&'static str] = &["Sigmoid", "Tanh"];
     const HAS_C: bool = false;
+
+    fn kind(&self) -> CellKind {
+        CellKind::Gru {
+            linear_before_reset: self.linear_before_reset,
+        }
+    }
 
     fn step<C: Scalar>(
         &self,

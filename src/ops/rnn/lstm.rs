@@ -3,7 +3,7 @@
 //! f (gates), g (cell input) and h (output), defaults Sigmoid, Tanh, Tanh.
 
 use super::driver::matmul_t;
-use super::spec::{common, Cell, Recurrent, Scalar, StepCtx};
+use super::spec::{Cell, CellKind, Recurrent, Scalar, StepCtx};
 use crate::error::Result;
 use crate::ir::{BuildContext, Operator};
 
@@ -14,12 +14,12 @@ pub(super) struct Lstm {
 }
 
 pub(super) fn build(ctx: &BuildContext) -> Result<Box<dyn Operator>> {
-    Ok(Box::new(Recurrent {
-        common: common::<Lstm>(ctx)?,
-        cell: Lstm {
+    Ok(Box::new(Recurrent::new(
+        ctx,
+        Lstm {
             input_forget: ctx.attrs.int("input_forget", 0)? != 0,
         },
-    }))
+    )?))
 }
 
 impl Cell for Lstm {
@@ -27,6 +27,12 @@ impl Cell for Lstm {
     const GATES: usize = 4;
     const ACTS: &'static [&'static str] = &["Sigmoid", "Tanh", "Tanh"];
     const HAS_C: bool = true;
+
+    fn kind(&self) -> CellKind {
+        CellKind::Lstm {
+            input_forget: self.input_forget,
+        }
+    }
 
     fn step<C: Scalar>(
         &self,

@@ -2,7 +2,7 @@
 //! (default f = Tanh).
 
 use super::driver::matmul_t;
-use super::spec::{common, Cell, Recurrent, Scalar, StepCtx};
+use super::spec::{Cell, CellKind, Recurrent, Scalar, StepCtx};
 use crate::error::Result;
 use crate::ir::{BuildContext, Operator};
 
@@ -11,10 +11,7 @@ use crate::ir::{BuildContext, Operator};
 pub(super) struct Simple;
 
 pub(super) fn build(ctx: &BuildContext) -> Result<Box<dyn Operator>> {
-    Ok(Box::new(Recurrent {
-        common: common::<Simple>(ctx)?,
-        cell: Simple,
-    }))
+    Ok(Box::new(Recurrent::new(ctx, Simple)?))
 }
 
 impl Cell for Simple {
@@ -22,6 +19,10 @@ impl Cell for Simple {
     const GATES: usize = 1;
     const ACTS: &'static [&'static str] = &["Tanh"];
     const HAS_C: bool = false;
+
+    fn kind(&self) -> CellKind {
+        CellKind::Simple
+    }
 
     fn step<C: Scalar>(
         &self,

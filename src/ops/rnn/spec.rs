@@ -5,6 +5,7 @@
 
 use super::activation::{self, Act};
 use super::driver;
+use super::fast::{self, Prepared};
 use crate::error::{Error, Result};
 use crate::ir::{BuildContext, Fact, InferInput, Operator};
 use crate::ops::util::{fact, input, opt_fact, opt_input};
@@ -59,6 +60,9 @@ pub(super) trait Cell: Send + Sync + Debug + 'static {
     /// Whether the cell has a cell state (LSTM: initial_c, peepholes, Y_c).
     const HAS_C: bool;
 
+    /// Which cell this is, with its own attributes (for the f32 fast path).
+    fn kind(&self) -> CellKind;
+
     /// One time step for every batch row: `xw` holds `X_t·Wᵀ + Wb`
     /// (`batch × gates·hidden`, may be overwritten), `h`/`c` the state in;
     /// writes the new state to `h_out`/`c_out` (`c` is empty without a cell
@@ -72,6 +76,42 @@ pub(super) trait Cell: Send + Sync + Debug + 'static {
         h_out: &mut [C],
         c_out: &mut [C],
     ) -> Result<()>;
+}
+
+/// The cells the f32 fast path knows, with their own attributes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum CellKind {
+    /// `RNN`.
+    Simple,
+    /// `GRU`.
+    Gru { linear_before_reset: bool },
+    /// `LSTM`.
+    Lstm { input_forget: bool },
+}
+
+impl CellKind {
+    /// Gates per hidden unit.
+    pub fn gates(self) -> usize {
+        match self {
+            CellKind::Simple => 1,
+            CellKind::Gru { .. } => 3,
+            CellKind::Lstm { .. } => 4,
+        }
+    }
+
+    /// Operator name.
+    pub fn op(self) -> &'static str {
+        match self {
+            CellKind::Simple => "RNN",
+            CellKind::Gru { .. } => "GRU",
+            CellKind::Lstm { .. } => "LSTM",
+        }
+    }
+
+    /// Whether the cell has a cell state.
+    pub fn has_c(self) -> bool {
+        matches!(self, CellKind::Lstm { .. })
+    }
 }
 
 /// The processing direction(s).
@@ -114,6 +154,21 @@ pub(super) struct Common {
 pub(super) struct Recurrent<K: Cell> {
     pub common: Common,
     pub cell: K,
+    /// Constant f32 W and R laid out for the fast path at build.
+    pub prepared: Option<Prepared>,
+}
+
+impl<K: Cell> Recurrent<K> {
+    /// Builds the node of `cell` from the build context.
+    pub(super) fn new(ctx: &BuildContext, cell: K) -> Result<Recurrent<K>> {
+        let common = common::<K>(ctx)?;
+        let prepared = Prepared::from_consts(cell.kind(), common.direction.count(), ctx);
+        Ok(Recurrent {
+            common,
+            cell,
+            prepared,
+        })
+    }
 }
 
 /// Reads the common attributes of a `K` node.
@@ -357,6 +412,7 @@ impl<K: Cell> Operator for Recurrent<K> {
                     .map(|(shape, data)| driver::to_tensor(K::OP, dtype, shape, data))
                     .collect()
             }
+            DType::F32 => wrap(fast::run::<K>(self, &d, inputs)?),
             _ => wrap(driver::run::<K, f32>(self, &d, inputs)?),
         }
     }
