@@ -33,9 +33,9 @@ pub(crate) fn par_outputs<T: Send>(
         f(0, out);
         return;
     }
-    let tasks = (threads * 4).min(n);
-    let per = n.div_ceil(tasks);
+    let per = n.div_ceil(super::util::task_count(n, threads));
     out.par_chunks_mut(per)
+        .with_max_len(1)
         .enumerate()
         .for_each(|(i, chunk)| f(i * per, chunk));
 }

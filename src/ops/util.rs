@@ -207,6 +207,24 @@ pub fn with_thread_cap<R>(cap: usize, f: impl FnOnce() -> R) -> R {
 /// Minimum work items per parallel task, so tiny operators stay on one thread.
 pub const MIN_PARALLEL_GRAIN: usize = 1 << 14;
 
+/// Tasks per thread a parallel kernel splits its work into, where the work
+/// is large enough. More tasks than threads make the split robust to a
+/// preempted thread (another process took its core): rayon's work stealing
+/// lets the running threads take the tasks it has not started, so the
+/// join waits only for the one task it is in, not for its whole share.
+/// The split depends on the thread count only in where outputs are cut,
+/// never in how any element is computed, so results stay bit-identical.
+pub const TASKS_PER_THREAD: usize = 4;
+
+/// Tasks for `items` independent work items on `threads` threads:
+/// [`TASKS_PER_THREAD`] per thread, at most one per item, at least one.
+pub fn task_count(items: usize, threads: usize) -> usize {
+    if threads <= 1 {
+        return 1;
+    }
+    threads.saturating_mul(TASKS_PER_THREAD).min(items).max(1)
+}
+
 /// Splits `out` into contiguous chunks of whole rows of `row` elements and
 /// fills them in parallel on the current rayon pool: `f(first_row, chunk)`.
 /// Each output element is written by exactly one call, so the result does not
@@ -220,9 +238,12 @@ pub fn par_rows<T: Send>(out: &mut [T], row: usize, f: impl Fn(usize, &mut [T]) 
         f(0, out);
         return;
     }
-    let tasks = (threads * 4).min(rows);
-    let rows_per = rows.div_ceil(tasks);
+    let rows_per = rows.div_ceil(task_count(rows, threads));
+    // One rayon job per chunk (`with_max_len(1)`): left to rayon's
+    // adaptive splitting, a thread would take runs of chunks as one job,
+    // and a preempted thread would hold the chunks of its run.
     out.par_chunks_mut(rows_per * row)
+        .with_max_len(1)
         .enumerate()
         .for_each(|(i, chunk)| f(i * rows_per, chunk));
 }
@@ -239,10 +260,11 @@ pub fn par_spans<T: Send>(out: &mut [T], f: impl Fn(usize, &mut [T]) + Sync) {
     }
     let span = out
         .len()
-        .div_ceil(threads * 4)
+        .div_ceil(task_count(out.len(), threads))
         .next_multiple_of(1024)
         .max(MIN_PARALLEL_GRAIN);
     out.par_chunks_mut(span)
+        .with_max_len(1)
         .enumerate()
         .for_each(|(i, chunk)| f(i * span, chunk));
 }
@@ -315,6 +337,63 @@ mod tests {
             });
             assert_eq!(calls.into_inner(), 1);
         });
+    }
+
+    /// Runs `split` on a 2-thread pool, whose first task stalls as a
+    /// preempted thread would, and returns (tasks, tasks run by a thread
+    /// other than the stalled one). `split` calls its argument once per
+    /// task with the task's first item.
+    fn with_a_stalled_thread(split: impl Fn(&(dyn Fn(usize) + Sync)) + Sync) -> (usize, usize) {
+        use std::sync::Mutex;
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(2)
+            .build()
+            .unwrap();
+        let ran: Mutex<Vec<(usize, Option<usize>)>> = Mutex::new(Vec::new());
+        pool.install(|| {
+            split(&|first| {
+                if first == 0 {
+                    std::thread::sleep(std::time::Duration::from_millis(150));
+                }
+                let thread = rayon::current_thread_index();
+                ran.lock().unwrap().push((first, thread));
+            })
+        });
+        let ran = ran.into_inner().unwrap();
+        let stalled = ran.iter().find(|r| r.0 == 0).unwrap().1;
+        (ran.len(), ran.iter().filter(|r| r.1 != stalled).count())
+    }
+
+    /// Work is split into more tasks than threads, and while one thread is
+    /// held up (preempted) in its first task the other takes every task it
+    /// had not started: the join waits for one task, not half the work.
+    #[test]
+    fn a_stalled_threads_share_is_taken_by_the_other() {
+        let (tasks, others) = with_a_stalled_thread(|task| {
+            let mut v = vec![0u8; 1 << 16];
+            par_rows(&mut v, 64, |first, _| task(first));
+        });
+        assert_eq!(tasks, task_count(1 << 10, 2));
+        assert_eq!(tasks, 2 * TASKS_PER_THREAD);
+        assert_eq!(others, tasks - 1);
+        let (tasks, others) = with_a_stalled_thread(|task| {
+            let mut v = vec![0f32; 1 << 17];
+            par_spans(&mut v, |first, _| task(first));
+        });
+        assert!(tasks >= 4, "{tasks}");
+        assert_eq!(others, tasks - 1);
+        let (tasks, others) = with_a_stalled_thread(|task| {
+            crate::ops::gemm::engine::par_for(16, task);
+        });
+        assert_eq!((tasks, others), (16, 15));
+    }
+
+    #[test]
+    fn task_counts() {
+        assert_eq!(task_count(1000, 1), 1);
+        assert_eq!(task_count(1000, 2), 8);
+        assert_eq!(task_count(3, 2), 3);
+        assert_eq!(task_count(0, 4), 1);
     }
 
     #[test]

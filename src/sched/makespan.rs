@@ -10,6 +10,10 @@
 //! [`PolicyConfig::speedup`](super::PolicyConfig::speedup)), so a wrong
 //! guess corrects itself: the plan that ran is measured and compared again
 //! at the next fork.
+//!
+//! On cores of different capacity (big and little), each pool's estimate is
+//! scaled by how much slower its cores are than those serial execution
+//! would run on (see [`check`]'s `slowdown`).
 
 use super::policy::{Decision, PoolPlan};
 
@@ -19,13 +23,31 @@ pub type SiblingSeconds<'a> = &'a dyn Fn(usize, usize) -> f64;
 /// Estimated seconds until the last pool of `pools` finishes (each runs its
 /// siblings one after another on its CPUs), plus `overhead` for the fork.
 pub fn parallel_makespan(pools: &[PoolPlan], seconds_at: SiblingSeconds, overhead: f64) -> f64 {
+    scaled_makespan(pools, seconds_at, overhead, &[])
+}
+
+/// [`parallel_makespan`] with pool `i`'s siblings taking `slowdown[i]`
+/// times their estimate (1 where `slowdown` has no entry).
+pub fn scaled_makespan(
+    pools: &[PoolPlan],
+    seconds_at: SiblingSeconds,
+    overhead: f64,
+    slowdown: &[f64],
+) -> f64 {
     let slowest = pools
         .iter()
-        .map(|p| {
-            p.siblings
-                .iter()
-                .map(|&s| seconds_at(s, p.cpus))
-                .sum::<f64>()
+        .enumerate()
+        .map(|(i, p)| {
+            let scale = slowdown
+                .get(i)
+                .copied()
+                .filter(|f| f.is_finite() && *f > 0.0)
+                .unwrap_or(1.0);
+            scale
+                * p.siblings
+                    .iter()
+                    .map(|&s| seconds_at(s, p.cpus))
+                    .sum::<f64>()
         })
         .fold(0.0, f64::max);
     slowest + overhead
@@ -39,16 +61,20 @@ pub fn serial_seconds(siblings: usize, threads: usize, seconds_at: SiblingSecond
 
 /// `decision`, unless it is parallel and not faster than serial execution
 /// of the `siblings` siblings on `serial_threads` threads: then serial.
+/// Estimates are for the cores serial execution runs on; pool `i` runs on
+/// cores `slowdown[i]` times slower than those (its mean capacity over
+/// theirs, inverted; empty on uniform cores).
 pub fn check(
     decision: Decision,
     siblings: usize,
     serial_threads: usize,
     seconds_at: SiblingSeconds,
     overhead: f64,
+    slowdown: &[f64],
 ) -> Decision {
     match decision {
         Decision::Parallel(pools)
-            if parallel_makespan(&pools, seconds_at, overhead)
+            if scaled_makespan(&pools, seconds_at, overhead, slowdown)
                 >= serial_seconds(siblings, serial_threads, seconds_at) =>
         {
             Decision::Serial {
@@ -80,7 +106,7 @@ mod tests {
         assert_eq!(parallel_makespan(&pools, &f, 0.0), 9.0);
         assert!((serial_seconds(2, 2, &f) - 10.0 / 1.7).abs() < 1e-12);
         assert_eq!(
-            check(Decision::Parallel(pools), 2, 2, &f, 0.0),
+            check(Decision::Parallel(pools), 2, 2, &f, 0.0, &[]),
             Decision::Serial { threads: 2 }
         );
     }
@@ -93,10 +119,10 @@ mod tests {
         let t = [1.0; 4];
         let pools = apportion(8.0, &t).unwrap();
         let d = Decision::Parallel(pools.clone());
-        assert_eq!(check(d.clone(), 4, 8, &model(&t, &cfg), 0.0), d);
+        assert_eq!(check(d.clone(), 4, 8, &model(&t, &cfg), 0.0, &[]), d);
         // A fork overhead larger than the gain makes it serial.
         assert_eq!(
-            check(d, 4, 8, &model(&t, &cfg), 0.2),
+            check(d, 4, 8, &model(&t, &cfg), 0.2, &[]),
             Decision::Serial { threads: 8 }
         );
     }
@@ -116,17 +142,52 @@ mod tests {
         };
         let pools = apportion(2.0, &t).unwrap();
         let d = Decision::Parallel(pools);
-        assert_eq!(check(d.clone(), 2, 2, &model(&t, &cfg), 0.0), d);
+        assert_eq!(check(d.clone(), 2, 2, &model(&t, &cfg), 0.0, &[]), d);
         assert_eq!(
-            check(d, 2, 2, &measured, 0.0),
+            check(d, 2, 2, &measured, 0.0, &[]),
             Decision::Serial { threads: 2 }
         );
+    }
+
+    #[test]
+    fn slow_cores_can_make_a_parallel_plan_lose() {
+        // Two equal siblings on 2 CPUs: on uniform cores parallel (1.0)
+        // beats serial on both (2/1.7 ≈ 1.18). With the second pool on a
+        // little core at a third of the big core's speed, it finishes
+        // after 3.0: serial on the big cores wins.
+        let cfg = PolicyConfig::for_cpus(2);
+        let t = [1.0, 1.0];
+        let d = Decision::Parallel(apportion(2.0, &t).unwrap());
+        let f = model(&t, &cfg);
+        assert_eq!(check(d.clone(), 2, 2, &f, 0.0, &[1.0, 1.0]), d);
+        assert_eq!(scaled_makespan(&d_pools(&d), &f, 0.0, &[1.0, 3.0]), 3.0);
+        assert_eq!(
+            check(d, 2, 2, &f, 0.0, &[1.0, 3.0]),
+            Decision::Serial { threads: 2 }
+        );
+    }
+
+    #[test]
+    fn missing_or_invalid_slowdowns_count_as_one() {
+        let t = [2.0, 1.0];
+        let f = |s: usize, _: usize| t[s];
+        let pools = apportion(2.0, &t).unwrap();
+        assert_eq!(scaled_makespan(&pools, &f, 0.5, &[]), 2.5);
+        assert_eq!(scaled_makespan(&pools, &f, 0.0, &[f64::NAN, -1.0]), 2.0);
+        assert_eq!(scaled_makespan(&pools, &f, 0.0, &[1.0, 4.0]), 4.0);
+    }
+
+    fn d_pools(d: &Decision) -> Vec<PoolPlan> {
+        match d {
+            Decision::Parallel(p) => p.clone(),
+            Decision::Serial { .. } => Vec::new(),
+        }
     }
 
     #[test]
     fn serial_decisions_pass_through() {
         let f = |_: usize, _: usize| 1.0;
         let d = Decision::Serial { threads: 3 };
-        assert_eq!(check(d.clone(), 2, 8, &f, 0.0), d);
+        assert_eq!(check(d.clone(), 2, 8, &f, 0.0, &[]), d);
     }
 }

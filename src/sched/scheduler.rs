@@ -196,13 +196,12 @@ impl Scheduler {
         if p != Placement::Auto {
             return p;
         }
+        let readings = self.monitor.readings();
         let reading = |m: Metric| {
-            self.monitor
-                .readings()
-                .into_iter()
-                .filter(|(metric, _, _)| *metric == m)
-                .map(|(_, _, v)| v)
-                .next()
+            readings
+                .iter()
+                .find(|(metric, _, _)| *metric == m)
+                .map(|&(_, _, v)| v)
         };
         p.resolve(reading(Metric::Battery), reading(Metric::Thermal))
     }
@@ -280,17 +279,54 @@ impl Scheduler {
             }
             Mode::Adaptive => self.adaptive_plan(n, band, available, nested, times),
         };
+        let fitted = self.fit_capacity(decision, times, nested);
         if !policy.makespan_check {
-            return self.fit_capacity(decision, times, nested);
+            return fitted;
         }
-        let checked = makespan::check(
-            decision,
+        let slowdown = self.pool_slowdowns(&fitted, serial_threads, nested);
+        makespan::check(
+            fitted,
             times.len(),
             serial_threads,
             seconds_at,
             policy.fork_overhead.max(measured_overhead.unwrap_or(0.0)),
-        );
-        self.fit_capacity(checked, times, nested)
+            &slowdown,
+        )
+    }
+
+    /// For the makespan check on cores of different capacity: how many
+    /// times slower each pool of a top-level parallel `decision` runs than
+    /// serial execution on `serial_threads` threads would, from the mean
+    /// capacity of the cores the placement gives each (pools take the
+    /// placed cores in order, as the executor hands them out). Empty (all
+    /// 1) on uniform cores, for nested forks and serial decisions.
+    fn pool_slowdowns(&self, decision: &Decision, serial_threads: usize, nested: bool) -> Vec<f64> {
+        let plans = match decision {
+            Decision::Parallel(plans) if !nested && !self.topology.is_uniform() => plans,
+            _ => return Vec::new(),
+        };
+        let placement = self.placement_now();
+        let mean = |cpus: &[usize]| {
+            let sum: f64 = cpus.iter().map(|&c| self.topology.capacity_of(c)).sum();
+            sum / cpus.len().max(1) as f64
+        };
+        let reference = mean(&self.place(placement, serial_threads.max(1)));
+        let total: usize = plans.iter().map(|p| p.cpus).sum();
+        let cpus = self.place(placement, total);
+        let mut at = 0;
+        plans
+            .iter()
+            .map(|p| {
+                let end = (at + p.cpus).min(cpus.len());
+                let own = mean(&cpus[at.min(end)..end]);
+                at = end;
+                if own > 0.0 && reference > 0.0 {
+                    reference / own
+                } else {
+                    1.0
+                }
+            })
+            .collect()
     }
 
     /// On cores of different capacity, a top-level parallel decision's
@@ -543,6 +579,48 @@ mod tests {
             decide(Some(1e-3)),
             Decision::Serial { threads: 2 }
         ));
+    }
+
+    /// The makespan check counts a pool's cores at their capacity: two
+    /// equal siblings fork on two equal cores, but not when the second
+    /// core runs at a quarter of the first's speed (its sibling would take
+    /// 4× longer than on the fast core; serial on both finishes first).
+    #[test]
+    fn the_makespan_check_counts_core_capacity() {
+        let allowed = crate::load::allowed::allowed_cpus();
+        assert!(!allowed.is_empty());
+        if allowed.len() < 2 {
+            return; // No second core to place a pool on (CI has two).
+        }
+        let with_caps = |caps: [f64; 2]| {
+            let cluster = |cpu: usize, capacity: f64| crate::load::topology::Cluster {
+                cpus: vec![cpu],
+                capacity,
+                max_khz: None,
+                active_power: None,
+                standby_power: None,
+            };
+            let config = SchedulerConfig {
+                policy: PolicyConfig::for_cpus(2),
+                placement: Placement::Performance,
+                topology: Some(Topology {
+                    clusters: vec![cluster(allowed[0], caps[0]), cluster(allowed[1], caps[1])],
+                    source: crate::load::topology::TopologySource::Table,
+                }),
+                ..SchedulerConfig::default()
+            };
+            Scheduler::new(config, LoadMonitor::fixed(0.0)).unwrap()
+        };
+        let t = [1e-3, 1e-3];
+        let decide = |s: &Scheduler| {
+            let at = |i: usize, k: usize| t[i] / s.config().policy.speedup(k);
+            s.decide(0.0, Band::Low, 2, false, &t, &at, None)
+        };
+        let equal = with_caps([1.0, 0.999]);
+        assert!(!equal.topology().is_uniform());
+        assert!(matches!(decide(&equal), Decision::Parallel(_)));
+        let big_little = with_caps([1.0, 0.25]);
+        assert_eq!(decide(&big_little), Decision::Serial { threads: 2 });
     }
 
     /// An exploring run gets the option the makespan check turned down:

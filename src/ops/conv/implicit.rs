@@ -219,6 +219,8 @@ impl Split {
     fn new(positions: usize, m: usize, threads: usize) -> Self {
         let q_blocks = positions.div_ceil(NQ);
         let c_blocks = m.div_ceil(MB);
+        // Two tasks per thread, not `TASKS_PER_THREAD`: every band copies
+        // its halo rows again, so finer bands cost copies on an idle device.
         let target = if threads <= 1 { 1 } else { threads * 2 };
         let bands = target.min(q_blocks / Self::MIN_BAND_BLOCKS).max(1);
         let groups = target.div_ceil(bands).min(c_blocks).max(1);

@@ -176,7 +176,7 @@ impl Products<'_> {
             assert!(self.bias.is_none_or(|b| b.len() >= at.bias + rows));
             assert!(self.packed.len() >= (at.w + 1) * panels * k * MR);
         }
-        let want = 4 * crate::ops::util::op_threads();
+        let want = crate::ops::util::TASKS_PER_THREAD * crate::ops::util::op_threads();
         let epi = Epilogue::of(self.act);
         let yp = SendPtr(y.as_mut_ptr());
         if in_place {

@@ -72,11 +72,12 @@ impl Product<'_> {
         let threads = op_threads();
         // Split columns first (each panel is packed once per task), then rows
         // when there are too few panels to keep every thread busy.
-        let col_tasks = panels.min(threads * 4).max(1);
+        let want = threads * crate::ops::util::TASKS_PER_THREAD;
+        let col_tasks = panels.min(want).max(1);
         let row_tasks = if panels >= threads * 2 {
             1
         } else {
-            blocks.min((threads * 4).div_ceil(col_tasks)).max(1)
+            blocks.min(want.div_ceil(col_tasks)).max(1)
         };
         let task = |t: usize| {
             let (ct, rt) = (t / row_tasks, t % row_tasks);
