@@ -237,7 +237,7 @@ fn attn_feeds(a: &Attn) -> Vec<(&'static str, Tensor)> {
                 if i % 5 == 3 {
                     f32::MIN
                 } else {
-                    -(i % 3) as f32
+                    -((i % 3) as f32)
                 }
             })
             .collect();
