@@ -38,11 +38,13 @@ pub fn scaled_makespan(
         .iter()
         .enumerate()
         .map(|(i, p)| {
-            let scale = slowdown
-                .get(i)
-                .copied()
-                .filter(|f| f.is_finite() && *f > 0.0)
-                .unwrap_or(1.0);
+            // Matched by reference: an `Option<f64>` None carries an
+            // uninitialised payload that optimised code may branch on
+            // (valgrind flags it).
+            let scale = match slowdown.get(i) {
+                Some(&f) if f.is_finite() && f > 0.0 => f,
+                _ => 1.0,
+            };
             scale
                 * p.siblings
                     .iter()
