@@ -54,6 +54,7 @@ pub(crate) fn gelu_erf_f32(x: f32) -> f32 {
 }
 
 multiversion! {
+    wide
     /// `dst[i] = gelu(src[i])`; the slices have equal lengths.
     fn gelu_slice(src: &[f32], dst: &mut [f32]) {
         for (d, &x) in dst.iter_mut().zip(src) {

@@ -25,6 +25,16 @@ pub(crate) struct Pre<'a> {
     pub mask: Option<&'a [f32]>,
 }
 
+/// `1 / k` when it is exact and dividing by `k` rounds exactly as
+/// multiplying by it does: `k` a power of two whose reciprocal is a normal
+/// number (attention's `√d` for d = 64 is 8).
+#[inline(always)]
+fn exact_reciprocal(k: f32) -> Option<f32> {
+    let bits = k.abs().to_bits();
+    let exponent = (bits >> 23) as i32 - 127;
+    (bits & 0x7f_ffff == 0 && (-126..=126).contains(&exponent)).then(|| 1.0 / k)
+}
+
 /// The sum of a slice over eight interleaved partial sums, combined
 /// pairwise in a fixed order.
 #[inline(always)]
@@ -77,11 +87,16 @@ fn sum_exp8(d: &[f32], max: f32) -> f32 {
 }
 
 multiversion! {
+    wide
     /// Softmax (or, with `log`, LogSoftmax) of row `s` into `d` (same
     /// length), after the `pre` transform.
     pub(crate) fn softmax_row(s: &[f32], d: &mut [f32], log: bool, pre: Pre<'_>) {
         match (pre.scale, pre.divide) {
-            (Some(k), true) => d.iter_mut().zip(s).for_each(|(o, &v)| *o = v / k),
+            (Some(k), true) => match exact_reciprocal(k) {
+                // x / 2^e and x · 2^-e are the same correctly rounded value.
+                Some(r) => d.iter_mut().zip(s).for_each(|(o, &v)| *o = v * r),
+                None => d.iter_mut().zip(s).for_each(|(o, &v)| *o = v / k),
+            },
             (Some(k), false) => d.iter_mut().zip(s).for_each(|(o, &v)| *o = v * k),
             (None, _) => d.copy_from_slice(s),
         }
@@ -158,6 +173,35 @@ mod tests {
                     assert!((*g as f64 - w).abs() <= tol, "n {n}, log {log}: {g} vs {w}");
                 }
             }
+        }
+    }
+
+    /// Dividing by a power of two is done as a multiply, with the same bits
+    /// as the division for every input, subnormals and huge values included;
+    /// other divisors keep the division.
+    #[test]
+    fn power_of_two_divisors_multiply_with_the_same_bits() {
+        for k in [8.0f32, 0.125, -4.0, 2f32.powi(126), 2f32.powi(-126)] {
+            let r = exact_reciprocal(k).expect("a power of two");
+            for bits in (0u32..u32::MAX).step_by(65_537) {
+                let v = f32::from_bits(bits);
+                let (a, b) = (v / k, v * r);
+                assert!(
+                    a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan()),
+                    "{v} / {k}"
+                );
+            }
+        }
+        for k in [
+            3.0f32,
+            8.5,
+            0.0,
+            f32::INFINITY,
+            f32::NAN,
+            2f32.powi(127),
+            2f32.powi(-127),
+        ] {
+            assert_eq!(exact_reciprocal(k), None, "{k}");
         }
     }
 

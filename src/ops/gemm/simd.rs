@@ -27,9 +27,59 @@ pub(crate) fn has_avx2_fma() -> bool {
     has_avx2() && std::arch::is_x86_feature_detected!("fma")
 }
 
+/// True when the CPU supports the AVX-512 subsets the wide builds enable
+/// (F, BW, DQ, VL).
+#[cfg(target_arch = "x86_64")]
+pub(crate) fn has_avx512_wide() -> bool {
+    std::arch::is_x86_feature_detected!("avx512f")
+        && std::arch::is_x86_feature_detected!("avx512bw")
+        && std::arch::is_x86_feature_detected!("avx512dq")
+        && std::arch::is_x86_feature_detected!("avx512vl")
+}
+
 /// Defines a function whose body is compiled both for the baseline target and
-/// with AVX2 enabled; the AVX2 build runs when the CPU has it.
+/// with AVX2 enabled; the AVX2 build runs when the CPU has it. Written as
+/// `multiversion! { wide fn ... }`, the body is also compiled with AVX-512
+/// (16 f32 lanes), for compute-bound loops such as the transcendental
+/// kernels (GELU, Softmax, normalisation rows): the same plain operations
+/// in wider vectors, so every build gives the same bits.
 macro_rules! multiversion {
+    (
+        wide
+        $(#[$meta:meta])*
+        $vis:vis fn $name:ident $(<$($gen:ident : $bound:path),*>)? ($($arg:ident : $ty:ty),* $(,)?) $(-> $ret:ty)?
+        $body:block
+    ) => {
+        $(#[$meta])*
+        #[allow(clippy::too_many_arguments)]
+        $vis fn $name $(<$($gen: $bound),*>)? ($($arg: $ty),*) $(-> $ret)? {
+            #[inline(always)]
+            #[allow(clippy::too_many_arguments)]
+            fn body $(<$($gen: $bound),*>)? ($($arg: $ty),*) $(-> $ret)? $body
+            #[cfg(target_arch = "x86_64")]
+            {
+                #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl")]
+                #[allow(clippy::too_many_arguments)]
+                unsafe fn avx512 $(<$($gen: $bound),*>)? ($($arg: $ty),*) $(-> $ret)? {
+                    body($($arg),*)
+                }
+                #[target_feature(enable = "avx2")]
+                #[allow(clippy::too_many_arguments)]
+                unsafe fn avx2 $(<$($gen: $bound),*>)? ($($arg: $ty),*) $(-> $ret)? {
+                    body($($arg),*)
+                }
+                if $crate::ops::gemm::simd::has_avx512_wide() {
+                    // SAFETY: the CPU supports these AVX-512 subsets (checked just above).
+                    return unsafe { avx512($($arg),*) };
+                }
+                if $crate::ops::gemm::simd::has_avx2() {
+                    // SAFETY: the CPU supports AVX2 (checked just above).
+                    return unsafe { avx2($($arg),*) };
+                }
+            }
+            body($($arg),*)
+        }
+    };
     (
         $(#[$meta:meta])*
         $vis:vis fn $name:ident $(<$($gen:ident : $bound:path),*>)? ($($arg:ident : $ty:ty),* $(,)?) $(-> $ret:ty)?

@@ -169,6 +169,7 @@ fn per_column<T: Float, C: Real>(
 }
 
 multiversion! {
+    wide
     /// One float32 row: `o = (x − mean) · (inv · scale) + bias`.
     fn affine_row_f32(x: &[f32], o: &mut [f32], mean: f32, inv: f32, scale: &[f32], bias: Option<&[f32]>) {
         match bias {
