@@ -11,7 +11,7 @@
 //! turns the exporters' Div/Erf/Add/Mul/Mul chains into it.
 
 mod clip;
-mod gelu;
+pub(crate) mod gelu;
 mod pointwise;
 mod prelu;
 mod softmax;

@@ -1,15 +1,18 @@
 //! Load-time fusions: BatchNormalization folded into the Conv before it,
 //! per-channel Mul/Add folded into the Conv or BatchNormalization before
 //! them ([`affine`]), and simple activations (Relu, LeakyRelu, Clip, Sigmoid,
-//! HardSwish, Tanh) fused into the Conv, Gemm, BatchNormalization, Add or
-//! Sum that produces their input, so the activation is applied while the
+//! HardSwish, Tanh, the erf Gelu) fused into the Conv, Gemm, MatMul,
+//! BatchNormalization, Add or Sum that produces their input, so the activation is applied while the
 //! output is still in cache; before that, residual Adds fused into the
 //! Conv producing one addend ([`residual`]). Transformer chains: the erf
 //! GELU written out as Div/Erf/Add/Mul/Mul becomes one Gelu ([`gelu`]);
-//! attention's scale and mask fold into the Softmax ([`softmax`]).
+//! attention's scale and mask fold into the Softmax ([`softmax`]); a
+//! linear layer's bias Add folds into its MatMul ([`bias`]), which can then
+//! take the activation (GELU included) too.
 //! Only float32 data is fused.
 
 mod affine;
+mod bias;
 mod gelu;
 mod qdq;
 mod residual;
@@ -84,6 +87,7 @@ pub fn fuse(graph: &mut Graph, facts: &Facts) -> Result<()> {
     changed.extend(residual::fuse_residual_adds(graph, facts));
     changed.extend(gelu::fuse_gelus(graph, facts));
     changed.extend(softmax::fuse_softmax_inputs(graph, facts));
+    changed.extend(bias::fuse_matmul_biases(graph, facts));
     changed.extend(fuse_activations(graph, facts));
     changed.sort_unstable();
     changed.dedup();
@@ -225,6 +229,7 @@ fn activation_attrs(graph: &Graph, a: usize) -> Option<Vec<(String, Attribute)>>
     };
     Some(match node.op_type.as_str() {
         "Relu" | "Sigmoid" | "HardSwish" | "Tanh" => vec![name(&node.op_type)],
+        "Gelu" if node.attrs.string("approximate", "none").ok()? == "none" => vec![name("Gelu")],
         "LeakyRelu" => vec![
             name("LeakyRelu"),
             (
@@ -260,7 +265,7 @@ fn activation_attrs(graph: &Graph, a: usize) -> Option<Vec<(String, Attribute)>>
     })
 }
 
-/// Conv/Gemm/BatchNormalization/Add/Sum → activation (the producer's output
+/// Conv/Gemm/MatMul/BatchNormalization/Add/Sum → activation (the producer's output
 /// read only by it; see [`takes_activation`]) becomes
 /// one node with the activation as an attribute.
 fn fuse_activations(graph: &mut Graph, facts: &Facts) -> Vec<String> {
@@ -278,7 +283,8 @@ fn fuse_activations(graph: &mut Graph, facts: &Facts) -> Vec<String> {
 
 /// Whether node `p` can take a fused activation: Conv, Gemm and
 /// BatchNormalization with float32 weights (the fused kernels apply
-/// activations to f32 data), and two-input Add/Sum of float32 values.
+/// activations to f32 data), and two-input Add/Sum and MatMul of float32
+/// values.
 fn takes_activation(graph: &Graph, facts: &Facts, p: usize) -> Option<()> {
     let producer = &graph.nodes[p];
     if !producer.domain.is_empty()
@@ -292,6 +298,11 @@ fn takes_activation(graph: &Graph, facts: &Facts, p: usize) -> Option<()> {
             graph
                 .constant((*producer.inputs.get(1)?)?)?
                 .array::<f32>()?;
+        }
+        "MatMul" => {
+            let y = producer.outputs[0]?;
+            let fact = facts.get(y)?.as_ref()?;
+            (fact.dtype == DType::F32).then_some(())?;
         }
         "Add" | "Sum" => {
             if producer.inputs.len() != 2 || producer.inputs.iter().any(Option::is_none) {

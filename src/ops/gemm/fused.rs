@@ -1,10 +1,11 @@
-//! The activation a load-time fusion may attach to Conv or Gemm through the
+//! The activation a load-time fusion may attach to Conv, Gemm or MatMul through the
 //! internal string attribute `activation` (with `activation_alpha`,
 //! `activation_min`, `activation_max`), applied in place to each output block
 //! right after it is computed, while it is still in cache.
 
 use crate::error::Result;
 use crate::ir::attributes::Attributes;
+use crate::ops::activation::gelu::gelu_erf_f32;
 use crate::ops::gemm::simd::multiversion;
 use crate::ops::unary::kernel::{sigmoid_f32, tanh_f32};
 use num_traits::Float;
@@ -20,6 +21,7 @@ macro_rules! by_kind {
             Activation::Sigmoid => $each!(Activation::Sigmoid),
             Activation::HardSwish => $each!(Activation::HardSwish),
             Activation::Tanh => $each!(Activation::Tanh),
+            Activation::Gelu => $each!(Activation::Gelu),
         }
     };
 }
@@ -39,6 +41,8 @@ pub(crate) enum Activation {
     HardSwish,
     /// `tanh(x)`.
     Tanh,
+    /// The exact (erf) GELU, `x · ½ · (1 + erf(x / √2))`.
+    Gelu,
 }
 
 impl Activation {
@@ -58,12 +62,13 @@ impl Activation {
             "Sigmoid" => Activation::Sigmoid,
             "HardSwish" => Activation::HardSwish,
             "Tanh" => Activation::Tanh,
+            "Gelu" => Activation::Gelu,
             other => {
                 return Err(attrs.error(
                     "activation",
                     format!(
                         "unsupported fused activation {other:?} \
-                         (expected Relu, LeakyRelu, Clip, Sigmoid, HardSwish or Tanh)"
+                         (expected Relu, LeakyRelu, Clip, Sigmoid, HardSwish, Tanh or Gelu)"
                     ),
                 ))
             }
@@ -112,6 +117,7 @@ impl Activation {
                 x * g
             }
             Activation::Tanh => x.tanh_fast(),
+            Activation::Gelu => x.gelu_erf(),
         }
     }
 
@@ -146,6 +152,7 @@ impl Activation {
 const ACTIVATE_BLOCK: usize = 32;
 
 multiversion! {
+    wide
     /// `xs[i] = act(xs[i] + bias)`, or `act(xs[i])` without a bias.
     fn activate<T: ActivationFloat>(act: Activation, xs: &mut [T], bias: Option<T>) {
         // One loop per kind and bias, so each is specialised and can vectorise.
@@ -195,6 +202,9 @@ pub(crate) trait ActivationFloat: Float {
     fn sigmoid(self) -> Self;
     /// `tanh(x)`.
     fn tanh_fast(self) -> Self;
+    /// The erf GELU (for f32 the standalone Gelu operator's kernel, so a
+    /// fused and an unfused GELU give the same bits).
+    fn gelu_erf(self) -> Self;
 }
 
 impl ActivationFloat for f32 {
@@ -210,6 +220,10 @@ impl ActivationFloat for f32 {
     fn tanh_fast(self) -> f32 {
         tanh_f32(self)
     }
+    #[inline(always)]
+    fn gelu_erf(self) -> f32 {
+        gelu_erf_f32(self)
+    }
 }
 
 impl ActivationFloat for f64 {
@@ -224,5 +238,9 @@ impl ActivationFloat for f64 {
     #[inline(always)]
     fn tanh_fast(self) -> f64 {
         self.tanh()
+    }
+    #[inline(always)]
+    fn gelu_erf(self) -> f64 {
+        0.5 * self * (1.0 + libm::erf(self * std::f64::consts::FRAC_1_SQRT_2))
     }
 }

@@ -141,7 +141,7 @@ impl GemmOp {
 
     fn float_gemm<T: GemmFloat>(&self, a: &[T], b: &[T], c: Option<&[T]>, d: Dims) -> Vec<T> {
         let Dims { m, k, n, .. } = d;
-        let mut out = vec![T::zero(); m * n];
+        let mut out = super::matmul::fresh_output::<T>(m * n, k);
         let am = if self.trans_a {
             Mat {
                 ptr: a.as_ptr(),

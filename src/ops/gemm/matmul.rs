@@ -1,8 +1,15 @@
 //! `MatMul`: numpy-style matrix product with broadcast batch dimensions and
 //! 1-D operands promoted (and their unit dimension removed from the result).
 //! A batch that shares one B is folded into a single taller product.
+//!
+//! A load-time fusion (`graph::fuse`) may give a float32 MatMul a bias
+//! along the last axis (attribute `fused_bias = 1`, the bias as input 2:
+//! the `Add` after a linear layer) and an activation (see `fused`), both
+//! applied to each output block right after it is computed, with the same
+//! roundings as the separate nodes.
 
-use super::engine::{Batched, GemmFloat, Mat, SendPtr};
+use super::engine::{Batched, Block, GemmFloat, Mat, SendPtr};
+use super::fused::Activation;
 use super::int::{int_matmul, IntElem};
 use super::{checked_product, contiguous, from_f32_vec, to_f32_vec};
 use crate::error::{Error, Result};
@@ -18,6 +25,10 @@ const OP: &str = "MatMul";
 struct MatMulOp {
     /// A constant half-precision B, converted to f32 once at build.
     b_f32: Option<Vec<f32>>,
+    /// Whether a fused bias comes as input 2.
+    bias: bool,
+    /// A fused activation.
+    act: Option<Activation>,
 }
 
 pub(super) fn build(ctx: &BuildContext) -> Result<Box<dyn Operator>> {
@@ -25,7 +36,27 @@ pub(super) fn build(ctx: &BuildContext) -> Result<Box<dyn Operator>> {
         Some(t @ (Tensor::F16(_) | Tensor::BF16(_))) => Some(to_f32_vec(OP, t)?),
         _ => None,
     };
-    Ok(Box::new(MatMulOp { b_f32 }))
+    Ok(Box::new(MatMulOp {
+        b_f32,
+        bias: ctx.attrs.int("fused_bias", 0)? != 0,
+        act: Activation::from_attrs(ctx.attrs)?,
+    }))
+}
+
+/// What a fused MatMul applies to each output block: `+ bias` along the
+/// last axis, then the activation.
+#[derive(Clone, Copy)]
+pub(crate) struct Epilogue<'a> {
+    /// One value per output column.
+    pub bias: Option<&'a [f32]>,
+    /// The activation after the bias.
+    pub act: Option<Activation>,
+}
+
+impl Epilogue<'_> {
+    fn is_empty(&self) -> bool {
+        self.bias.is_none() && self.act.is_none()
+    }
 }
 
 /// The product's layout: `batches` products of m×k by k×n, with the element
@@ -165,11 +196,42 @@ pub(crate) fn plan(a: &[usize], b: &[usize]) -> Result<Plan> {
 
 /// Runs a float plan: returns the row-major output data.
 pub(crate) fn float_matmul<T: GemmFloat>(p: &Plan, a: &[T], b: &[T]) -> Vec<T> {
+    float_matmul_fused(
+        p,
+        a,
+        b,
+        Epilogue {
+            bias: None,
+            act: None,
+        },
+    )
+}
+
+/// Runs an f32 plan with a fused epilogue (the bias has `p.n` values).
+fn float_matmul_fused<T: GemmFloat>(p: &Plan, a: &[T], b: &[T], fused: Epilogue<'_>) -> Vec<T> {
     let batches = p.a_offs.len();
     let (m, k, n) = (p.m, p.k, p.n);
-    let mut out = vec![T::zero(); batches * m * n];
+    let mut out = fresh_output::<T>(batches * m * n, k);
     let outp = SendPtr(out.as_mut_ptr());
     let (ap, bp) = (Mat::row_major(a.as_ptr(), k), Mat::row_major(b.as_ptr(), n));
+    let bias: Option<Vec<T>> = fused
+        .bias
+        .map(|v| v.iter().map(|&x| T::cast_f32(x)).collect());
+    let epi = |blk: Block| {
+        for i in blk.r0..blk.r1 {
+            let start = blk.batch * m * n + i * n + blk.c0;
+            // SAFETY: the block's rows and columns belong to this task alone.
+            let row = unsafe { outp.slice(start, blk.c1 - blk.c0) };
+            if let Some(bias) = &bias {
+                for (v, &b) in row.iter_mut().zip(&bias[blk.c0..blk.c1]) {
+                    *v = *v + b;
+                }
+            }
+            if let Some(act) = fused.act {
+                act.apply(row);
+            }
+        }
+    };
     let job = Batched {
         batches,
         m,
@@ -180,10 +242,21 @@ pub(crate) fn float_matmul<T: GemmFloat>(p: &Plan, a: &[T], b: &[T]) -> Vec<T> {
         a: &|i| ap.offset(p.a_offs[i]),
         b: &|i| bp.offset(p.b_offs[i]),
         c: &|i| outp.offset(i * m * n),
-        epilogue: None,
+        epilogue: (!fused.is_empty()).then_some(&epi as &(dyn Fn(Block) + Sync)),
     };
     // SAFETY: the plan's sizes and offsets lie inside `a`, `b` and `out`.
     unsafe { job.run() };
+    out
+}
+
+/// An output buffer the product overwrites: recycled (no zero-fill, no
+/// fresh pages to fault in on every run), zeroed only when the inner
+/// dimension is empty and the product writes nothing.
+pub(crate) fn fresh_output<T: GemmFloat>(len: usize, k: usize) -> Vec<T> {
+    let mut out = T::take_buffer(len);
+    if k == 0 {
+        out.fill(T::zero());
+    }
     out
 }
 
@@ -231,6 +304,53 @@ fn check_types(a: DType, b: DType) -> Result<()> {
     Ok(())
 }
 
+impl MatMulOp {
+    /// A float32 product with the fused bias and activation.
+    fn run_fused(
+        &self,
+        p: &Plan,
+        a: &Tensor,
+        b: &Tensor,
+        inputs: &[Option<&Tensor>],
+    ) -> Result<Tensor> {
+        let (Tensor::F32(x), Tensor::F32(y)) = (a, b) else {
+            return Err(Error::op(
+                OP,
+                format!(
+                    "a fused bias or activation needs float32 operands, found {}",
+                    a.dtype()
+                ),
+            ));
+        };
+        let bias = if self.bias {
+            match input(OP, inputs, 2)? {
+                Tensor::F32(v) if v.len() == p.n => Some(contiguous(v)),
+                t => {
+                    return Err(Error::op(
+                        OP,
+                        format!(
+                            "the fused bias must be float32 with {} values (one per column), found {} of shape {:?}",
+                            p.n,
+                            t.dtype(),
+                            t.shape()
+                        ),
+                    ))
+                }
+            }
+        } else {
+            None
+        };
+        let fused = Epilogue {
+            bias: bias.as_deref(),
+            act: self.act,
+        };
+        wrap(
+            &p.out,
+            float_matmul_fused(p, &contiguous(x), &contiguous(y), fused),
+        )
+    }
+}
+
 impl Operator for MatMulOp {
     fn cost_class(&self) -> OpClass {
         OpClass::MatMul
@@ -239,6 +359,15 @@ impl Operator for MatMulOp {
     fn infer(&self, inputs: &[InferInput]) -> Result<Vec<Fact>> {
         let (a, b) = (fact(OP, inputs, 0)?, fact(OP, inputs, 1)?);
         check_types(a.dtype, b.dtype)?;
+        if (self.bias || self.act.is_some()) && a.dtype != DType::F32 {
+            return Err(Error::op(
+                OP,
+                format!(
+                    "a fused bias or activation needs float32 operands, found {}",
+                    a.dtype
+                ),
+            ));
+        }
         Ok(vec![match (&a.shape, &b.shape) {
             (Some(sa), Some(sb)) => Fact::new(a.dtype, out_shape(sa, sb)?),
             _ => Fact::unknown_shape(a.dtype),
@@ -268,6 +397,9 @@ impl Operator for MatMulOp {
         let (a, b) = (input(OP, inputs, 0)?, input(OP, inputs, 1)?);
         check_types(a.dtype(), b.dtype())?;
         let p = plan(a.shape(), b.shape())?;
+        if self.bias || self.act.is_some() {
+            return self.run_fused(&p, a, b, inputs).map(|t| vec![t]);
+        }
         let out = match (a, b) {
             (Tensor::F32(x), Tensor::F32(y)) => {
                 wrap(&p.out, float_matmul(&p, &contiguous(x), &contiguous(y)))?

@@ -327,6 +327,24 @@ fn matmul_shapes_and_broadcasting() {
     }
 }
 
+/// Outputs come from the recycling pool: a buffer of the same length left
+/// dirty by an earlier tensor must not leak into a product, in particular
+/// one with an empty inner dimension, which writes nothing.
+#[test]
+fn matmul_output_ignores_recycled_contents() {
+    for round in 0..3 {
+        let dirty = Tensor::from_vec(&[3, 5], vec![7.5f32; 15]).unwrap();
+        crate::tensor::recycle::recycle(dirty);
+        let (a, b) = (rand_tensor(&[3, 0], 1), rand_tensor(&[0, 5], 2));
+        let out = run("MatMul", 13, &[], &[Some(&a), Some(&b)]).unwrap();
+        assert_eq!(out[0].to_f64_vec().unwrap(), vec![0.0; 15], "round {round}");
+        crate::tensor::recycle::recycle(Tensor::from_vec(&[3, 5], vec![-1.0f32; 15]).unwrap());
+        let (a, b) = (rand_tensor(&[3, 4], 3), rand_tensor(&[4, 5], 4));
+        let out = run("MatMul", 13, &[], &[Some(&a), Some(&b)]).unwrap();
+        assert_tensor_close(&out[0], &naive_matmul(&a, &b), 1e-5, 1e-5);
+    }
+}
+
 #[test]
 fn matmul_types() {
     let a = rand_tensor(&[2, 3, 4], 1);
