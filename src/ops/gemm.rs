@@ -13,6 +13,10 @@ pub(crate) mod fused;
 mod gemm_op;
 mod int;
 mod matmul;
+#[cfg(target_arch = "x86_64")]
+pub(crate) mod packed;
+#[cfg(all(test, target_arch = "x86_64"))]
+mod packed_tests;
 pub(crate) mod simd;
 #[cfg(test)]
 mod tests;

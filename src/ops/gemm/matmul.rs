@@ -25,6 +25,9 @@ const OP: &str = "MatMul";
 struct MatMulOp {
     /// A constant half-precision B, converted to f32 once at build.
     b_f32: Option<Vec<f32>>,
+    /// A constant float32 2-D B packed for the register-blocked kernel.
+    #[cfg(target_arch = "x86_64")]
+    packed: Option<super::packed::PackedWeights>,
     /// Whether a fused bias comes as input 2.
     bias: bool,
     /// A fused activation.
@@ -38,6 +41,13 @@ pub(super) fn build(ctx: &BuildContext) -> Result<Box<dyn Operator>> {
     };
     Ok(Box::new(MatMulOp {
         b_f32,
+        #[cfg(target_arch = "x86_64")]
+        packed: match ctx.constant(1) {
+            Some(Tensor::F32(w)) if w.ndim() == 2 => {
+                super::packed::PackedWeights::new(&contiguous(w), w.shape()[0], w.shape()[1], false)
+            }
+            _ => None,
+        },
         bias: ctx.attrs.int("fused_bias", 0)? != 0,
         act: Activation::from_attrs(ctx.attrs)?,
     }))
@@ -305,6 +315,40 @@ fn check_types(a: DType, b: DType) -> Result<()> {
 }
 
 impl MatMulOp {
+    /// The product through the packed constant B, when there is one and
+    /// this call multiplies f32 activations by that B (a batch of A folded
+    /// into one tall A); None otherwise.
+    #[cfg(target_arch = "x86_64")]
+    fn run_packed(
+        &self,
+        p: &Plan,
+        a: &Tensor,
+        b: &Tensor,
+        fused: Epilogue<'_>,
+    ) -> Option<Result<Tensor>> {
+        let packed = self.packed.as_ref()?;
+        let (Tensor::F32(x), Tensor::F32(_)) = (a, b) else {
+            return None;
+        };
+        let single = p.a_offs == [0] && p.b_offs == [0];
+        if !single
+            || b.shape() != [packed.k(), packed.n()]
+            || (p.k, p.n) != (packed.k(), packed.n())
+        {
+            return None;
+        }
+        let mut out = fresh_output::<f32>(p.m * p.n, p.k);
+        let epi = super::packed::PackedEpilogue {
+            bias: fused.bias,
+            act: fused.act,
+        };
+        Some(
+            packed
+                .matmul(OP, &contiguous(x), p.m, epi, &mut out)
+                .and_then(|()| wrap(&p.out, out)),
+        )
+    }
+
     /// A float32 product with the fused bias and activation.
     fn run_fused(
         &self,
@@ -344,6 +388,10 @@ impl MatMulOp {
             bias: bias.as_deref(),
             act: self.act,
         };
+        #[cfg(target_arch = "x86_64")]
+        if let Some(out) = self.run_packed(p, a, b, fused) {
+            return out;
+        }
         wrap(
             &p.out,
             float_matmul_fused(p, &contiguous(x), &contiguous(y), fused),
@@ -399,6 +447,18 @@ impl Operator for MatMulOp {
         let p = plan(a.shape(), b.shape())?;
         if self.bias || self.act.is_some() {
             return self.run_fused(&p, a, b, inputs).map(|t| vec![t]);
+        }
+        #[cfg(target_arch = "x86_64")]
+        if let Some(out) = self.run_packed(
+            &p,
+            a,
+            b,
+            Epilogue {
+                bias: None,
+                act: None,
+            },
+        ) {
+            return out.map(|t| vec![t]);
         }
         let out = match (a, b) {
             (Tensor::F32(x), Tensor::F32(y)) => {

@@ -1,0 +1,396 @@
+//! Packed constant weights for f32 products (issue 43: transformer speed):
+//! a MatMul or Gemm whose B is a constant k×n matrix packs it once, at
+//! build, into column panels (for each panel, for each kk, the panel's
+//! columns contiguous, zero-padded at the right edge), and multiplies
+//! activations against them with a register-blocked micro-kernel:
+//! 12 rows × 32 columns in 24 `zmm` accumulators with AVX-512F, or
+//! 6 rows × 16 columns in 12 `ymm` with AVX2 and FMA.
+//!
+//! Every output element is one in-order chain of fused multiply-adds over
+//! kk = 0..k from 0.0 (`acc = fma(a[i,kk], b[kk,j], acc)`), then `+ bias[j]`
+//! (after the full sum), then the fused activation through the same
+//! [`Activation::apply`] as every other fused epilogue. How rows and
+//! columns are split across threads, and the vector width, change nothing
+//! in that chain: both kernels, and any pool size, give the same bits.
+//!
+//! x86-64 only (the module is compiled there alone); elsewhere the
+//! products take the general engine.
+
+use super::engine::{par_for, TASK_FLOPS};
+use super::fused::Activation;
+use crate::error::{Error, Result};
+use crate::ops::util::{op_threads, TASKS_PER_THREAD};
+use std::arch::x86_64::*;
+
+/// Which micro-kernel weights are packed for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Kernel {
+    /// AVX-512F: 32-column panels, 12-row blocks.
+    Avx512,
+    /// AVX2 with FMA: 16-column panels, 6-row blocks.
+    Avx2,
+}
+
+impl Kernel {
+    /// Columns per panel.
+    fn width(self) -> usize {
+        match self {
+            Kernel::Avx512 => 32,
+            Kernel::Avx2 => 16,
+        }
+    }
+
+    /// Rows per micro-block.
+    fn rows(self) -> usize {
+        match self {
+            Kernel::Avx512 => 12,
+            Kernel::Avx2 => 6,
+        }
+    }
+
+    /// Whether this CPU runs the kernel.
+    pub(crate) fn available(self) -> bool {
+        match self {
+            Kernel::Avx512 => super::simd::has_avx512(),
+            Kernel::Avx2 => super::simd::has_avx2_fma(),
+        }
+    }
+
+    /// The widest kernel this CPU runs, if any.
+    pub(crate) fn best() -> Option<Kernel> {
+        [Kernel::Avx512, Kernel::Avx2]
+            .into_iter()
+            .find(|k| k.available())
+    }
+}
+
+/// Bytes a panel row starts on (a cache line, so `zmm` loads never split).
+const ALIGN_FLOATS: usize = 16;
+
+/// A constant k×n f32 matrix packed into column panels for one kernel.
+#[derive(Clone)]
+pub(crate) struct PackedWeights {
+    kernel: Kernel,
+    k: usize,
+    n: usize,
+    /// Backing store; the panels start at `start` (64-byte aligned).
+    buf: Vec<f32>,
+    start: usize,
+}
+
+impl std::fmt::Debug for PackedWeights {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PackedWeights")
+            .field("kernel", &self.kernel)
+            .field("k", &self.k)
+            .field("n", &self.n)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What follows the sum of each output element.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct PackedEpilogue<'a> {
+    /// One value per column, added after the full sum.
+    pub bias: Option<&'a [f32]>,
+    /// The activation after the bias.
+    pub act: Option<Activation>,
+}
+
+impl PackedWeights {
+    /// Packs `b` for the widest kernel the CPU has: `b` is k×n row-major, or
+    /// n×k row-major (B transposed) when `trans`. None when the CPU has no
+    /// kernel, a dimension is 0, or `b` does not hold k·n values.
+    pub(crate) fn new(b: &[f32], k: usize, n: usize, trans: bool) -> Option<PackedWeights> {
+        PackedWeights::for_kernel(b, k, n, trans, Kernel::best()?)
+    }
+
+    /// As [`PackedWeights::new`] for a given kernel (None where the CPU
+    /// lacks it).
+    pub(crate) fn for_kernel(
+        b: &[f32],
+        k: usize,
+        n: usize,
+        trans: bool,
+        kernel: Kernel,
+    ) -> Option<PackedWeights> {
+        if k == 0 || n == 0 || k.checked_mul(n)? != b.len() || !kernel.available() {
+            return None;
+        }
+        let w = kernel.width();
+        let panels = n.div_ceil(w);
+        let len = panels.checked_mul(w)?.checked_mul(k)?;
+        let mut buf = vec![0.0f32; len.checked_add(ALIGN_FLOATS)?];
+        let misalign = (buf.as_ptr() as usize / 4) % ALIGN_FLOATS;
+        let start = (ALIGN_FLOATS - misalign) % ALIGN_FLOATS;
+        let packed = &mut buf[start..start + len];
+        for (p, panel) in packed.chunks_exact_mut(k * w).enumerate() {
+            let c0 = p * w;
+            let cols = w.min(n - c0);
+            for (kk, row) in panel.chunks_exact_mut(w).enumerate() {
+                for (j, v) in row[..cols].iter_mut().enumerate() {
+                    *v = if trans {
+                        b[(c0 + j) * k + kk]
+                    } else {
+                        b[kk * n + c0 + j]
+                    };
+                }
+            }
+        }
+        Some(PackedWeights {
+            kernel,
+            k,
+            n,
+            buf,
+            start,
+        })
+    }
+
+    /// The inner dimension.
+    pub(crate) fn k(&self) -> usize {
+        self.k
+    }
+
+    /// The columns.
+    pub(crate) fn n(&self) -> usize {
+        self.n
+    }
+
+    /// The kernel the weights are packed for.
+    #[cfg(test)]
+    pub(crate) fn kernel(&self) -> Kernel {
+        self.kernel
+    }
+
+    /// `out = act(a · B + bias)` for `a` m×k row-major and `out` m×n
+    /// row-major, split over the current pool; `op` names the operator in
+    /// errors (wrong lengths).
+    pub(crate) fn matmul(
+        &self,
+        op: &str,
+        a: &[f32],
+        m: usize,
+        epi: PackedEpilogue<'_>,
+        out: &mut [f32],
+    ) -> Result<()> {
+        let (k, n) = (self.k, self.n);
+        let need = |rows: usize, cols: usize| rows.checked_mul(cols);
+        if need(m, k) != Some(a.len()) || need(m, n) != Some(out.len()) {
+            return Err(Error::op(
+                op,
+                format!(
+                    "packed product of {m}×{k} by {k}×{n}: A has {} values, the output {}",
+                    a.len(),
+                    out.len()
+                ),
+            ));
+        }
+        if let Some(bias) = epi.bias {
+            if bias.len() != n {
+                return Err(Error::op(
+                    op,
+                    format!("the bias has {} values, expected {n}", bias.len()),
+                ));
+            }
+        }
+        if m == 0 {
+            return Ok(());
+        }
+        let (rb, w) = (self.kernel.rows(), self.kernel.width());
+        let (row_blocks, panels) = (m.div_ceil(rb), n.div_ceil(w));
+        let threads = op_threads();
+        let flops = 2usize.saturating_mul(m).saturating_mul(n).saturating_mul(k);
+        let tasks = if threads <= 1 {
+            1
+        } else {
+            (threads * TASKS_PER_THREAD)
+                .min((flops / TASK_FLOPS).max(1))
+                .min(row_blocks * panels)
+        };
+        // Rows first (each task then reads its own rows of A once), then
+        // panels where there are too few row blocks.
+        let tr = tasks.min(row_blocks);
+        let tc = tasks.div_ceil(tr).min(panels);
+        let outp = OutPtr(out.as_mut_ptr());
+        par_for(tr * tc, |t| {
+            let (i, j) = (t / tc, t % tc);
+            let rows = (
+                i * row_blocks / tr * rb,
+                ((i + 1) * row_blocks / tr * rb).min(m),
+            );
+            let cols = (j * panels / tc, (j + 1) * panels / tc);
+            // SAFETY: `a` holds m×k values and `out` m×n (checked above);
+            // tasks cover disjoint blocks of rows and panels of `out`.
+            unsafe { self.block(a.as_ptr(), rows, cols, epi, outp) };
+        });
+        Ok(())
+    }
+
+    /// The output rows `rows.0..rows.1` over panels `panels.0..panels.1`.
+    ///
+    /// # Safety
+    /// `a` must hold the product's m×k values and `out` its m×n, with the
+    /// CPU supporting the kernel; no other task may write this block.
+    unsafe fn block(
+        &self,
+        a: *const f32,
+        rows: (usize, usize),
+        panels: (usize, usize),
+        epi: PackedEpilogue<'_>,
+        out: OutPtr,
+    ) {
+        let (k, n) = (self.k, self.n);
+        let (rb, w) = (self.kernel.rows(), self.kernel.width());
+        let (c0, c1) = (panels.0 * w, (panels.1 * w).min(n));
+        let packed = self.buf.as_ptr().add(self.start);
+        let mut r0 = rows.0;
+        while r0 < rows.1 {
+            let r = rb.min(rows.1 - r0);
+            for p in panels.0..panels.1 {
+                let pc0 = p * w;
+                let cols = w.min(n - pc0);
+                let mut tile = Tile {
+                    a: a.add(r0 * k),
+                    lda: k,
+                    b: packed.add(p * k * w),
+                    k,
+                    bias: epi.bias.map(|b| b.as_ptr().add(pc0)),
+                    c: out.0.add(r0 * n + pc0),
+                    ldc: n,
+                };
+                if cols == w {
+                    self.tile(r, &tile);
+                } else {
+                    // The right edge: into a full-width scratch tile (with
+                    // a zero-padded bias), then its columns out.
+                    let mut scratch = Scratch([0.0; 12 * 32]);
+                    let mut bias = [0.0f32; 32];
+                    if let Some(b) = epi.bias {
+                        bias[..cols].copy_from_slice(&b[pc0..pc0 + cols]);
+                        tile.bias = Some(bias.as_ptr());
+                    }
+                    tile.c = scratch.0.as_mut_ptr();
+                    tile.ldc = w;
+                    self.tile(r, &tile);
+                    for i in 0..r {
+                        std::ptr::copy_nonoverlapping(
+                            scratch.0.as_ptr().add(i * w),
+                            out.0.add((r0 + i) * n + pc0),
+                            cols,
+                        );
+                    }
+                }
+            }
+            if let Some(act) = epi.act {
+                for i in r0..r0 + r {
+                    act.apply(std::slice::from_raw_parts_mut(
+                        out.0.add(i * n + c0),
+                        c1 - c0,
+                    ));
+                }
+            }
+            r0 += r;
+        }
+    }
+
+    /// One micro-block of `r` (1 to the kernel's rows) rows.
+    ///
+    /// # Safety
+    /// As [`tile512`].
+    unsafe fn tile(&self, r: usize, t: &Tile) {
+        macro_rules! rows {
+            ($kernel:ident; $($n:literal)*) => {
+                match r {
+                    $($n => $kernel::<$n>(t),)*
+                    _ => {}
+                }
+            };
+        }
+        match self.kernel {
+            Kernel::Avx512 => rows!(tile512; 1 2 3 4 5 6 7 8 9 10 11 12),
+            Kernel::Avx2 => rows!(tile256; 1 2 3 4 5 6),
+        }
+    }
+}
+
+/// The output buffer, shared by tasks that write disjoint blocks of it.
+#[derive(Clone, Copy)]
+struct OutPtr(*mut f32);
+// SAFETY: tasks write disjoint blocks only.
+unsafe impl Send for OutPtr {}
+// SAFETY: as above.
+unsafe impl Sync for OutPtr {}
+
+/// A scratch tile for a panel at the right edge, cache-line aligned.
+#[repr(align(64))]
+struct Scratch([f32; 12 * 32]);
+
+/// One micro-block's operands.
+struct Tile {
+    /// A's first row of the block, row stride `lda`.
+    a: *const f32,
+    lda: usize,
+    /// The packed panel: `k` rows of the panel width.
+    b: *const f32,
+    k: usize,
+    /// The panel's bias values (a full panel width of them), if any.
+    bias: Option<*const f32>,
+    /// C's first element of the block, row stride `ldc`.
+    c: *mut f32,
+    ldc: usize,
+}
+
+/// Defines a micro-kernel of R rows by two vectors of `$lanes`: each
+/// output an in-order FMA chain over kk from zero, plus the bias.
+macro_rules! tile_kernel {
+    ($(#[$doc:meta])* $name:ident, $feature:literal, $lanes:literal, $zero:ident, $load:ident,
+     $set1:ident, $fmadd:ident, $add:ident, $store:ident) => {
+        $(#[$doc])*
+        ///
+        /// # Safety
+        /// The CPU must support the target features; `t.a` must hold R
+        /// rows of k values at pitch `t.lda`, `t.b` k rows of
+        #[doc = concat!(stringify!($lanes), "·2 values, `t.bias` (if any) as many, and `t.c` R")]
+        /// writable rows of that many at pitch `t.ldc`.
+        #[target_feature(enable = $feature)]
+        unsafe fn $name<const R: usize>(t: &Tile) {
+            const W: usize = 2 * $lanes;
+            let mut acc = [[$zero(); 2]; R];
+            let (mut a, mut b) = (t.a, t.b);
+            for _ in 0..t.k {
+                let b0 = $load(b);
+                let b1 = $load(b.add($lanes));
+                for (r, acc) in acc.iter_mut().enumerate() {
+                    let av = $set1(*a.add(r * t.lda));
+                    acc[0] = $fmadd(av, b0, acc[0]);
+                    acc[1] = $fmadd(av, b1, acc[1]);
+                }
+                a = a.add(1);
+                b = b.add(W);
+            }
+            if let Some(bias) = t.bias {
+                let (v0, v1) = ($load(bias), $load(bias.add($lanes)));
+                for acc in acc.iter_mut() {
+                    acc[0] = $add(acc[0], v0);
+                    acc[1] = $add(acc[1], v1);
+                }
+            }
+            for (r, acc) in acc.iter().enumerate() {
+                let c = t.c.add(r * t.ldc);
+                $store(c, acc[0]);
+                $store(c.add($lanes), acc[1]);
+            }
+        }
+    };
+}
+
+tile_kernel!(
+    /// The AVX-512 micro-kernel: R ≤ 12 rows by 32 columns.
+    tile512, "avx512f,fma", 16, _mm512_setzero_ps, _mm512_loadu_ps, _mm512_set1_ps,
+    _mm512_fmadd_ps, _mm512_add_ps, _mm512_storeu_ps
+);
+tile_kernel!(
+    /// The AVX2 micro-kernel: R ≤ 6 rows by 16 columns.
+    tile256, "avx2,fma", 8, _mm256_setzero_ps, _mm256_loadu_ps, _mm256_set1_ps,
+    _mm256_fmadd_ps, _mm256_add_ps, _mm256_storeu_ps
+);
