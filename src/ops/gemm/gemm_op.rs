@@ -24,6 +24,10 @@ struct GemmOp {
     act: Option<Activation>,
     /// A constant half-precision B, converted to f32 once at build.
     b_f32: Option<Vec<f32>>,
+    /// A constant float32 B (with alpha = 1) packed for the
+    /// register-blocked kernel.
+    #[cfg(target_arch = "x86_64")]
+    packed: Option<super::packed::PackedWeights>,
 }
 
 /// Sizes of one Gemm: A' is m×k, B' is k×n; C's (row, column) strides when
@@ -42,13 +46,25 @@ pub(super) fn build(ctx: &BuildContext) -> Result<Box<dyn Operator>> {
         Some(t @ (Tensor::F16(_) | Tensor::BF16(_))) => Some(to_f32_vec(OP, t)?),
         _ => None,
     };
+    let (alpha, trans_b) = (at.float("alpha", 1.0)?, at.int("transB", 0)? != 0);
+    #[cfg(target_arch = "x86_64")]
+    let packed = match ctx.constant(1) {
+        Some(Tensor::F32(w)) if w.ndim() == 2 && alpha == 1.0 => {
+            let (rows, cols) = (w.shape()[0], w.shape()[1]);
+            let (k, n) = if trans_b { (cols, rows) } else { (rows, cols) };
+            super::packed::PackedWeights::new(&contiguous(w), k, n, trans_b)
+        }
+        _ => None,
+    };
     Ok(Box::new(GemmOp {
-        alpha: at.float("alpha", 1.0)?,
+        alpha,
         beta: at.float("beta", 1.0)?,
         trans_a: at.int("transA", 0)? != 0,
-        trans_b: at.int("transB", 0)? != 0,
+        trans_b,
         act: Activation::from_attrs(at)?,
         b_f32,
+        #[cfg(target_arch = "x86_64")]
+        packed,
     }))
 }
 
@@ -137,6 +153,49 @@ impl GemmOp {
             ));
         }
         Ok(())
+    }
+
+    /// The product through the packed constant B, when there is one and
+    /// this call fits it: A not transposed, alpha = 1 and C (if any)
+    /// broadcast along rows, which then adds `beta·C` as a bias per column
+    /// (the same bits as the general path's epilogue). None otherwise.
+    #[cfg(target_arch = "x86_64")]
+    fn run_packed(
+        &self,
+        a: &ArrayD<f32>,
+        b: &Tensor,
+        c: Option<&Tensor>,
+        d: Dims,
+    ) -> Option<Result<Tensor>> {
+        let packed = self.packed.as_ref()?;
+        let b_shape = if self.trans_b { [d.n, d.k] } else { [d.k, d.n] };
+        if self.trans_a
+            || self.alpha != 1.0
+            || (d.k, d.n) != (packed.k(), packed.n())
+            || b.shape() != b_shape
+            || b.dtype() != DType::F32
+        {
+            return None;
+        }
+        let bias: Option<Vec<f32>> = match (c, d.c) {
+            (Some(_), Some(_)) if self.beta == 0.0 => None,
+            (Some(Tensor::F32(c)), Some((0, cs))) => {
+                let c = contiguous(c);
+                Some((0..d.n).map(|j| self.beta * c[j * cs]).collect())
+            }
+            (None, _) | (_, None) => None,
+            _ => return None,
+        };
+        let mut out = super::matmul::fresh_output::<f32>(d.m * d.n, d.k);
+        let epi = super::packed::PackedEpilogue {
+            bias: bias.as_deref(),
+            act: self.act,
+        };
+        Some(
+            packed
+                .matmul(OP, &contiguous(a), d.m, epi, &mut out)
+                .and_then(|()| wrap(&[d.m, d.n], out)),
+        )
     }
 
     fn float_gemm<T: GemmFloat>(&self, a: &[T], b: &[T], c: Option<&[T]>, d: Dims) -> Vec<T> {
@@ -296,6 +355,10 @@ impl Operator for GemmOp {
         let shape = [d.m, d.n];
         let out = match (a, b) {
             (Tensor::F32(x), Tensor::F32(y)) => {
+                #[cfg(target_arch = "x86_64")]
+                if let Some(out) = self.run_packed(x, b, c, d) {
+                    return out.map(|t| vec![t]);
+                }
                 let cv = c.and_then(|c| c.array::<f32>()).map(contiguous);
                 wrap(
                     &shape,

@@ -226,3 +226,89 @@ fn matmul_with_a_constant_b_gives_the_chain_bits() {
         assert_eq!(bits32(&values(&out[0])), bits32(&want), "fused {a_shape:?}");
     }
 }
+
+#[test]
+fn gemm_with_a_constant_b_gives_the_chain_bits() {
+    if kernels().is_empty() {
+        return;
+    }
+    let (m, k, n) = (14, 23, 37);
+    let a = rand_tensor(&[m, k], 71);
+    let b = rand_vec(k * n, 72);
+    let c = rand_vec(n, 73);
+    let (av, beta) = (values(&a), 0.5f32);
+    for trans_b in [false, true] {
+        let w = if trans_b {
+            Tensor::from_vec(&[n, k], transpose(&b, k, n)).unwrap()
+        } else {
+            Tensor::from_vec(&[k, n], b.clone()).unwrap()
+        };
+        // C per column ([n], [1, n]), a scalar C, no C.
+        let cases: Vec<(Option<Tensor>, Option<Vec<f32>>)> = vec![
+            (
+                Some(Tensor::from_vec(&[n], c.clone()).unwrap()),
+                Some(c.iter().map(|v| beta * v).collect()),
+            ),
+            (
+                Some(Tensor::from_vec(&[1, n], c.clone()).unwrap()),
+                Some(c.iter().map(|v| beta * v).collect()),
+            ),
+            (
+                Some(Tensor::from_vec(&[], vec![c[0]]).unwrap()),
+                Some(vec![beta * c[0]; n]),
+            ),
+            (None, None),
+        ];
+        for (cm, bias) in cases {
+            let attrs = [
+                ("transB", int(trans_b as i64)),
+                ("beta", float(beta)),
+                ("activation", string("Relu")),
+            ];
+            let op = build_op("Gemm", 13, &attrs, &[None, Some(&w), cm.as_ref()], 3, 1).unwrap();
+            let out = infer_and_run(op.as_ref(), &[Some(&a), Some(&w), cm.as_ref()]).unwrap();
+            let want = reference(&av, &b, (m, k, n), bias.as_deref(), Some(Activation::Relu));
+            assert_eq!(
+                bits32(&values(&out[0])),
+                bits32(&want),
+                "transB {trans_b} C {:?}",
+                cm.as_ref().map(|t| t.shape().to_vec())
+            );
+        }
+        // C varying along rows, alpha ≠ 1 or a transposed A: the general
+        // path, still the right values.
+        let full = rand_tensor(&[m, n], 74);
+        let plain = reference(&av, &b, (m, k, n), None, None);
+        let fv = values(&full);
+        for (attrs, a_in, scale, with_c) in [
+            (
+                vec![("transB", int(trans_b as i64))],
+                a.clone(),
+                1.0f32,
+                true,
+            ),
+            (
+                vec![("transB", int(trans_b as i64)), ("alpha", float(2.0))],
+                a.clone(),
+                2.0,
+                false,
+            ),
+            (
+                vec![("transB", int(trans_b as i64)), ("transA", int(1))],
+                Tensor::from_vec(&[k, m], transpose(&av, m, k)).unwrap(),
+                1.0,
+                false,
+            ),
+        ] {
+            let cin = with_c.then_some(&full);
+            let op = build_op("Gemm", 13, &attrs, &[None, Some(&w), cin], 3, 1).unwrap();
+            let out = infer_and_run(op.as_ref(), &[Some(&a_in), Some(&w), cin]).unwrap();
+            let want: Vec<f64> = plain
+                .iter()
+                .enumerate()
+                .map(|(i, &v)| (scale * v) as f64 + if with_c { fv[i] as f64 } else { 0.0 })
+                .collect();
+            assert_tensor_close(&out[0], &want, 1e-5, 1e-5);
+        }
+    }
+}
