@@ -194,11 +194,16 @@ struct TapSums<'a> {
 }
 
 impl TapSums<'_> {
-    /// Fused multiply-adds on machines with AVX2 and FMA or AVX-512, a
-    /// multiply then an add elsewhere; one machine always takes the same
-    /// path, and every output sums its taps in the same order whichever
-    /// chunk computes it.
+    /// Fused multiply-adds on machines with AVX2 and FMA or AVX-512, and on
+    /// aarch64 (where they compile to NEON's FMLA on 4 lanes), a multiply
+    /// then an add elsewhere; one machine always takes the same path, and
+    /// every output sums its taps in the same order whichever chunk
+    /// computes it.
     fn run<T: GemmFloat>(&self, out: &mut [T], init: T, w: &[T], phases: &[T]) {
+        #[cfg(target_arch = "aarch64")]
+        if crate::ops::gemm::simd::neon_kernels() {
+            return self.rows(out, init, w, phases, |a, wv, x| wv.mul_add(x, a));
+        }
         #[cfg(target_arch = "x86_64")]
         {
             use crate::ops::gemm::simd::{has_avx2_fma, has_avx512};

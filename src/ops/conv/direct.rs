@@ -10,6 +10,7 @@
 //! for other types) these layers stay on im2col + GEMM, which measured
 //! faster than a portable direct loop (5.3 against 3.8 ms on DenseNet's
 //! stem).
+#![cfg_attr(not(target_arch = "x86_64"), allow(dead_code, unused_imports))]
 
 use super::conv_op::ConvPlan;
 use super::phases::{clear_padding, fill_phases, Phases, TAIL};

@@ -215,13 +215,13 @@ fn on_panels<T: GemmFloat>(
     };
     // SAFETY: W was packed only where the CPU has the kernel; the groups
     // write disjoint rows of C.
-    #[cfg(target_arch = "x86_64")]
+    #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
     unsafe {
         job.run(c)
     };
-    #[cfg(not(target_arch = "x86_64"))]
+    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
     unreachable!(
-        "W is packed for the panel GEMM only on x86-64: {}",
+        "W is packed for the panel GEMM only on x86-64 and aarch64: {}",
         job.count
     );
 }

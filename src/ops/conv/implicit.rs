@@ -24,6 +24,10 @@
 //! the taps in (channel, row, column) order from zero, and bias, residual
 //! and activation follow in a pass over each output plane, so no split
 //! across threads changes a bit.
+#![cfg_attr(
+    not(target_arch = "x86_64"),
+    allow(dead_code, unused_variables, unused_mut)
+)]
 
 use super::conv_op::ConvPlan;
 use super::finish_row;

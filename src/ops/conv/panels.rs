@@ -1,6 +1,6 @@
-//! The AVX2 panel GEMM behind the 1×1, Winograd and im2col convolutions
-//! (f32): batches of products `Y = W·X`, with W packed once into panels of
-//! 6 rows, X read as `k` rows of `n` columns at any pitch (a channel's
+//! The panel GEMM (AVX2 and AVX-512 on x86-64, NEON on aarch64) behind
+//! the 1×1, Winograd and im2col convolutions (f32): batches of products
+//! `Y = W·X`, with W packed once into panels of 6 rows, X read as `k` rows of `n` columns at any pitch (a channel's
 //! plane, a Winograd position's transformed tiles, a row of im2col's
 //! column matrix) and Y written as rows of `n` at its own pitch.
 //!
@@ -67,9 +67,32 @@ thread_local! {
     static SHARED: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
 }
 
-/// Whether this CPU runs the kernel (AVX2 with FMA).
+#[cfg(target_arch = "x86_64")]
+mod x86;
+#[cfg(target_arch = "x86_64")]
+use x86::dispatch;
+
+#[cfg(target_arch = "aarch64")]
+mod neon;
+#[cfg(target_arch = "aarch64")]
+use neon::dispatch;
+
+/// Whether this CPU runs the kernel: AVX2 with FMA on x86-64; on aarch64
+/// always (NEON is part of the target) unless the portable code is asked
+/// for (`RAMIFY_PORTABLE_KERNELS=1`).
 pub(super) fn available() -> bool {
-    super::implicit::cpu_has_kernel()
+    #[cfg(target_arch = "x86_64")]
+    {
+        super::implicit::cpu_has_kernel()
+    }
+    #[cfg(target_arch = "aarch64")]
+    {
+        crate::ops::gemm::simd::neon_kernels()
+    }
+    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+    {
+        false
+    }
 }
 
 /// Whether products of `T` run here: f32 on a CPU that has the kernel.
@@ -148,7 +171,7 @@ impl Products<'_> {
     /// The CPU must have the kernel ([`available`]), and the Y blocks of
     /// distinct products must not overlap. (Every operand's extent is
     /// checked against its slice.)
-    #[cfg(target_arch = "x86_64")]
+    #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
     pub(super) unsafe fn run(&self, y: &mut [f32]) {
         let in_place = self.x_pitch == self.n
             && self.n <= IN_PLACE_COLUMNS
@@ -162,7 +185,7 @@ impl Products<'_> {
     ///
     /// # Safety
     /// As for [`Products::run`].
-    #[cfg(target_arch = "x86_64")]
+    #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
     unsafe fn run_on(&self, y: &mut [f32], zmm: bool, in_place: bool) {
         let zmm = zmm && zmm_blocks();
         let (rows, k, n) = (self.rows, self.k, self.n);
@@ -266,7 +289,7 @@ impl Products<'_> {
 
     /// One task that packs its strips itself: the given strips and panels
     /// of one product.
-    #[cfg(target_arch = "x86_64")]
+    #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
     fn packing_task(
         &self,
         at: &At,
@@ -294,7 +317,7 @@ impl Products<'_> {
     /// `panel_range` of one product, each panel (each pair of panels, for
     /// the 512-bit block: `zmm`, which the caller checked the CPU has) over
     /// all the strips.
-    #[cfg(target_arch = "x86_64")]
+    #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
     #[allow(clippy::too_many_arguments)]
     fn multiply(
         &self,
@@ -330,8 +353,8 @@ impl Products<'_> {
                         (rows.as_ptr(), self.x_pitch)
                     }
                 };
-                // SAFETY: the CPU has AVX2 and FMA (the caller of `run`
-                // checked); the strip holds k rows of `wide` at pitch `xs`
+                // SAFETY: the CPU has the kernel (AVX2 and FMA, or NEON:
+                // the caller of `run` checked); the strip holds k rows of `wide` at pitch `xs`
                 // (sliced above), the block's `rows` rows × `wide` columns
                 // lie inside Y (and Z; `run` checked the extents), and no
                 // other task writes them (the ranges split strips and
@@ -484,7 +507,6 @@ impl Epilogue {
 }
 
 /// The arguments of [`block`].
-#[cfg(target_arch = "x86_64")]
 type BlockArgs<'a> = (
     *const f32,
     usize,
@@ -497,53 +519,6 @@ type BlockArgs<'a> = (
     &'a Epilogue,
 );
 
-/// Runs the block of `rows` rows (1 to 12: two panels past 6) and 16
-/// columns (`wide`) or 8: [`block512`] or [`block512_narrow`] where `zmm`,
-/// else [`block`] for each panel; `packed` where X's rows are a packed
-/// strip's (the pitch then a constant of the kernel).
-///
-/// # Safety
-/// As for [`block`] with R = `rows` and V = 2 or 1, `w` holding a panel
-/// per 6 rows; `zmm` only on a CPU with AVX-512F.
-#[cfg(target_arch = "x86_64")]
-unsafe fn dispatch(rows: usize, wide: bool, zmm: bool, packed: bool, a: BlockArgs) {
-    if zmm {
-        macro_rules! rows {
-            ($($r:literal)*) => {
-                match (rows, packed, wide) {
-                    $(($r, true, true) => block512::<$r, true>(a.0, a.1, a.2, a.3, a.4, a.5, a.6, a.7, a.8),
-                    ($r, false, true) => block512::<$r, false>(a.0, a.1, a.2, a.3, a.4, a.5, a.6, a.7, a.8),
-                    ($r, true, false) => block512_narrow::<$r, true>(a.0, a.1, a.2, a.3, a.4, a.5, a.6, a.7, a.8),
-                    ($r, false, false) => block512_narrow::<$r, false>(a.0, a.1, a.2, a.3, a.4, a.5, a.6, a.7, a.8),)*
-                    _ => unreachable!("two panels have 1 to {} rows", 2 * MR),
-                }
-            };
-        }
-        return rows!(1 2 3 4 5 6 7 8 9 10 11 12);
-    }
-    if rows > MR {
-        // Two panels for the 256-bit block: one after the other.
-        let (x, xs, n, k, w, bias, z, y, epi) = a;
-        let first = (x, xs, n, k, &w[..k * MR], bias, z, y, epi);
-        dispatch(MR, wide, false, packed, first);
-        let (bias, z) = (bias.map(|b| &b[MR..]), z.map(|z| z.add(MR * n)));
-        let rest = (x, xs, n, k, &w[k * MR..], bias, z, y.add(MR * n), epi);
-        return dispatch(rows - MR, wide, false, packed, rest);
-    }
-    macro_rules! rows {
-        ($($r:literal)*) => {
-            match (rows, wide, packed) {
-                $(($r, true, true) => block::<2, $r, true>(a.0, a.1, a.2, a.3, a.4, a.5, a.6, a.7, a.8),
-                ($r, false, true) => block::<1, $r, true>(a.0, a.1, a.2, a.3, a.4, a.5, a.6, a.7, a.8),
-                ($r, true, false) => block::<2, $r, false>(a.0, a.1, a.2, a.3, a.4, a.5, a.6, a.7, a.8),
-                ($r, false, false) => block::<1, $r, false>(a.0, a.1, a.2, a.3, a.4, a.5, a.6, a.7, a.8),)*
-                _ => unreachable!("a panel has 1 to {MR} rows"),
-            }
-        };
-    }
-    rows!(1 2 3 4 5 6)
-}
-
 /// Whether the CPU has the 512-bit block (AVX-512F), which takes whole
 /// strips two panels at a time.
 fn zmm_blocks() -> bool {
@@ -554,153 +529,6 @@ fn zmm_blocks() -> bool {
     #[cfg(not(target_arch = "x86_64"))]
     false
 }
-
-/// One block: `y[r·n + j] = act(Σ_k w[k·6 + r]·x[k·xs + j] + bias[r] +
-/// z[r·n + j])` for R rows r and 8·V columns j.
-///
-/// # Safety
-/// The CPU must support AVX2 and FMA; `x` must hold `k` rows of 8·V at
-/// pitch `xs` (which is 8·V where `P`, a packed strip), `w`
-/// `k` groups of 6, `bias` (if any) R values, and `y` (and `z`) R rows of
-/// pitch `n` with 8·V writable (readable) columns each.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-#[allow(clippy::too_many_arguments)]
-unsafe fn block<const V: usize, const R: usize, const P: bool>(
-    x: *const f32,
-    xs: usize,
-    n: usize,
-    k: usize,
-    w: &[f32],
-    bias: Option<&[f32]>,
-    z: Option<*const f32>,
-    y: *mut f32,
-    epi: &Epilogue,
-) {
-    use std::arch::x86_64::*;
-    let mut acc = [[_mm256_setzero_ps(); V]; R];
-    let wp = w.as_ptr();
-    // A packed strip's pitch as a constant: at run time it cost the packed
-    // path 2–8 % (176→64 on 24×24, 64→64 on 56×56, one thread).
-    let xs = if P { 8 * V } else { xs };
-    for kk in 0..k {
-        let xr = x.add(kk * xs);
-        let mut xv = [_mm256_setzero_ps(); V];
-        for (h, v) in xv.iter_mut().enumerate() {
-            *v = _mm256_loadu_ps(xr.add(8 * h));
-        }
-        for (r, a) in acc.iter_mut().enumerate() {
-            let wv = _mm256_broadcast_ss(&*wp.add(kk * MR + r));
-            for (h, v) in a.iter_mut().enumerate() {
-                *v = _mm256_fmadd_ps(wv, xv[h], *v);
-            }
-        }
-    }
-    for (r, a) in acc.iter().enumerate() {
-        for (h, &v) in a.iter().enumerate() {
-            let mut v = v;
-            if let Some(b) = bias {
-                v = _mm256_add_ps(v, _mm256_set1_ps(b[r]));
-            }
-            if let Some(z) = z {
-                v = _mm256_add_ps(v, _mm256_loadu_ps(z.add(r * n + 8 * h)));
-            }
-            // max/min with the bound first keep NaN, as the definitions do.
-            match *epi {
-                Epilogue::Relu => v = _mm256_max_ps(_mm256_setzero_ps(), v),
-                Epilogue::Clip(lo, hi) => {
-                    v = _mm256_max_ps(_mm256_set1_ps(lo), v);
-                    v = _mm256_min_ps(_mm256_set1_ps(hi), v);
-                }
-                Epilogue::None | Epilogue::Other(_) => {}
-            }
-            _mm256_storeu_ps(y.add(r * n + 8 * h), v);
-        }
-        if let Epilogue::Other(a) = *epi {
-            a.apply(std::slice::from_raw_parts_mut(y.add(r * n), 8 * V));
-        }
-    }
-}
-
-/// Expands to a block of up to two panels (R ≤ 12 rows in as many
-/// registers) over one vector of `$cols` columns, for AVX-512: each
-/// weight's broadcast folds into its multiply-add, and one load of X
-/// serves 12 of them. The same products in the same order as [`block`],
-/// so the same bits.
-macro_rules! two_panel_block {
-    ($(#[$doc:meta])* $name:ident, $cols:expr, $zero:ident, $load:ident, $fmadd:ident,
-     $set1:ident, $add:ident, $max:ident, $min:ident, $store:ident) => {
-        $(#[$doc])*
-        ///
-        /// # Safety
-        /// As for [`block`] with `$cols` columns, `w` holding a panel per 6
-        /// rows, on a CPU with AVX-512F.
-        #[cfg(target_arch = "x86_64")]
-        #[target_feature(enable = "avx512f,fma")]
-        #[allow(clippy::too_many_arguments)]
-        unsafe fn $name<const R: usize, const P: bool>(
-            x: *const f32,
-            xs: usize,
-            n: usize,
-            k: usize,
-            w: &[f32],
-            bias: Option<&[f32]>,
-            z: Option<*const f32>,
-            y: *mut f32,
-            epi: &Epilogue,
-        ) {
-            use std::arch::x86_64::*;
-            let mut acc = [$zero(); R];
-            let xs = if P { $cols } else { xs };
-            assert!(w.len() >= R.div_ceil(MR) * k * MR);
-            // Rows past the first panel's take their weights from the second.
-            let (w0, w1) = (w.as_ptr(), w.as_ptr().add(if R > MR { k * MR } else { 0 }));
-            for kk in 0..k {
-                let xv = $load(x.add(kk * xs));
-                let (p0, p1) = (w0.add(kk * MR), w1.add(kk * MR));
-                for (r, a) in acc.iter_mut().enumerate() {
-                    let wv = if r < MR { *p0.add(r) } else { *p1.add(r - MR) };
-                    *a = $fmadd($set1(wv), xv, *a);
-                }
-            }
-            for (r, &a) in acc.iter().enumerate() {
-                let mut v = a;
-                if let Some(b) = bias {
-                    v = $add(v, $set1(b[r]));
-                }
-                if let Some(z) = z {
-                    v = $add(v, $load(z.add(r * n)));
-                }
-                // max/min with the bound first keep NaN, as the definitions do.
-                match *epi {
-                    Epilogue::Relu => v = $max($zero(), v),
-                    Epilogue::Clip(lo, hi) => {
-                        v = $max($set1(lo), v);
-                        v = $min($set1(hi), v);
-                    }
-                    Epilogue::None | Epilogue::Other(_) => {}
-                }
-                $store(y.add(r * n), v);
-                if let Epilogue::Other(a) = *epi {
-                    a.apply(std::slice::from_raw_parts_mut(y.add(r * n), $cols));
-                }
-            }
-        }
-    };
-}
-
-two_panel_block!(
-    /// [`block`] of two vectors of 8 as one of 16, two panels at a time.
-    block512, NR, _mm512_setzero_ps, _mm512_loadu_ps, _mm512_fmadd_ps, _mm512_set1_ps,
-    _mm512_add_ps, _mm512_max_ps, _mm512_min_ps, _mm512_storeu_ps
-);
-two_panel_block!(
-    /// [`block`] of one vector of 8 (a narrow last strip), two panels at a
-    /// time: 12 accumulators where the 256-bit block had 6, and one load of
-    /// X for both panels.
-    block512_narrow, NR / 2, _mm256_setzero_ps, _mm256_loadu_ps, _mm256_fmadd_ps,
-    _mm256_set1_ps, _mm256_add_ps, _mm256_max_ps, _mm256_min_ps, _mm256_storeu_ps
-);
 
 #[cfg(test)]
 mod tests {
@@ -805,7 +633,7 @@ mod tests {
 
     /// Pitched X and Y, several products, bias and Relu: every output is
     /// the naive sum (to rounding), and outputs outside the blocks stay.
-    #[cfg(target_arch = "x86_64")]
+    #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
     #[test]
     fn products_match_naive_sums() {
         use crate::ops::gemm::testutil::rand_vec;

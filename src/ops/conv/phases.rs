@@ -94,7 +94,8 @@ pub(super) fn clear_phases<T: GemmFloat>(phases: &mut [T]) {
 /// ..` (as many as `phases` holds) of one plane (`h × wd`, padded by `pt`
 /// rows and `pl` columns before): the padding and the tails. Where few
 /// planes share a buffer, this replaces [`clear_phases`], and each phase
-/// can be prepared by its own task.
+/// can be prepared by its own task. (Only the x86 direct kernel uses it.)
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 pub(super) fn clear_padding<T: GemmFloat>(
     ph: &Phases,
     phases: &mut [T],

@@ -379,7 +379,7 @@ impl Band<'_> {
         let p = self.p;
         let (m, cg, mg, group) = (p.m, p.cg(), p.mg(), p.group);
         let (pitch, cols) = (self.pitch, self.cols);
-        #[cfg(target_arch = "x86_64")]
+        #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
         if panels::takes::<T>() {
             if let (Some(u), Some(v), Some(prod)) =
                 (as_f32(u), as_f32(v), crate::ops::util::as_f32_mut(prod))

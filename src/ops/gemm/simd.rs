@@ -37,6 +37,19 @@ pub(crate) fn has_avx512_wide() -> bool {
         && std::arch::is_x86_feature_detected!("avx512vl")
 }
 
+/// The environment variable that, set to `1`, keeps the aarch64 NEON
+/// kernels off so that operators run their portable code: the baseline of
+/// the instruction counts in `scripts/aarch64.sh count`.
+#[cfg(target_arch = "aarch64")]
+pub(crate) const PORTABLE_KERNELS_VAR: &str = "RAMIFY_PORTABLE_KERNELS";
+
+/// Whether the hand-written NEON kernels may run (read once per process).
+#[cfg(target_arch = "aarch64")]
+pub(crate) fn neon_kernels() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var_os(PORTABLE_KERNELS_VAR).is_none_or(|v| v != "1"))
+}
+
 /// Defines a function whose body is compiled both for the baseline target and
 /// with AVX2 enabled; the AVX2 build runs when the CPU has it. Written as
 /// `multiversion! { wide fn ... }`, the body is also compiled with AVX-512

@@ -9,7 +9,7 @@
 //! which stays the kernel for other windows, types and CPUs. As in every
 //! max kernel here, a NaN never replaces the running max, which starts at
 //! −∞.
-#![cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+#![cfg_attr(not(target_arch = "x86_64"), allow(dead_code, unused_imports))]
 
 use super::kernels::MaxElem;
 use crate::ops::conv::geom::Window;

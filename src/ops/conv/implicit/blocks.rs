@@ -5,6 +5,7 @@
 //! [`NW`] positions of one row, which read their inputs at fixed
 //! displacements from one pointer, each broadcast folded into its
 //! multiply-add. Both do the same products in the same order.
+#![cfg_attr(not(target_arch = "x86_64"), allow(unused_imports))]
 
 use super::{Job, MB, NQ, NW};
 

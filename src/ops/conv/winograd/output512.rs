@@ -12,7 +12,7 @@
 //! ([`OutRows`]). The arithmetic is the portable code's,
 //! operation for operation (no fused multiply-adds), so every output has
 //! the same bits on either path.
-#![cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+#![cfg_attr(not(target_arch = "x86_64"), allow(dead_code, unused_imports))]
 
 use super::transform::{OutRows, LANES};
 
