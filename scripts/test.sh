@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite: Python reference data (pinned, in a local venv), then
-# formatting, lints, every Rust test (library, integration, C API), and a
-# bounded, seeded model-mutation campaign against the command line.
+# formatting, lints, every Rust test (library, integration, C API), a
+# bounded, seeded model-mutation campaign against the command line, and the
+# aarch64 checks under qemu.
 # Usage: scripts/test.sh   (from anywhere; CI runs it through .ci/run)
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -28,7 +29,8 @@ fi
 .venv/bin/python scripts/check_layers.py
 cargo fmt --all --check
 cargo clippy --workspace --all-targets -- -D warnings
-cargo test --workspace
+# Every test binary runs even when one fails, so one run shows every failure.
+cargo test --workspace --no-fail-fast
 
 # A reduced build: only the operator families the example model needs (what
 # `ramify ops --required` prints); the example runs, and every operator of a
@@ -42,3 +44,8 @@ cargo test -p ramify --no-default-features --features "$features" --test reduced
 .venv/bin/python scripts/mutate_campaign.py --bin target/debug/ramify --count 3000 \
     --seed 41 --jobs 2 --timeout 60 \
     --ramify-arg=--memory-limit --ramify-arg=1G --ramify-arg=--time-limit --ramify-arg=10000
+
+# ARM64: clippy for aarch64, the library's tests, the light models, the
+# fusions and the conformance suite under qemu (ARMv8.0 and qemu's default
+# core), and Android/iOS type-checks (scripts/aarch64.sh says what and why).
+bash scripts/aarch64.sh all
