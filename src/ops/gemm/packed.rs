@@ -64,7 +64,16 @@ impl Kernel {
     }
 }
 
-/// Bytes a panel row starts on (a cache line, so `zmm` loads never split).
+/// Largest packed copy a node keeps, in bytes. The packed panels are a
+/// second copy of the weights (the graph keeps its constant), so very large
+/// matrices stay unpacked: VGG-19's 25088×4096 and 4096×4096 classifier
+/// layers (411 and 67 MB, run one row at a time, where the general GEMV
+/// streams B anyway) would take loading past twice the weight bytes
+/// (tests/memory.rs). Every BERT/ViT-base/large linear layer fits
+/// (at most 1024×4096 = 16 MiB).
+const MAX_PACKED_BYTES: usize = 32 << 20;
+
+/// Floats a panel row starts on (a cache line, so `zmm` loads never split).
 const ALIGN_FLOATS: usize = 16;
 
 /// A constant k×n f32 matrix packed into column panels for one kernel.
@@ -120,6 +129,9 @@ impl PackedWeights {
         let w = kernel.width();
         let panels = n.div_ceil(w);
         let len = panels.checked_mul(w)?.checked_mul(k)?;
+        if len > MAX_PACKED_BYTES / std::mem::size_of::<f32>() {
+            return None;
+        }
         let mut buf = vec![0.0f32; len.checked_add(ALIGN_FLOATS)?];
         let misalign = (buf.as_ptr() as usize / 4) % ALIGN_FLOATS;
         let start = (ALIGN_FLOATS - misalign) % ALIGN_FLOATS;

@@ -166,6 +166,11 @@ fn bad_sizes_are_errors_and_empty_dims_do_not_pack() {
     assert!(PackedWeights::for_kernel(&b, 3, 5, false, kernel).is_none());
     assert!(PackedWeights::for_kernel(&[], 0, 4, false, kernel).is_none());
     assert!(PackedWeights::for_kernel(&[], 4, 0, false, kernel).is_none());
+    // Too large to keep a second copy of.
+    let (big_k, big_n) = (4096, 2049);
+    let big = vec![0.0; big_k * big_n];
+    assert!(PackedWeights::for_kernel(&big, big_k, big_n, false, kernel).is_none());
+    assert!(PackedWeights::for_kernel(&big[..big_k * 2048], big_k, 2048, false, kernel).is_some());
     let w = PackedWeights::for_kernel(&b, 3, 4, false, kernel).unwrap();
     let epi = PackedEpilogue::default();
     let mut out = vec![0.0; 8];
