@@ -2,7 +2,7 @@
 # The whole test suite: Python reference data (pinned, in a local venv), then
 # formatting, lints, every Rust test (library, integration, C API), a
 # bounded, seeded model-mutation campaign against the command line, and the
-# aarch64 checks under qemu.
+# aarch64 lints and mobile type-checks.
 # Usage: scripts/test.sh   (from anywhere; CI runs it through .ci/run)
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -45,7 +45,8 @@ cargo test -p ramify --no-default-features --features "$features" --test reduced
     --seed 41 --jobs 2 --timeout 60 \
     --ramify-arg=--memory-limit --ramify-arg=1G --ramify-arg=--time-limit --ramify-arg=10000
 
-# ARM64: clippy for aarch64, the library's tests, the light models, the
-# fusions and the conformance suite under qemu (ARMv8.0 and qemu's default
-# core), and Android/iOS type-checks (scripts/aarch64.sh says what and why).
-bash scripts/aarch64.sh all
+# ARM64: clippy -D warnings for aarch64 and the Android/iOS type-checks.
+# The tests under qemu (`scripts/aarch64.sh test`: about 25 CPU-minutes to
+# build, 9 minutes to run) are not yet in this run; see scripts/aarch64.sh.
+bash scripts/aarch64.sh clippy
+bash scripts/aarch64.sh mobile
