@@ -7,6 +7,10 @@
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo"
+# No incremental caches (gigabytes in a one-off build); show the disk the run
+# starts with, as a full disk shows up only as a linker's bus error.
+export CARGO_INCREMENTAL=0
+df -h . | tail -n 1
 
 scripts/ensure_venv.sh
 .venv/bin/python scripts/gen_test_data.py
