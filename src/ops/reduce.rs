@@ -25,7 +25,6 @@ pub(crate) fn par_outputs<T: Send>(
     work_per_output: usize,
     f: impl Fn(usize, &mut [T]) + Sync,
 ) {
-    use rayon::prelude::*;
     let n = out.len();
     let threads = super::util::op_threads();
     let work = n.saturating_mul(work_per_output.max(1));
@@ -34,10 +33,7 @@ pub(crate) fn par_outputs<T: Send>(
         return;
     }
     let per = n.div_ceil(super::util::task_count(n, threads));
-    out.par_chunks_mut(per)
-        .with_max_len(1)
-        .enumerate()
-        .for_each(|(i, chunk)| f(i * per, chunk));
+    super::parallel::par_chunks(out, per, |i, chunk| f(i * per, chunk));
 }
 
 /// The input dimensions split into kept and reduced ones, with size-1

@@ -5,6 +5,13 @@ use crate::error::{Error, Result};
 use crate::ir::{Fact, InferInput};
 use crate::tensor::Tensor;
 
+// Work splitting lives in `ops::parallel`; operators import it from here
+// with the rest of their helpers.
+pub use super::parallel::{
+    op_threads, par_rows, par_spans, task_count, with_thread_cap, MIN_PARALLEL_GRAIN,
+    TASKS_PER_THREAD,
+};
+
 /// Input `i`, which the operator requires.
 pub fn input<'a>(op: &str, inputs: &[Option<&'a Tensor>], i: usize) -> Result<&'a Tensor> {
     inputs
@@ -174,101 +181,6 @@ macro_rules! numeric_map {
     };
 }
 
-thread_local! {
-    /// The most threads an operator started on this thread may split its
-    /// work for (0: no cap beyond the pool's).
-    static THREAD_CAP: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
-}
-
-/// The threads the operator being run splits its work for: the current
-/// rayon pool's, or fewer under [`with_thread_cap`].
-pub fn op_threads() -> usize {
-    let pool = rayon::current_num_threads();
-    match THREAD_CAP.with(std::cell::Cell::get) {
-        0 => pool,
-        cap => cap.min(pool),
-    }
-}
-
-/// Runs `f` with the operators it starts on this thread split for at most
-/// `cap` threads (at least 1): the executor runs a one-CPU sibling as a
-/// task of a larger pool this way. The previous cap is restored after.
-pub fn with_thread_cap<R>(cap: usize, f: impl FnOnce() -> R) -> R {
-    struct Restore(usize);
-    impl Drop for Restore {
-        fn drop(&mut self) {
-            THREAD_CAP.with(|c| c.set(self.0));
-        }
-    }
-    let _restore = Restore(THREAD_CAP.with(|c| c.replace(cap.max(1))));
-    f()
-}
-
-/// Minimum work items per parallel task, so tiny operators stay on one thread.
-pub const MIN_PARALLEL_GRAIN: usize = 1 << 14;
-
-/// Tasks per thread a parallel kernel splits its work into, where the work
-/// is large enough. More tasks than threads make the split robust to a
-/// preempted thread (another process took its core): rayon's work stealing
-/// lets the running threads take the tasks it has not started, so the
-/// join waits only for the one task it is in, not for its whole share.
-/// The split depends on the thread count only in where outputs are cut,
-/// never in how any element is computed, so results stay bit-identical.
-pub const TASKS_PER_THREAD: usize = 4;
-
-/// Tasks for `items` independent work items on `threads` threads:
-/// [`TASKS_PER_THREAD`] per thread, at most one per item, at least one.
-pub fn task_count(items: usize, threads: usize) -> usize {
-    if threads <= 1 {
-        return 1;
-    }
-    threads.saturating_mul(TASKS_PER_THREAD).min(items).max(1)
-}
-
-/// Splits `out` into contiguous chunks of whole rows of `row` elements and
-/// fills them in parallel on the current rayon pool: `f(first_row, chunk)`.
-/// Each output element is written by exactly one call, so the result does not
-/// depend on the number of threads.
-pub fn par_rows<T: Send>(out: &mut [T], row: usize, f: impl Fn(usize, &mut [T]) + Sync) {
-    use rayon::prelude::*;
-    let row = row.max(1);
-    let rows = out.len() / row;
-    let threads = op_threads();
-    if threads <= 1 || out.len() < MIN_PARALLEL_GRAIN || rows < 2 {
-        f(0, out);
-        return;
-    }
-    let rows_per = rows.div_ceil(task_count(rows, threads));
-    // One rayon job per chunk (`with_max_len(1)`): left to rayon's
-    // adaptive splitting, a thread would take runs of chunks as one job,
-    // and a preempted thread would hold the chunks of its run.
-    out.par_chunks_mut(rows_per * row)
-        .with_max_len(1)
-        .enumerate()
-        .for_each(|(i, chunk)| f(i * rows_per, chunk));
-}
-
-/// Runs `f(start, span)` over equal spans of `out` (multiples of 1024
-/// elements, at least [`MIN_PARALLEL_GRAIN`]) in parallel on the current
-/// rayon pool, for element-wise work whose row structure does not matter.
-pub fn par_spans<T: Send>(out: &mut [T], f: impl Fn(usize, &mut [T]) + Sync) {
-    use rayon::prelude::*;
-    let threads = op_threads();
-    if threads <= 1 || out.len() < 2 * MIN_PARALLEL_GRAIN {
-        f(0, out);
-        return;
-    }
-    let span = out
-        .len()
-        .div_ceil(task_count(out.len(), threads))
-        .next_multiple_of(1024)
-        .max(MIN_PARALLEL_GRAIN);
-    out.par_chunks_mut(span)
-        .with_max_len(1)
-        .enumerate()
-        .for_each(|(i, chunk)| f(i * span, chunk));
-}
-
 /// `s` as the f32 slice it is, when `T` is f32.
 pub(crate) fn as_f32<T: 'static>(s: &[T]) -> Option<&[f32]> {
     (std::any::TypeId::of::<T>() == std::any::TypeId::of::<f32>())
@@ -305,111 +217,5 @@ mod tests {
         assert_eq!(axis("t", 0, 1).unwrap(), 0);
         assert!(axis("t", 4, 4).is_err());
         assert!(axis("t", -5, 4).is_err());
-    }
-
-    /// Operators split for the pool's threads, or for the cap while one
-    /// is set; the previous cap comes back after, even after a panic.
-    #[test]
-    fn a_thread_cap_holds_operators_to_fewer_threads() {
-        let pool = rayon::ThreadPoolBuilder::new()
-            .num_threads(3)
-            .build()
-            .unwrap();
-        pool.install(|| {
-            assert_eq!(op_threads(), 3);
-            with_thread_cap(1, || {
-                assert_eq!(op_threads(), 1);
-                with_thread_cap(2, || assert_eq!(op_threads(), 2));
-                assert_eq!(op_threads(), 1);
-                // A cap above the pool's threads leaves the pool's.
-                with_thread_cap(8, || assert_eq!(op_threads(), 3));
-            });
-            let caught = std::panic::catch_unwind(|| with_thread_cap(1, || panic!("in op")));
-            assert!(caught.is_err());
-            assert_eq!(op_threads(), 3);
-            // A capped row split runs as one call.
-            let mut v = vec![0u8; 1 << 16];
-            let calls = std::sync::atomic::AtomicUsize::new(0);
-            with_thread_cap(1, || {
-                par_rows(&mut v, 16, |_, _| {
-                    calls.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                })
-            });
-            assert_eq!(calls.into_inner(), 1);
-        });
-    }
-
-    /// Runs `split` on a 2-thread pool, whose first task stalls as a
-    /// preempted thread would, and returns (tasks, tasks run by a thread
-    /// other than the stalled one). `split` calls its argument once per
-    /// task with the task's first item.
-    fn with_a_stalled_thread(split: impl Fn(&(dyn Fn(usize) + Sync)) + Sync) -> (usize, usize) {
-        use std::sync::Mutex;
-        let pool = rayon::ThreadPoolBuilder::new()
-            .num_threads(2)
-            .build()
-            .unwrap();
-        let ran: Mutex<Vec<(usize, Option<usize>)>> = Mutex::new(Vec::new());
-        pool.install(|| {
-            split(&|first| {
-                if first == 0 {
-                    std::thread::sleep(std::time::Duration::from_millis(150));
-                }
-                let thread = rayon::current_thread_index();
-                ran.lock().unwrap().push((first, thread));
-            })
-        });
-        let ran = ran.into_inner().unwrap();
-        let stalled = ran.iter().find(|r| r.0 == 0).unwrap().1;
-        (ran.len(), ran.iter().filter(|r| r.1 != stalled).count())
-    }
-
-    /// Work is split into more tasks than threads, and while one thread is
-    /// held up (preempted) in its first task the other takes every task it
-    /// had not started: the join waits for one task, not half the work.
-    #[test]
-    fn a_stalled_threads_share_is_taken_by_the_other() {
-        let (tasks, others) = with_a_stalled_thread(|task| {
-            let mut v = vec![0u8; 1 << 16];
-            par_rows(&mut v, 64, |first, _| task(first));
-        });
-        assert_eq!(tasks, task_count(1 << 10, 2));
-        assert_eq!(tasks, 2 * TASKS_PER_THREAD);
-        assert_eq!(others, tasks - 1);
-        let (tasks, others) = with_a_stalled_thread(|task| {
-            let mut v = vec![0f32; 1 << 17];
-            par_spans(&mut v, |first, _| task(first));
-        });
-        assert!(tasks >= 4, "{tasks}");
-        assert_eq!(others, tasks - 1);
-        let (tasks, others) = with_a_stalled_thread(|task| {
-            crate::ops::gemm::engine::par_for(16, task);
-        });
-        assert_eq!((tasks, others), (16, 15));
-    }
-
-    #[test]
-    fn task_counts() {
-        assert_eq!(task_count(1000, 1), 1);
-        assert_eq!(task_count(1000, 2), 8);
-        assert_eq!(task_count(3, 2), 3);
-        assert_eq!(task_count(0, 4), 1);
-    }
-
-    #[test]
-    fn par_rows_covers_every_row_once() {
-        let pool = rayon::ThreadPoolBuilder::new()
-            .num_threads(3)
-            .build()
-            .unwrap();
-        let mut v = vec![0usize; 1 << 16];
-        pool.install(|| {
-            par_rows(&mut v, 16, |first, chunk| {
-                for (i, x) in chunk.iter_mut().enumerate() {
-                    *x = first * 16 + i;
-                }
-            })
-        });
-        assert!(v.iter().enumerate().all(|(i, &x)| i == x));
     }
 }

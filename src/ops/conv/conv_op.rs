@@ -17,8 +17,9 @@ use super::{check_bias, finish_row, parse_group, run_float, FloatKernel};
 use crate::error::{Error, Result};
 use crate::ir::{BuildContext, Fact, InferInput, OpClass, Operator};
 use crate::ops::gemm::checked_product;
-use crate::ops::gemm::engine::{Batched, Block, GemmFloat, Mat, SendPtr};
+use crate::ops::gemm::engine::{Batched, Block, GemmFloat, Mat};
 use crate::ops::gemm::fused::Activation;
+use crate::ops::parallel::SendPtr;
 use crate::ops::util::{fact, input, opt_fact, opt_input, par_spans};
 use crate::tensor::Tensor;
 

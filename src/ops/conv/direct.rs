@@ -14,8 +14,10 @@
 
 use super::conv_op::ConvPlan;
 use super::phases::{clear_padding, fill_phases, Phases, TAIL};
-use crate::ops::gemm::engine::{par_for, GemmFloat, SendPtr};
+use crate::ops::gemm::engine::GemmFloat;
 use crate::ops::gemm::fused::Activation;
+use crate::ops::parallel::par_for;
+use crate::ops::parallel::SendPtr;
 use crate::ops::util::{as_f32, as_f32_mut, par_rows};
 
 /// Most input channels (per group) a layer may have to take this path.

@@ -13,9 +13,10 @@ use super::lines::Lines;
 use super::panels::{self, NR};
 use crate::error::Result;
 use crate::ops::gemm::checked_product;
-use crate::ops::gemm::engine::{Batched, GemmFloat, Mat, SendPtr};
+use crate::ops::gemm::engine::{Batched, GemmFloat, Mat};
 use crate::ops::gemm::fused::Activation;
 use crate::ops::gemm::simd::multiversion;
+use crate::ops::parallel::SendPtr;
 use crate::ops::util::par_rows;
 use crate::ops::util::{as_f32, as_f32_mut};
 

@@ -31,8 +31,10 @@
 
 use super::conv_op::ConvPlan;
 use super::finish_row;
-use crate::ops::gemm::engine::{par_for, GemmFloat, SendPtr};
+use crate::ops::gemm::engine::GemmFloat;
 use crate::ops::gemm::fused::Activation;
+use crate::ops::parallel::par_for;
+use crate::ops::parallel::SendPtr;
 use std::sync::OnceLock;
 
 mod blocks;

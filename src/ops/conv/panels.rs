@@ -31,8 +31,10 @@
 //! edge are pulled back over outputs already computed (the same bits)
 //! rather than running past the edge.
 
-use crate::ops::gemm::engine::{par_for, scratch, SendPtr};
+use crate::ops::gemm::engine::scratch;
 use crate::ops::gemm::fused::Activation;
+use crate::ops::parallel::par_for;
+use crate::ops::parallel::SendPtr;
 use std::cell::RefCell;
 
 /// Rows per panel.

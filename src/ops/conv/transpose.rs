@@ -10,8 +10,9 @@ use crate::error::{Error, Result};
 use crate::ir::attributes::Attributes;
 use crate::ir::{BuildContext, Fact, InferInput, OpClass, Operator};
 use crate::ops::gemm::checked_product;
-use crate::ops::gemm::engine::{Batched, GemmFloat, Mat, SendPtr};
+use crate::ops::gemm::engine::{Batched, GemmFloat, Mat};
 use crate::ops::gemm::fused::Activation;
+use crate::ops::parallel::SendPtr;
 use crate::ops::util::{fact, input, opt_fact, opt_input, par_rows};
 use crate::tensor::Tensor;
 

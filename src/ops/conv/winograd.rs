@@ -12,8 +12,10 @@
 use super::conv_op::ConvPlan;
 use super::finish_row;
 use super::panels;
-use crate::ops::gemm::engine::{par_for, Batched, GemmFloat, Mat, SendPtr};
+use crate::ops::gemm::engine::{Batched, GemmFloat, Mat};
 use crate::ops::gemm::fused::Activation;
+use crate::ops::parallel::par_for;
+use crate::ops::parallel::SendPtr;
 use crate::ops::util::as_f32;
 use num_traits::Float;
 use std::any::Any;

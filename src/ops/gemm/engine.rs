@@ -6,8 +6,8 @@
 //! or column) use dedicated GEMV loops instead of packing the whole matrix.
 
 use super::simd::multiversion;
+use crate::ops::parallel::{par_for, SendPtr};
 use num_traits::Float;
-use rayon::prelude::*;
 use std::cell::RefCell;
 use std::fmt::Debug;
 
@@ -27,30 +27,6 @@ const NB_MIN: usize = 64;
 const MB_MIN: usize = 64;
 /// Output elements per GEMV task at least.
 const GEMV_MIN_BLOCK: usize = 64;
-
-/// A raw pointer that may cross threads; every task writes a disjoint part.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct SendPtr<T>(pub *mut T);
-// SAFETY: used only to hand disjoint output regions to parallel tasks.
-unsafe impl<T> Send for SendPtr<T> {}
-// SAFETY: as above.
-unsafe impl<T> Sync for SendPtr<T> {}
-
-impl<T> SendPtr<T> {
-    /// The mutable slice `[start, start + len)` of the pointed-to buffer.
-    ///
-    /// # Safety
-    /// The range must lie inside the buffer, and no other live reference may
-    /// overlap it.
-    pub(crate) unsafe fn slice<'a>(self, start: usize, len: usize) -> &'a mut [T] {
-        std::slice::from_raw_parts_mut(self.0.add(start), len)
-    }
-
-    /// The pointer `off` elements further (no bounds check until used).
-    pub(crate) fn offset(self, off: usize) -> SendPtr<T> {
-        SendPtr(self.0.wrapping_add(off))
-    }
-}
 
 /// A strided read-only matrix: element (i, j) is at `ptr + i*rs + j*cs`.
 #[derive(Debug, Clone, Copy)]
@@ -258,16 +234,6 @@ impl GemmFloat for f64 {
 
     fn with_scratch<R>(len: usize, f: impl FnOnce(&mut [f64]) -> R) -> R {
         scratch(&SCRATCH_F64, len, f)
-    }
-}
-
-/// Runs `f(i)` for every `i < n`, in parallel on the current rayon pool when
-/// it has more than one thread. Tasks must write disjoint outputs.
-pub(crate) fn par_for(n: usize, f: impl Fn(usize) + Sync + Send) {
-    if n <= 1 || crate::ops::util::op_threads() <= 1 {
-        (0..n).for_each(f);
-    } else {
-        (0..n).into_par_iter().with_max_len(1).for_each(f);
     }
 }
 

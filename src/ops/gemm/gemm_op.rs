@@ -2,12 +2,13 @@
 //! C unidirectionally broadcast to (M, N) and optional from opset 11, and an
 //! optional fused activation applied to each output block.
 
-use super::engine::{Batched, Block, GemmFloat, Mat, SendPtr};
+use super::engine::{Batched, Block, GemmFloat, Mat};
 use super::fused::Activation;
 use super::int::{int_matmul, IntElem};
 use super::{contiguous, from_f32_vec, to_f32_vec};
 use crate::error::{Error, Result};
 use crate::ir::{BuildContext, Fact, InferInput, OpClass, Operator};
+use crate::ops::parallel::SendPtr;
 use crate::ops::util::{fact, input, opt_fact, opt_input, out_len};
 use crate::tensor::{DType, Tensor};
 use ndarray::{ArrayD, IxDyn};

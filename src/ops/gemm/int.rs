@@ -2,7 +2,8 @@
 //! uint64): a plain row-times-matrix kernel with wrapping arithmetic, parallel
 //! over blocks of output rows.
 
-use super::engine::{par_for, SendPtr};
+use crate::ops::parallel::par_for;
+use crate::ops::parallel::SendPtr;
 use num_traits::{WrappingAdd, WrappingMul, Zero};
 
 /// Integer element types with wrapping multiply-add.

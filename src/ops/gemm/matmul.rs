@@ -8,12 +8,13 @@
 //! applied to each output block right after it is computed, with the same
 //! roundings as the separate nodes.
 
-use super::engine::{Batched, Block, GemmFloat, Mat, SendPtr};
+use super::engine::{Batched, Block, GemmFloat, Mat};
 use super::fused::Activation;
 use super::int::{int_matmul, IntElem};
 use super::{checked_product, contiguous, from_f32_vec, to_f32_vec};
 use crate::error::{Error, Result};
 use crate::ir::{BuildContext, Fact, InferInput, OpClass, Operator};
+use crate::ops::parallel::SendPtr;
 use crate::ops::util::{broadcast_shapes, fact, input};
 use crate::tensor::{DType, Element, Tensor};
 use ndarray::{ArrayD, IxDyn};

@@ -16,9 +16,10 @@
 //! x86-64 only (the module is compiled there alone); elsewhere the
 //! products take the general engine.
 
-use super::engine::{par_for, TASK_FLOPS};
+use super::engine::TASK_FLOPS;
 use super::fused::Activation;
 use crate::error::{Error, Result};
+use crate::ops::parallel::par_for;
 use crate::ops::util::{op_threads, TASKS_PER_THREAD};
 use std::arch::x86_64::*;
 

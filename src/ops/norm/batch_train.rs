@@ -20,10 +20,10 @@ use super::{check_float, epsilon, param};
 use crate::error::{Error, Result};
 use crate::ir::{BuildContext, Fact, InferInput, OpClass, Operator};
 use crate::ops::gemm::fused::Activation;
+use crate::ops::parallel::{par_chunks, par_collect};
 use crate::ops::quant::float_tensor;
 use crate::ops::util::{fact, input, out_len};
 use crate::tensor::Tensor;
-use rayon::prelude::*;
 
 const OP: &str = "BatchNormalization";
 
@@ -84,20 +84,19 @@ fn layout(x: &[usize]) -> Result<(usize, usize)> {
 /// The per-channel mean and population variance of row-major `x` of
 /// `n` samples × `c` channels × `s` positions.
 fn batch_stats(x: &[f64], n: usize, c: usize, s: usize) -> (Vec<f64>, Vec<f64>) {
-    (0..c)
-        .into_par_iter()
-        .map(|ch| {
-            let count = (n * s) as f64;
-            let planes = || (0..n).map(move |b| &x[(b * c + ch) * s..(b * c + ch + 1) * s]);
-            let mean = planes().flatten().sum::<f64>() / count;
-            let var = planes()
-                .flatten()
-                .map(|v| (v - mean) * (v - mean))
-                .sum::<f64>()
-                / count;
-            (mean, var)
-        })
-        .unzip()
+    par_collect(c, 1, |ch| {
+        let count = (n * s) as f64;
+        let planes = || (0..n).map(move |b| &x[(b * c + ch) * s..(b * c + ch + 1) * s]);
+        let mean = planes().flatten().sum::<f64>() / count;
+        let var = planes()
+            .flatten()
+            .map(|v| (v - mean) * (v - mean))
+            .sum::<f64>()
+            / count;
+        (mean, var)
+    })
+    .into_iter()
+    .unzip()
 }
 
 impl Operator for BatchNormTrain {
@@ -172,7 +171,7 @@ impl Operator for BatchNormTrain {
             .collect();
         let mut y = xv;
         if s > 0 {
-            y.par_chunks_mut(s).enumerate().for_each(|(row, plane)| {
+            par_chunks(&mut y, s, |row, plane| {
                 let ch = row % c;
                 for v in plane.iter_mut() {
                     *v = (*v - mean[ch]) * a[ch] + p[1][ch];

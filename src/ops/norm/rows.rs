@@ -6,9 +6,9 @@
 
 use super::Real;
 use crate::ops::gemm::simd::multiversion;
+use crate::ops::parallel::par_collect;
 use crate::ops::unary::kernel::Float;
 use crate::ops::util::{as_f32, as_f32_mut, op_threads, par_rows, MIN_PARALLEL_GRAIN};
-use rayon::prelude::*;
 
 /// The sum of `f(x)` over a row in a fixed order: eight interleaved partial
 /// sums (which also vectorise), combined pairwise.
@@ -51,11 +51,7 @@ pub(crate) fn stats<T: Float, C: Real>(
         (0..rows).map(one).collect()
     } else {
         let min = (MIN_PARALLEL_GRAIN / len.max(1)).max(1);
-        (0..rows)
-            .into_par_iter()
-            .with_min_len(min)
-            .map(one)
-            .collect()
+        par_collect(rows, min, one)
     }
 }
 

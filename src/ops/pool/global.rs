@@ -123,7 +123,6 @@ impl Global {
     }
 
     fn compute<T: Float + Send + Sync>(&self, x: &[T], planes: usize) -> Vec<T> {
-        use rayon::prelude::*;
         let mut y = vec![T::zero(); planes];
         if planes == 0 {
             return y;
@@ -131,10 +130,18 @@ impl Global {
         let len = x.len() / planes;
         if x.len() >= MIN_PARALLEL_GRAIN && crate::ops::util::op_threads() > 1 && planes > 1 {
             let min = (MIN_PARALLEL_GRAIN / len.max(1)).max(1);
-            y.par_iter_mut()
-                .with_min_len(min)
-                .enumerate()
-                .for_each(|(i, o)| *o = self.reduce(&x[i * len..(i + 1) * len]));
+            let per = planes
+                .div_ceil(crate::ops::parallel::task_count(
+                    planes,
+                    crate::ops::util::op_threads(),
+                ))
+                .max(min);
+            crate::ops::parallel::par_chunks(&mut y, per, |t, chunk| {
+                for (j, o) in chunk.iter_mut().enumerate() {
+                    let i = t * per + j;
+                    *o = self.reduce(&x[i * len..(i + 1) * len]);
+                }
+            });
         } else {
             for (i, o) in y.iter_mut().enumerate() {
                 *o = self.reduce(&x[i * len..(i + 1) * len]);

@@ -132,7 +132,6 @@ pub(super) fn max_with_indices<T: MaxElem>(
     idx: &mut [i64],
     col_major: bool,
 ) {
-    use rayon::prelude::*;
     let (w, step) = (rows.width(), rows.step());
     let (in_len, out_len) = (rows.win.in_len(), rows.win.out_len());
     if out_len == 0 {
@@ -179,10 +178,7 @@ pub(super) fn max_with_indices<T: MaxElem>(
     };
     let big = y.len() >= MIN_PARALLEL_GRAIN && crate::ops::util::op_threads() > 1;
     if big {
-        y.par_chunks_mut(out_len)
-            .zip(idx.par_chunks_mut(out_len))
-            .enumerate()
-            .for_each(|(p, (yp, ip))| plane(p, yp, ip));
+        crate::ops::parallel::par_chunk_pairs(y, out_len, idx, out_len, plane);
     } else {
         for (p, (yp, ip)) in y
             .chunks_mut(out_len)

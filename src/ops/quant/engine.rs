@@ -55,7 +55,6 @@ impl Product<'_> {
     /// Runs the product, in parallel over column panels and row blocks on
     /// the current pool, handing each finished tile to `sink`.
     pub(crate) fn run(&self, src: &dyn PanelSource, sink: &dyn Sink) {
-        use rayon::prelude::*;
         let w = self.w;
         let k = w.k as i32;
         let zx = self.zero_x;
@@ -113,12 +112,7 @@ impl Product<'_> {
                 }
             }
         };
-        let tasks = col_tasks * row_tasks;
-        if threads <= 1 || tasks <= 1 {
-            (0..tasks).for_each(task);
-        } else {
-            (0..tasks).into_par_iter().for_each(task);
-        }
+        crate::ops::parallel::par_for(col_tasks * row_tasks, task);
     }
 }
 

@@ -8,10 +8,10 @@
 use super::spec::{Cell, Dims, Recurrent, Scalar, StepCtx};
 use crate::error::{Error, Result};
 use crate::ops::gemm::checked_product;
+use crate::ops::parallel::par_collect;
 use crate::tensor::{DType, Tensor};
 use half::{bf16, f16};
 use ndarray::{ArrayD, ArrayView2, ArrayViewMut2, IxDyn};
-use rayon::prelude::*;
 
 /// `out = a·wᵀ + beta·out` for row-major `a` (m×k), `w` (n×k), `out` (m×n).
 pub(super) fn matmul_t<C: Scalar>(
@@ -188,29 +188,27 @@ pub(super) fn run<K: Cell, C: Scalar>(
     } else {
         dirs.max(1)
     };
-    let results: Vec<DirOut<C>> = (0..dirs)
-        .into_par_iter()
-        .with_min_len(per_task)
-        .map(|di| {
-            let inp = DirIn {
-                w: &w[di * gh * d.input..(di + 1) * gh * d.input],
-                wb: &bias[di * 2 * gh..di * 2 * gh + gh],
-                h0: h0[di * b * h..(di + 1) * b * h].to_vec(),
-                c0: c0[di * c_len..(di + 1) * c_len].to_vec(),
-                reversed: node.common.direction.reversed(di),
-                step: StepCtx {
-                    hidden: h,
-                    batch: b,
-                    r: &r[di * gh * h..(di + 1) * gh * h],
-                    rb: &bias[di * 2 * gh + gh..(di + 1) * 2 * gh],
-                    p: p.as_deref().map(|p| &p[di * 3 * h..(di + 1) * 3 * h]),
-                    acts: &node.common.acts[di * per_dir..(di + 1) * per_dir],
-                    clip,
-                },
-            };
-            direction(&node.cell, d, &x, &lens, inp)
-        })
-        .collect::<Result<_>>()?;
+    let results: Vec<DirOut<C>> = par_collect(dirs, per_task, |di| {
+        let inp = DirIn {
+            w: &w[di * gh * d.input..(di + 1) * gh * d.input],
+            wb: &bias[di * 2 * gh..di * 2 * gh + gh],
+            h0: h0[di * b * h..(di + 1) * b * h].to_vec(),
+            c0: c0[di * c_len..(di + 1) * c_len].to_vec(),
+            reversed: node.common.direction.reversed(di),
+            step: StepCtx {
+                hidden: h,
+                batch: b,
+                r: &r[di * gh * h..(di + 1) * gh * h],
+                rb: &bias[di * 2 * gh + gh..(di + 1) * 2 * gh],
+                p: p.as_deref().map(|p| &p[di * 3 * h..(di + 1) * 3 * h]),
+                acts: &node.common.acts[di * per_dir..(di + 1) * per_dir],
+                clip,
+            },
+        };
+        direction(&node.cell, d, &x, &lens, inp)
+    })
+    .into_iter()
+    .collect::<Result<_>>()?;
     Ok(assemble(results, d, bf, K::HAS_C))
 }
 

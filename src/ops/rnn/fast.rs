@@ -18,9 +18,10 @@ use crate::error::{Error, Result};
 use crate::ir::BuildContext;
 use crate::ops::gemm::checked_product;
 use crate::ops::gemm::contiguous;
-use crate::ops::gemm::engine::{Batched, Block, Mat, SendPtr};
+use crate::ops::gemm::engine::{Batched, Block, Mat};
+use crate::ops::parallel::par_collect;
+use crate::ops::parallel::SendPtr;
 use crate::tensor::Tensor;
-use rayon::prelude::*;
 use std::borrow::Cow;
 
 /// W and R of every direction, laid out for the fast path.
@@ -359,32 +360,28 @@ pub(super) fn run<K: Cell>(
     } else {
         dirs.max(1)
     };
-    let results: Vec<DirOut<f32>> = (0..dirs)
-        .into_par_iter()
-        .with_min_len(per_task)
-        .map(|di| {
-            let acts = node
-                .common
-                .acts
-                .get(di * per_dir..(di + 1) * per_dir)
-                .unwrap_or(&[]);
-            let dir = Dir {
-                kind,
-                packs: &prep.packs[di],
-                xw: &xw,
-                ld: dirs * gh,
-                col0: di * gh,
-                batch_first: bf,
-                lens: &lens,
-                reversed: node.common.direction.reversed(di),
-                p: &p[di * 3 * h..(di + 1) * 3 * h],
-                rbn: &rbn[di * h..(di + 1) * h],
-                cfg: gate_cfg(kind, acts, node.common.clip),
-                h0: &h0[di * b * h..(di + 1) * b * h],
-                c0: &c0[di * c_len..(di + 1) * c_len],
-            };
-            direction(d, dir)
-        })
-        .collect();
+    let results: Vec<DirOut<f32>> = par_collect(dirs, per_task, |di| {
+        let acts = node
+            .common
+            .acts
+            .get(di * per_dir..(di + 1) * per_dir)
+            .unwrap_or(&[]);
+        let dir = Dir {
+            kind,
+            packs: &prep.packs[di],
+            xw: &xw,
+            ld: dirs * gh,
+            col0: di * gh,
+            batch_first: bf,
+            lens: &lens,
+            reversed: node.common.direction.reversed(di),
+            p: &p[di * 3 * h..(di + 1) * 3 * h],
+            rbn: &rbn[di * h..(di + 1) * h],
+            cfg: gate_cfg(kind, acts, node.common.clip),
+            h0: &h0[di * b * h..(di + 1) * b * h],
+            c0: &c0[di * c_len..(di + 1) * c_len],
+        };
+        direction(d, dir)
+    });
     Ok(driver::assemble(results, d, bf, kind.has_c()))
 }

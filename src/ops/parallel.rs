@@ -1,0 +1,213 @@
+//! How operators split their work over the current rayon pool, through one
+//! type-erased core.
+//!
+//! Every parallel loop in the operators numbers its tasks `0..n` and hands
+//! them to [`run_tasks`], which takes the task body as `&dyn Fn(usize)`. So
+//! rayon's job, latch and splitting code is compiled once for the whole
+//! library. Before, each closure passed to a parallel iterator made its own
+//! copy of that machinery, once per element type of a generic kernel: a
+//! large share of the shipped library's size. The helpers below are thin
+//! generic shells that turn slices into numbered tasks and back.
+//!
+//! A split depends on the thread count only in where the outputs are cut,
+//! never in how an element is computed, so results stay bit-identical on
+//! every pool size.
+
+use std::cell::Cell;
+
+thread_local! {
+    /// The most threads an operator started on this thread may split its
+    /// work for (0: no cap beyond the pool's).
+    static THREAD_CAP: Cell<usize> = const { Cell::new(0) };
+}
+
+/// The threads the operator being run splits its work for: the current
+/// rayon pool's, or fewer under [`with_thread_cap`].
+pub fn op_threads() -> usize {
+    let pool = rayon::current_num_threads();
+    match THREAD_CAP.with(Cell::get) {
+        0 => pool,
+        cap => cap.min(pool),
+    }
+}
+
+/// Runs `f` with the operators it starts on this thread split for at most
+/// `cap` threads (at least 1): the executor runs a one-CPU sibling as a
+/// task of a larger pool this way. The previous cap is restored after.
+pub fn with_thread_cap<R>(cap: usize, f: impl FnOnce() -> R) -> R {
+    struct Restore(usize);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            THREAD_CAP.with(|c| c.set(self.0));
+        }
+    }
+    let _restore = Restore(THREAD_CAP.with(|c| c.replace(cap.max(1))));
+    f()
+}
+
+/// Minimum work items per parallel task, so tiny operators stay on one thread.
+pub const MIN_PARALLEL_GRAIN: usize = 1 << 14;
+
+/// Tasks per thread a parallel kernel splits its work into, where the work
+/// is large enough. More tasks than threads make the split robust to a
+/// preempted thread (another process took its core): rayon's work stealing
+/// lets the running threads take the tasks it has not started, so the
+/// join waits only for the one task it is in, not for its whole share.
+pub const TASKS_PER_THREAD: usize = 4;
+
+/// Tasks for `items` independent work items on `threads` threads:
+/// [`TASKS_PER_THREAD`] per thread, at most one per item, at least one.
+pub fn task_count(items: usize, threads: usize) -> usize {
+    if threads <= 1 {
+        return 1;
+    }
+    threads.saturating_mul(TASKS_PER_THREAD).min(items).max(1)
+}
+
+/// Runs `task(i)` once for every `i < n`: in parallel on the current pool,
+/// one rayon job per task, when it has more than one thread for operators
+/// ([`op_threads`]); in order on this thread otherwise. Tasks must write
+/// disjoint outputs.
+///
+/// One rayon job per task (`with_max_len(1)`): left to rayon's adaptive
+/// splitting, a thread would take runs of tasks as one job, and a
+/// preempted thread would hold the tasks of its run.
+///
+/// This is the only function here that instantiates rayon's machinery.
+pub(crate) fn run_tasks(n: usize, task: &(dyn Fn(usize) + Sync)) {
+    use rayon::prelude::*;
+    if n <= 1 || op_threads() <= 1 {
+        (0..n).for_each(task);
+    } else {
+        (0..n).into_par_iter().with_max_len(1).for_each(task);
+    }
+}
+
+/// Runs `f(i)` for every `i < n` (see [`run_tasks`]).
+#[inline]
+pub(crate) fn par_for(n: usize, f: impl Fn(usize) + Sync) {
+    run_tasks(n, &f);
+}
+
+/// A raw pointer that may cross threads; every task writes a disjoint part.
+#[derive(Debug)]
+pub(crate) struct SendPtr<T>(pub *mut T);
+
+// Copy for every `T` (a derive would ask `T: Copy`).
+impl<T> Clone for SendPtr<T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<T> Copy for SendPtr<T> {}
+// SAFETY: used only to hand disjoint output regions to parallel tasks.
+unsafe impl<T> Send for SendPtr<T> {}
+// SAFETY: as above.
+unsafe impl<T> Sync for SendPtr<T> {}
+
+impl<T> SendPtr<T> {
+    /// The mutable slice `[start, start + len)` of the pointed-to buffer.
+    ///
+    /// # Safety
+    /// The range must lie inside the buffer, and no other live reference may
+    /// overlap it.
+    pub(crate) unsafe fn slice<'a>(self, start: usize, len: usize) -> &'a mut [T] {
+        std::slice::from_raw_parts_mut(self.0.add(start), len)
+    }
+
+    /// The pointer `off` elements further (no bounds check until used).
+    pub(crate) fn offset(self, off: usize) -> SendPtr<T> {
+        SendPtr(self.0.wrapping_add(off))
+    }
+}
+
+/// Cuts `out` into chunks of `chunk` elements (the last may be shorter) and
+/// runs `f(i, chunk_i)` on each, in parallel (see [`run_tasks`]).
+pub(crate) fn par_chunks<T: Send>(out: &mut [T], chunk: usize, f: impl Fn(usize, &mut [T]) + Sync) {
+    let (len, chunk) = (out.len(), chunk.max(1));
+    let base = SendPtr(out.as_mut_ptr());
+    run_tasks(len.div_ceil(chunk), &|i| {
+        let start = i * chunk;
+        // SAFETY: task i alone gets elements start .. start + chunk (cut
+        // at the end of `out`), and `out` stays mutably borrowed until
+        // every task has returned.
+        f(i, unsafe { base.slice(start, chunk.min(len - start)) })
+    });
+}
+
+/// Cuts `a` and `b` into chunks of `ca` and `cb` elements and runs
+/// `f(i, a_i, b_i)` on the i-th pair, in parallel; as many tasks as the
+/// shorter of the two has chunks.
+pub(crate) fn par_chunk_pairs<A: Send, B: Send>(
+    a: &mut [A],
+    ca: usize,
+    b: &mut [B],
+    cb: usize,
+    f: impl Fn(usize, &mut [A], &mut [B]) + Sync,
+) {
+    let (la, lb, ca, cb) = (a.len(), b.len(), ca.max(1), cb.max(1));
+    let (pa, pb) = (SendPtr(a.as_mut_ptr()), SendPtr(b.as_mut_ptr()));
+    run_tasks(la.div_ceil(ca).min(lb.div_ceil(cb)), &|i| {
+        let (sa, sb) = (i * ca, i * cb);
+        // SAFETY: as in `par_chunks`, for each of the two slices.
+        let (x, y) = unsafe { (pa.slice(sa, ca.min(la - sa)), pb.slice(sb, cb.min(lb - sb))) };
+        f(i, x, y)
+    });
+}
+
+/// `f(i)` for every `i < n`, in order, computed in parallel in tasks of at
+/// least `min_per_task` items ([`task_count`] tasks for the pool at most).
+pub(crate) fn par_collect<R: Send>(
+    n: usize,
+    min_per_task: usize,
+    f: impl Fn(usize) -> R + Sync,
+) -> Vec<R> {
+    let mut slots: Vec<Option<R>> = std::iter::repeat_with(|| None).take(n).collect();
+    let per = n
+        .div_ceil(task_count(n, op_threads()))
+        .max(min_per_task)
+        .max(1);
+    par_chunks(&mut slots, per, |t, chunk| {
+        for (j, slot) in chunk.iter_mut().enumerate() {
+            *slot = Some(f(t * per + j));
+        }
+    });
+    // Every slot was filled above.
+    slots.into_iter().flatten().collect()
+}
+
+/// Splits `out` into contiguous chunks of whole rows of `row` elements and
+/// fills them in parallel on the current rayon pool: `f(first_row, chunk)`.
+/// Each output element is written by exactly one call, so the result does not
+/// depend on the number of threads.
+pub fn par_rows<T: Send>(out: &mut [T], row: usize, f: impl Fn(usize, &mut [T]) + Sync) {
+    let row = row.max(1);
+    let rows = out.len() / row;
+    let threads = op_threads();
+    if threads <= 1 || out.len() < MIN_PARALLEL_GRAIN || rows < 2 {
+        f(0, out);
+        return;
+    }
+    let rows_per = rows.div_ceil(task_count(rows, threads));
+    par_chunks(out, rows_per * row, |i, chunk| f(i * rows_per, chunk));
+}
+
+/// Runs `f(start, span)` over equal spans of `out` (multiples of 1024
+/// elements, at least [`MIN_PARALLEL_GRAIN`]) in parallel on the current
+/// rayon pool, for element-wise work whose row structure does not matter.
+pub fn par_spans<T: Send>(out: &mut [T], f: impl Fn(usize, &mut [T]) + Sync) {
+    let threads = op_threads();
+    if threads <= 1 || out.len() < 2 * MIN_PARALLEL_GRAIN {
+        f(0, out);
+        return;
+    }
+    let span = out
+        .len()
+        .div_ceil(task_count(out.len(), threads))
+        .next_multiple_of(1024)
+        .max(MIN_PARALLEL_GRAIN);
+    par_chunks(out, span, |i, chunk| f(i * span, chunk));
+}
+
+#[cfg(test)]
+mod tests;
