@@ -73,7 +73,9 @@ pub fn task_count(items: usize, threads: usize) -> usize {
 /// splitting, a thread would take runs of tasks as one job, and a
 /// preempted thread would hold the tasks of its run.
 ///
-/// This is the only function here that instantiates rayon's machinery.
+/// This is the only function here that instantiates rayon's machinery;
+/// it is never inlined, so no caller makes its own copy.
+#[inline(never)]
 pub(crate) fn run_tasks(n: usize, task: &(dyn Fn(usize) + Sync)) {
     use rayon::prelude::*;
     if n <= 1 || op_threads() <= 1 {

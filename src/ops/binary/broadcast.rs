@@ -84,6 +84,15 @@ impl<const N: usize> Plan<N> {
     /// for runs of consecutive output elements that lie in one inner row;
     /// `offsets` are each operand's index of the run's first element.
     fn drive<O: Send>(&self, out: &mut [O], kernel: impl Fn(&mut [O], [usize; N]) + Sync) {
+        self.drive_dyn(out, &kernel)
+    }
+
+    /// [`Plan::drive`] with the kernel behind a `dyn` reference, so the
+    /// odometer below is compiled once per output type rather than once
+    /// per operator and type (the call per inner row costs nothing next
+    /// to the row). Never inlined, so no caller makes its own copy.
+    #[inline(never)]
+    fn drive_dyn<O: Send>(&self, out: &mut [O], kernel: &(dyn Fn(&mut [O], [usize; N]) + Sync)) {
         let inner = self.dims[self.dims.len() - 1];
         let outer = &self.dims[..self.dims.len() - 1];
         let steps = self.inner_steps();

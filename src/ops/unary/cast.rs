@@ -10,7 +10,7 @@
 //! integers) are in [`narrow`]; the `saturate` attribute (opset 19) only
 //! concerns float8 destinations.
 
-use super::kernel::par_map;
+use super::kernel::{array_from, contiguous, par_map};
 use crate::error::{Error, Result};
 use crate::ir::{BuildContext, Fact, InferInput, Operator};
 use crate::ops::util::{fact, input, out_len};
@@ -21,29 +21,35 @@ use ndarray::ArrayD;
 
 mod narrow;
 
-/// A destination element type built from one of the four source kinds.
-trait CastDst: Clone + Default + Send + Sync + 'static {
+/// A value built from the widest value of one of the four source kinds.
+trait FromWide {
     fn from_f64(v: f64) -> Self;
     fn from_i64(v: i64) -> Self;
     fn from_u64(v: u64) -> Self;
     fn from_bool(v: bool) -> Self;
+}
+
+/// A destination element type: built from the wide values, wrapped as a tensor.
+trait CastDst: FromWide + Clone + Default + Send + Sync + 'static {
     fn wrap(a: ArrayD<Self>) -> Tensor;
 }
 
 /// A source element type: converts itself through the widest value of its kind.
 trait CastSrc: Copy + Sync {
-    fn cast<D: CastDst>(self) -> D;
+    fn cast<D: FromWide>(self) -> D;
     /// The value as f64 (rounded for 64-bit integers beyond 2^53).
     fn as_f64(self) -> f64;
 }
 
 macro_rules! int_dst {
     ($($t:ty => $v:ident),*) => {$(
-        impl CastDst for $t {
+        impl FromWide for $t {
             fn from_f64(v: f64) -> Self { v as $t }
             fn from_i64(v: i64) -> Self { v as $t }
             fn from_u64(v: u64) -> Self { v as $t }
             fn from_bool(v: bool) -> Self { v as $t }
+        }
+        impl CastDst for $t {
             fn wrap(a: ArrayD<Self>) -> Tensor { Tensor::$v(a) }
         }
     )*};
@@ -52,11 +58,13 @@ int_dst!(i8 => I8, i16 => I16, i32 => I32, i64 => I64, u8 => U8, u16 => U16, u32
 
 macro_rules! float_dst {
     ($($t:ty => $v:ident, $from:expr),*) => {$(
-        impl CastDst for $t {
+        impl FromWide for $t {
             fn from_f64(v: f64) -> Self { $from(v) }
             fn from_i64(v: i64) -> Self { $from(v as f64) }
             fn from_u64(v: u64) -> Self { $from(v as f64) }
             fn from_bool(v: bool) -> Self { $from(v as u8 as f64) }
+        }
+        impl CastDst for $t {
             fn wrap(a: ArrayD<Self>) -> Tensor { Tensor::$v(a) }
         }
     )*};
@@ -64,7 +72,7 @@ macro_rules! float_dst {
 float_dst!(f64 => F64, |v: f64| v, f16 => F16, f16::from_f64, bf16 => BF16, bf16::from_f64);
 
 // f32 gets exact integer rounding (i64 -> f32 directly, not through f64).
-impl CastDst for f32 {
+impl FromWide for f32 {
     fn from_f64(v: f64) -> Self {
         v as f32
     }
@@ -77,12 +85,15 @@ impl CastDst for f32 {
     fn from_bool(v: bool) -> Self {
         v as u8 as f32
     }
+}
+
+impl CastDst for f32 {
     fn wrap(a: ArrayD<Self>) -> Tensor {
         Tensor::F32(a)
     }
 }
 
-impl CastDst for bool {
+impl FromWide for bool {
     fn from_f64(v: f64) -> Self {
         v != 0.0
     }
@@ -95,6 +106,9 @@ impl CastDst for bool {
     fn from_bool(v: bool) -> Self {
         v
     }
+}
+
+impl CastDst for bool {
     fn wrap(a: ArrayD<Self>) -> Tensor {
         Tensor::Bool(a)
     }
@@ -104,7 +118,7 @@ macro_rules! src {
     ($via:ident: $($t:ty),*) => {$(
         impl CastSrc for $t {
             #[inline(always)]
-            fn cast<D: CastDst>(self) -> D { src!(@conv $via, self) }
+            fn cast<D: FromWide>(self) -> D { src!(@conv $via, self) }
             #[inline(always)]
             fn as_f64(self) -> f64 { self as f64 }
         }
@@ -118,7 +132,7 @@ src!(signed: i8, i16, i32, i64);
 src!(unsigned: u8, u16, u32, u64);
 
 impl CastSrc for f16 {
-    fn cast<D: CastDst>(self) -> D {
+    fn cast<D: FromWide>(self) -> D {
         D::from_f64(self.to_f64())
     }
     fn as_f64(self) -> f64 {
@@ -126,7 +140,7 @@ impl CastSrc for f16 {
     }
 }
 impl CastSrc for bf16 {
-    fn cast<D: CastDst>(self) -> D {
+    fn cast<D: FromWide>(self) -> D {
         D::from_f64(self.to_f64())
     }
     fn as_f64(self) -> f64 {
@@ -134,7 +148,7 @@ impl CastSrc for bf16 {
     }
 }
 impl CastSrc for bool {
-    fn cast<D: CastDst>(self) -> D {
+    fn cast<D: FromWide>(self) -> D {
         D::from_bool(self)
     }
     fn as_f64(self) -> f64 {
@@ -146,9 +160,29 @@ fn num_to<S: CastSrc + Clone, D: CastDst>(a: &ArrayD<S>) -> Result<Tensor> {
     Ok(D::wrap(par_map("Cast", a, |&x| x.cast::<D>())?))
 }
 
-fn num_to_dtype<S: CastSrc + Clone>(a: &ArrayD<S>, to: DType, saturate: bool) -> Result<Tensor> {
+/// Whether `from → to` has a loop of its own: every cast from or to f32,
+/// and the casts among the index types (int64, int32, bool). The other
+/// pairs, rare in models, convert through [`Parsed`] values: the same
+/// conversions, with one loop per source type and one per destination
+/// type instead of one per pair (17 × 17 loops made Cast the largest
+/// operator in the library).
+fn has_own_loop(from: DType, to: DType) -> bool {
+    let index = |t| matches!(t, DType::I64 | DType::I32 | DType::Bool);
+    from == DType::F32 || to == DType::F32 || (index(from) && index(to))
+}
+
+fn num_to_dtype<S: CastSrc + Clone>(
+    a: &ArrayD<S>,
+    from: DType,
+    to: DType,
+    saturate: bool,
+) -> Result<Tensor> {
     if to.is_minifloat() {
         return narrow::to_minifloat(a, to, saturate);
+    }
+    if !has_own_loop(from, to) {
+        let wide: Vec<Parsed> = contiguous(a).iter().map(|x| x.cast::<Parsed>()).collect();
+        return from_parsed(&wide, a.shape(), to);
     }
     match to {
         DType::F32 => num_to::<S, f32>(a),
@@ -252,50 +286,94 @@ fn parse_number(s: &str) -> Option<Parsed> {
     t.parse::<f64>().ok().map(Parsed::Float)
 }
 
-fn parse_to<D: CastDst>(a: &ArrayD<String>) -> Result<Tensor> {
-    // Parse once up front so a bad string is an error, not a silent zero.
-    let bad = a.iter().find(|s| parse_number(s).is_none());
-    if let Some(s) = bad {
-        return Err(Error::op(
-            "Cast",
-            format!("cannot convert string {s:?} to a number"),
-        ));
+// A source value in the widest type of its kind, as a destination builds from it.
+impl FromWide for Parsed {
+    fn from_f64(v: f64) -> Self {
+        Parsed::Float(v)
     }
-    let out = par_map("Cast", a, |s| match parse_number(s) {
-        Some(Parsed::Int(v)) => D::from_i64(v),
-        Some(Parsed::Uint(v)) => D::from_u64(v),
-        Some(Parsed::Float(v)) => D::from_f64(v),
-        Some(Parsed::Bool(v)) => D::from_bool(v),
-        None => D::default(),
-    })?;
-    Ok(D::wrap(out))
+    fn from_i64(v: i64) -> Self {
+        Parsed::Int(v)
+    }
+    fn from_u64(v: u64) -> Self {
+        Parsed::Uint(v)
+    }
+    fn from_bool(v: bool) -> Self {
+        Parsed::Bool(v)
+    }
+}
+
+impl Parsed {
+    /// This value as `D`, exactly as a direct cast of the source would give it.
+    fn to<D: FromWide>(self) -> D {
+        match self {
+            Parsed::Int(v) => D::from_i64(v),
+            Parsed::Uint(v) => D::from_u64(v),
+            Parsed::Float(v) => D::from_f64(v),
+            Parsed::Bool(v) => D::from_bool(v),
+        }
+    }
+}
+
+/// A tensor of `shape` and element type `to` (not a minifloat or string)
+/// from wide values.
+fn from_parsed(v: &[Parsed], shape: &[usize], to: DType) -> Result<Tensor> {
+    fn conv<D: CastDst>(v: &[Parsed], shape: &[usize]) -> Result<Tensor> {
+        let mut out = crate::tensor::recycle::take_or_default::<D>(v.len());
+        crate::ops::parallel::par_rows(&mut out, 1, |first, chunk| {
+            for (o, p) in chunk.iter_mut().zip(&v[first..]) {
+                *o = p.to::<D>();
+            }
+        });
+        Ok(D::wrap(array_from("Cast", shape, out)?))
+    }
+    match to {
+        DType::F32 => conv::<f32>(v, shape),
+        DType::F64 => conv::<f64>(v, shape),
+        DType::F16 => conv::<f16>(v, shape),
+        DType::BF16 => conv::<bf16>(v, shape),
+        DType::I8 => conv::<i8>(v, shape),
+        DType::I16 => conv::<i16>(v, shape),
+        DType::I32 => conv::<i32>(v, shape),
+        DType::I64 => conv::<i64>(v, shape),
+        DType::U8 => conv::<u8>(v, shape),
+        DType::U16 => conv::<u16>(v, shape),
+        DType::U32 => conv::<u32>(v, shape),
+        DType::U64 => conv::<u64>(v, shape),
+        DType::Bool => conv::<bool>(v, shape),
+        DType::U4 => conv::<crate::tensor::U4>(v, shape),
+        DType::I4 => conv::<crate::tensor::I4>(v, shape),
+        DType::U2 => conv::<crate::tensor::U2>(v, shape),
+        DType::I2 => conv::<crate::tensor::I2>(v, shape),
+        DType::String
+        | DType::F8E4M3FN
+        | DType::F8E4M3FNUZ
+        | DType::F8E5M2
+        | DType::F8E5M2FNUZ
+        | DType::F4E2M1 => Err(Error::op(
+            "Cast",
+            format!("internal: {to} is converted elsewhere"),
+        )),
+    }
 }
 
 fn from_strings(a: &ArrayD<String>, to: DType, saturate: bool) -> Result<Tensor> {
-    match to {
-        DType::String => Ok(Tensor::String(a.clone())),
-        DType::F32 => parse_to::<f32>(a),
-        DType::F64 => parse_to::<f64>(a),
-        DType::F16 => parse_to::<f16>(a),
-        DType::BF16 => parse_to::<bf16>(a),
-        DType::I8 => parse_to::<i8>(a),
-        DType::I16 => parse_to::<i16>(a),
-        DType::I32 => parse_to::<i32>(a),
-        DType::I64 => parse_to::<i64>(a),
-        DType::U8 => parse_to::<u8>(a),
-        DType::U16 => parse_to::<u16>(a),
-        DType::U32 => parse_to::<u32>(a),
-        DType::U64 => parse_to::<u64>(a),
-        DType::Bool => parse_to::<bool>(a),
-        DType::U4 => parse_to::<crate::tensor::U4>(a),
-        DType::I4 => parse_to::<crate::tensor::I4>(a),
-        DType::U2 => parse_to::<crate::tensor::U2>(a),
-        DType::I2 => parse_to::<crate::tensor::I2>(a),
-        // Minifloats parse through f64 (one more rounding, as ONNX's reference).
-        DType::F8E4M3FN | DType::F8E4M3FNUZ | DType::F8E5M2 | DType::F8E5M2FNUZ | DType::F4E2M1 => {
-            cast_sat(&parse_to::<f64>(a)?, to, saturate)
-        }
+    if to == DType::String {
+        return Ok(Tensor::String(a.clone()));
     }
+    // Parse once up front so a bad string is an error, not a silent zero.
+    let parsed = contiguous(a)
+        .iter()
+        .map(|s| {
+            parse_number(s).ok_or_else(|| {
+                Error::op("Cast", format!("cannot convert string {s:?} to a number"))
+            })
+        })
+        .collect::<Result<Vec<Parsed>>>()?;
+    if to.is_minifloat() {
+        // Minifloats parse through f64 (one more rounding, as ONNX's reference).
+        return cast_sat(&from_parsed(&parsed, a.shape(), DType::F64)?, to, saturate);
+    }
+    from_parsed(&parsed, a.shape(), to)
 }
 
 /// Converts `t` to element type `to` following the Cast rules; `saturate`
@@ -307,31 +385,31 @@ pub(crate) fn cast_sat(t: &Tensor, to: DType, saturate: bool) -> Result<Tensor> 
     if to == DType::String {
         return to_strings(t);
     }
-    let s = saturate;
+    let (s, from) = (saturate, t.dtype());
     match t {
         Tensor::String(a) => from_strings(a, to, s),
-        Tensor::F32(a) => num_to_dtype(a, to, s),
-        Tensor::F64(a) => num_to_dtype(a, to, s),
-        Tensor::F16(a) => num_to_dtype(a, to, s),
-        Tensor::BF16(a) => num_to_dtype(a, to, s),
-        Tensor::I8(a) => num_to_dtype(a, to, s),
-        Tensor::I16(a) => num_to_dtype(a, to, s),
-        Tensor::I32(a) => num_to_dtype(a, to, s),
-        Tensor::I64(a) => num_to_dtype(a, to, s),
-        Tensor::U8(a) => num_to_dtype(a, to, s),
-        Tensor::U16(a) => num_to_dtype(a, to, s),
-        Tensor::U32(a) => num_to_dtype(a, to, s),
-        Tensor::U64(a) => num_to_dtype(a, to, s),
-        Tensor::Bool(a) => num_to_dtype(a, to, s),
-        Tensor::F8E4M3FN(a) => num_to_dtype(a, to, s),
-        Tensor::F8E4M3FNUZ(a) => num_to_dtype(a, to, s),
-        Tensor::F8E5M2(a) => num_to_dtype(a, to, s),
-        Tensor::F8E5M2FNUZ(a) => num_to_dtype(a, to, s),
-        Tensor::F4E2M1(a) => num_to_dtype(a, to, s),
-        Tensor::U4(a) => num_to_dtype(a, to, s),
-        Tensor::I4(a) => num_to_dtype(a, to, s),
-        Tensor::U2(a) => num_to_dtype(a, to, s),
-        Tensor::I2(a) => num_to_dtype(a, to, s),
+        Tensor::F32(a) => num_to_dtype(a, from, to, s),
+        Tensor::F64(a) => num_to_dtype(a, from, to, s),
+        Tensor::F16(a) => num_to_dtype(a, from, to, s),
+        Tensor::BF16(a) => num_to_dtype(a, from, to, s),
+        Tensor::I8(a) => num_to_dtype(a, from, to, s),
+        Tensor::I16(a) => num_to_dtype(a, from, to, s),
+        Tensor::I32(a) => num_to_dtype(a, from, to, s),
+        Tensor::I64(a) => num_to_dtype(a, from, to, s),
+        Tensor::U8(a) => num_to_dtype(a, from, to, s),
+        Tensor::U16(a) => num_to_dtype(a, from, to, s),
+        Tensor::U32(a) => num_to_dtype(a, from, to, s),
+        Tensor::U64(a) => num_to_dtype(a, from, to, s),
+        Tensor::Bool(a) => num_to_dtype(a, from, to, s),
+        Tensor::F8E4M3FN(a) => num_to_dtype(a, from, to, s),
+        Tensor::F8E4M3FNUZ(a) => num_to_dtype(a, from, to, s),
+        Tensor::F8E5M2(a) => num_to_dtype(a, from, to, s),
+        Tensor::F8E5M2FNUZ(a) => num_to_dtype(a, from, to, s),
+        Tensor::F4E2M1(a) => num_to_dtype(a, from, to, s),
+        Tensor::U4(a) => num_to_dtype(a, from, to, s),
+        Tensor::I4(a) => num_to_dtype(a, from, to, s),
+        Tensor::U2(a) => num_to_dtype(a, from, to, s),
+        Tensor::I2(a) => num_to_dtype(a, from, to, s),
     }
 }
 
@@ -442,6 +520,131 @@ mod tests {
 
     fn s(d: &[&str]) -> Tensor {
         v(d.iter().map(|x| x.to_string()).collect())
+    }
+
+    /// Every pair of the 17 numeric types, whether it has its own loop or
+    /// goes through wide values, gives what the per-pair loop (`num_to`,
+    /// the reference) gives, on values that round, wrap, saturate and
+    /// include NaN and the 64-bit extremes.
+    #[test]
+    fn every_numeric_pair_matches_the_per_pair_loop() {
+        let f = [
+            1.9f64,
+            -1.5,
+            2.5,
+            300.7,
+            -40000.0,
+            1e20,
+            -1e20,
+            f64::NAN,
+            0.0,
+            65504.0,
+        ];
+        let i = [
+            i64::MIN,
+            i64::MAX,
+            -1,
+            0,
+            255,
+            256,
+            -129,
+            70000,
+            1 << 53,
+            (1 << 53) + 1,
+        ];
+        let u = [u64::MAX, 0, 1, 255, 65536, 1 << 63, 3, 4, 15, 16];
+        let sources = vec![
+            v(f.iter().map(|&x| x as f32).collect()),
+            v(f.to_vec()),
+            v(f.iter().map(|&x| f16::from_f64(x)).collect()),
+            v(f.iter().map(|&x| bf16::from_f64(x)).collect()),
+            v(i.iter().map(|&x| x as i8).collect()),
+            v(i.iter().map(|&x| x as i16).collect()),
+            v(i.iter().map(|&x| x as i32).collect()),
+            v(i.to_vec()),
+            v(u.iter().map(|&x| x as u8).collect()),
+            v(u.iter().map(|&x| x as u16).collect()),
+            v(u.iter().map(|&x| x as u32).collect()),
+            v(u.to_vec()),
+            v(i.iter().map(|&x| x % 2 != 0).collect()),
+            v(i.iter().map(|&x| crate::tensor::U4::wrapping(x)).collect()),
+            v(i.iter().map(|&x| crate::tensor::I4::wrapping(x)).collect()),
+            v(i.iter().map(|&x| crate::tensor::U2::wrapping(x)).collect()),
+            v(i.iter().map(|&x| crate::tensor::I2::wrapping(x)).collect()),
+        ];
+        fn reference(t: &Tensor, to: DType) -> Tensor {
+            fn each<S: CastSrc + Clone>(a: &ArrayD<S>, to: DType) -> Tensor {
+                use crate::tensor::{I2, I4, U2, U4};
+                match to {
+                    DType::F32 => num_to::<S, f32>(a),
+                    DType::F64 => num_to::<S, f64>(a),
+                    DType::F16 => num_to::<S, f16>(a),
+                    DType::BF16 => num_to::<S, bf16>(a),
+                    DType::I8 => num_to::<S, i8>(a),
+                    DType::I16 => num_to::<S, i16>(a),
+                    DType::I32 => num_to::<S, i32>(a),
+                    DType::I64 => num_to::<S, i64>(a),
+                    DType::U8 => num_to::<S, u8>(a),
+                    DType::U16 => num_to::<S, u16>(a),
+                    DType::U32 => num_to::<S, u32>(a),
+                    DType::U64 => num_to::<S, u64>(a),
+                    DType::Bool => num_to::<S, bool>(a),
+                    DType::U4 => num_to::<S, U4>(a),
+                    DType::I4 => num_to::<S, I4>(a),
+                    DType::U2 => num_to::<S, U2>(a),
+                    DType::I2 => num_to::<S, I2>(a),
+                    other => panic!("not a test destination: {other}"),
+                }
+                .unwrap()
+            }
+            match t {
+                Tensor::F32(a) => each(a, to),
+                Tensor::F64(a) => each(a, to),
+                Tensor::F16(a) => each(a, to),
+                Tensor::BF16(a) => each(a, to),
+                Tensor::I8(a) => each(a, to),
+                Tensor::I16(a) => each(a, to),
+                Tensor::I32(a) => each(a, to),
+                Tensor::I64(a) => each(a, to),
+                Tensor::U8(a) => each(a, to),
+                Tensor::U16(a) => each(a, to),
+                Tensor::U32(a) => each(a, to),
+                Tensor::U64(a) => each(a, to),
+                Tensor::Bool(a) => each(a, to),
+                Tensor::U4(a) => each(a, to),
+                Tensor::I4(a) => each(a, to),
+                Tensor::U2(a) => each(a, to),
+                Tensor::I2(a) => each(a, to),
+                other => panic!("not a test source: {}", other.dtype()),
+            }
+        }
+        let (mut own, mut wide) = (0, 0);
+        for src in &sources {
+            for to in sources.iter().map(Tensor::dtype) {
+                if src.dtype() == to {
+                    continue;
+                }
+                let got = cast_sat(src, to, false).unwrap();
+                let want = reference(src, to);
+                // Compare bit patterns: NaN must stay NaN in the same place.
+                assert_eq!(
+                    format!("{got:?}"),
+                    format!("{want:?}"),
+                    "{} -> {to}",
+                    src.dtype()
+                );
+                if has_own_loop(src.dtype(), to) {
+                    own += 1;
+                } else {
+                    wide += 1;
+                }
+            }
+        }
+        assert_eq!(own + wide, 17 * 16);
+        assert!(
+            own >= 32 && wide >= 200,
+            "{own} own loops, {wide} through wide values"
+        );
     }
 
     #[test]

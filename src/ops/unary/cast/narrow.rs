@@ -3,7 +3,7 @@
 //! integers convert like the other integers (truncate floats, wrap), and
 //! every narrow source converts through its exact value.
 
-use super::{float_string, CastDst, CastSrc};
+use super::{float_string, CastDst, CastSrc, FromWide};
 use crate::error::{Error, Result};
 use crate::ops::unary::kernel::par_map;
 use crate::tensor::{
@@ -13,15 +13,17 @@ use ndarray::ArrayD;
 
 macro_rules! small_int_cast {
     ($($t:ident),*) => {$(
-        impl CastDst for $t {
+        impl FromWide for $t {
             fn from_f64(v: f64) -> Self { $t::from_f64(v) }
             fn from_i64(v: i64) -> Self { $t::wrapping(v) }
             fn from_u64(v: u64) -> Self { $t::wrapping(v as i64) }
             fn from_bool(v: bool) -> Self { $t::wrapping(v as i64) }
+        }
+        impl CastDst for $t {
             fn wrap(a: ArrayD<Self>) -> Tensor { Tensor::$t(a) }
         }
         impl CastSrc for $t {
-            fn cast<D: CastDst>(self) -> D { D::from_i64(self.get()) }
+            fn cast<D: FromWide>(self) -> D { D::from_i64(self.get()) }
             fn as_f64(self) -> f64 { self.get() as f64 }
         }
     )*};
@@ -31,7 +33,7 @@ small_int_cast!(U4, I4, U2, I2);
 macro_rules! minifloat_src {
     ($($t:ident),*) => {$(
         impl CastSrc for $t {
-            fn cast<D: CastDst>(self) -> D { D::from_f64(self.to_f32() as f64) }
+            fn cast<D: FromWide>(self) -> D { D::from_f64(self.to_f32() as f64) }
             fn as_f64(self) -> f64 { self.to_f32() as f64 }
         }
     )*};
