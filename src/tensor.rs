@@ -7,6 +7,7 @@ use half::{bf16, f16};
 use ndarray::{ArrayD, ArrayViewD, IxDyn};
 use std::fmt;
 
+pub(crate) mod bits;
 pub mod budget;
 mod narrow;
 pub mod recycle;

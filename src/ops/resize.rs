@@ -8,13 +8,12 @@
 mod taps;
 
 use super::shape::num::{num_dispatch, Num};
-use super::shape::{
-    data, f64_list, int_list, make, norm_axes, numel_of, offset_copy, strides, PAD,
-};
+use super::shape::{data, f64_list, int_list, make, move_copy, norm_axes, numel_of, strides, PAD};
 use super::util::{fact, input, opt_input, par_rows};
 use super::Registrar;
 use crate::error::{Error, Result};
 use crate::ir::{BuildContext, Fact, InferInput, Operator};
+use crate::tensor::bits::AsBits;
 use crate::tensor::{Element, Tensor};
 use ndarray::ArrayD;
 use taps::{Axis, AxisTaps, Coord, Mode, Rounding, Sampler};
@@ -303,7 +302,7 @@ impl Resize {
 }
 
 /// Nearest mode: a copy through offset maps (extrapolated positions are [`PAD`]).
-fn nearest_typed<T: Element>(
+fn nearest_typed<T: AsBits>(
     a: &ArrayD<T>,
     taps: &[AxisTaps],
     fill: T,
@@ -323,7 +322,7 @@ fn nearest_typed<T: Element>(
                 .collect()
         })
         .collect();
-    let v = offset_copy("Resize", &data(a), &maps, Some(&fill))?;
+    let v = move_copy("Resize", a, &maps, Some(&fill))?;
     make("Resize", out, v)
 }
 

@@ -12,6 +12,7 @@ use super::util::par_rows;
 use super::Registrar;
 use crate::error::{Error, Result};
 use crate::ir::Fact;
+use crate::tensor::bits::AsBits;
 use crate::tensor::{Element, Tensor};
 use ndarray::{ArrayD, IxDyn};
 use std::borrow::Cow;
@@ -232,6 +233,20 @@ pub(crate) fn movement_flops(inputs: &[Option<&Fact>], outputs: &[Fact]) -> u64 
         .flatten()
         .any(|f| f.len().is_none_or(|n| n > 0));
     u64::from(any_input)
+}
+
+/// [`offset_copy`] of `a`'s elements as bits of their width: one compiled
+/// copy loop per width instead of one per element type.
+pub(crate) fn move_copy<T: AsBits>(
+    op: &str,
+    a: &ArrayD<T>,
+    maps: &[Vec<usize>],
+    fill: Option<&T>,
+) -> Result<Vec<T>> {
+    let src = data(a);
+    let fill = fill.map(|f| T::to_bits(std::slice::from_ref(f))[0].clone());
+    let moved = offset_copy(op, T::to_bits(&src), maps, fill.as_ref())?;
+    Ok(T::from_bits(moved))
 }
 
 /// Builds an output by reading `src` at offsets: the output has one dimension

@@ -5,12 +5,13 @@
 //! Every element type moves through the same offset-copy engine; padding
 //! is the type's zero (false, the empty string).
 
-use super::{data, int_list, make, movement_flops, norm_axes, numel, offset_copy, strides, PAD};
+use super::{int_list, make, move_copy, movement_flops, norm_axes, numel, strides, PAD};
 use crate::error::{Error, Result};
 use crate::ir::{BuildContext, Fact, InferInput, Operator};
 use crate::ops::util::{const_value, fact, input};
 use crate::ops::Registrar;
-use crate::tensor::{Element, Tensor};
+use crate::tensor::bits::AsBits;
+use crate::tensor::Tensor;
 use ndarray::ArrayD;
 
 pub(super) fn register(r: &mut impl Registrar) {
@@ -79,13 +80,13 @@ fn axis_map(n: usize, s: usize, stride: usize) -> Vec<usize> {
     }
 }
 
-fn crop_pad<T: Element>(a: &ArrayD<T>, out: &[usize]) -> Result<Tensor> {
+fn crop_pad<T: AsBits>(a: &ArrayD<T>, out: &[usize]) -> Result<Tensor> {
     let shape = a.shape();
     let st = strides(shape);
     let maps: Vec<Vec<usize>> = (0..shape.len())
         .map(|d| axis_map(shape[d], out[d], st[d]))
         .collect();
-    let v = offset_copy(OP, &data(a), &maps, Some(&T::default()))?;
+    let v = move_copy(OP, a, &maps, Some(&T::default()))?;
     make(OP, out, v)
 }
 

@@ -1,12 +1,13 @@
 //! Concat and Split: joining tensors along an axis and cutting one apart.
 
 use super::{data, int_list, make, movement_flops, norm_axis, numel_of, to_dims};
+use crate::tensor::bits::AsBits;
 use crate::error::{Error, Result};
 use crate::ir::attributes::Attributes;
 use crate::ir::{BuildContext, Fact, InferInput, Operator};
 use crate::ops::util::{fact, opt_input, par_spans};
 use crate::ops::Registrar;
-use crate::tensor::{DType, Element, Tensor};
+use crate::tensor::{DType, Tensor};
 use ndarray::ArrayD;
 
 pub(super) fn register(r: &mut impl Registrar) {
@@ -68,7 +69,7 @@ impl Concat {
     }
 }
 
-fn concat_typed<T: Element>(
+fn concat_typed<T: AsBits>(
     _first: &ArrayD<T>,
     inputs: &[&Tensor],
     out_shape: &[usize],
@@ -83,15 +84,16 @@ fn concat_typed<T: Element>(
     let n = numel_of::<T>(CONCAT, out_shape)?;
     let row: usize = out_shape[axis..].iter().product();
     // Every element is written below.
-    let mut out = crate::tensor::recycle::take_or_default::<T>(n);
+    let mut out = crate::tensor::recycle::take_or_default::<T::Bits>(n);
     if n > 0 {
         // Equal spans of the output, whatever the rows: a batch-1 concat
         // along the channels is a single row, and most of DenseNet's time
-        // outside its convolutions.
-        let parts: Vec<(&[T], usize)> = parts.iter().map(|(d, b)| (&d[..], *b)).collect();
+        // outside its convolutions. Copied as bits (one loop per width).
+        let parts: Vec<(&[T::Bits], usize)> =
+            parts.iter().map(|(d, b)| (T::to_bits(d), *b)).collect();
         par_spans(&mut out, |start, span| copy_span(span, start, &parts, row));
     }
-    make(CONCAT, out_shape, out)
+    make(CONCAT, out_shape, T::from_bits(out))
 }
 
 /// Fills `dst`, the output elements from `start` on, from the parts (each
@@ -295,13 +297,14 @@ impl Operator for Split {
     }
 }
 
-fn split_typed<T: Element>(
+fn split_typed<T: AsBits>(
     a: &ArrayD<T>,
     shape: &[usize],
     axis: usize,
     sizes: &[usize],
 ) -> Result<Vec<Tensor>> {
     let src = data(a);
+    let src = T::to_bits(&src);
     let outer: usize = shape[..axis].iter().product();
     let inner: usize = shape[axis + 1..].iter().product();
     let block = shape[axis] * inner;
@@ -315,7 +318,7 @@ fn split_typed<T: Element>(
             let b = o * block + start * inner;
             v.extend_from_slice(&src[b..b + s * inner]);
         }
-        outs.push(make(SPLIT, &sh, v)?);
+        outs.push(make(SPLIT, &sh, T::from_bits(v))?);
         start += s;
     }
     Ok(outs)

@@ -1,13 +1,12 @@
 //! Expand (numpy broadcasting to a given shape) and Tile (repetition).
 
-use super::{
-    data, int_list, linear_map, make, movement_flops, numel, offset_copy, strides, to_dims,
-};
+use super::{int_list, linear_map, make, move_copy, movement_flops, numel, strides, to_dims};
 use crate::error::{Error, Result};
 use crate::ir::{BuildContext, Fact, InferInput, Operator};
 use crate::ops::util::{broadcast_shapes, fact, input};
 use crate::ops::Registrar;
-use crate::tensor::{Element, Tensor};
+use crate::tensor::bits::AsBits;
+use crate::tensor::Tensor;
 use ndarray::ArrayD;
 
 pub(super) fn register(r: &mut impl Registrar) {
@@ -15,13 +14,13 @@ pub(super) fn register(r: &mut impl Registrar) {
     r.add("Tile", 6, build_tile);
 }
 
-fn copy_typed<T: Element>(
+fn copy_typed<T: AsBits>(
     op: &str,
     a: &ArrayD<T>,
     out: &[usize],
     maps: &[Vec<usize>],
 ) -> Result<Tensor> {
-    let v = offset_copy(op, &data(a), maps, None)?;
+    let v = move_copy(op, a, maps, None)?;
     make(op, out, v)
 }
 

@@ -3,13 +3,14 @@
 //! the end; indices out of range are errors.
 
 use super::{
-    data, increment, linear_map, make, movement_flops, norm_axis, numel_of, offset_copy, strides,
+    data, increment, linear_map, make, move_copy, movement_flops, norm_axis, numel_of, strides,
 };
 use crate::error::{Error, Result};
 use crate::ir::{BuildContext, Fact, InferInput, Operator};
 use crate::ops::util::{fact, input, par_rows};
 use crate::ops::Registrar;
-use crate::tensor::{Element, Tensor};
+use crate::tensor::bits::AsBits;
+use crate::tensor::Tensor;
 use ndarray::ArrayD;
 
 pub(super) fn register(r: &mut impl Registrar) {
@@ -80,7 +81,7 @@ fn gather_shape(axis: i64, data: &[usize], idx: &[usize]) -> Result<(usize, Vec<
     Ok((a, out))
 }
 
-fn gather_typed<T: Element>(
+fn gather_typed<T: AsBits>(
     x: &ArrayD<T>,
     axis: usize,
     idx: &[i64],
@@ -99,7 +100,7 @@ fn gather_typed<T: Element>(
     for d in axis + 1..s.len() {
         maps.push(linear_map(s[d], 0, st[d] as isize));
     }
-    let v = offset_copy(GATHER, &data(x), &maps, None)?;
+    let v = move_copy(GATHER, x, &maps, None)?;
     make(GATHER, out, v)
 }
 
@@ -188,23 +189,24 @@ pub(super) fn element_offsets(
     Ok(out)
 }
 
-fn gather_elements_typed<T: Element>(
+fn gather_elements_typed<T: AsBits>(
     x: &ArrayD<T>,
     offs: &[usize],
     shape: &[usize],
 ) -> Result<Tensor> {
     let src = data(x);
+    let src = T::to_bits(&src);
     if offs.iter().any(|&o| o >= src.len()) {
         return Err(Error::op(GE, "internal error: offset out of range"));
     }
     let n = numel_of::<T>(GE, shape)?;
-    let mut out = vec![T::default(); n];
+    let mut out = vec![T::Bits::default(); n];
     par_rows(&mut out, 1, |first, chunk| {
         for (o, &off) in chunk.iter_mut().zip(&offs[first..]) {
             *o = src[off].clone();
         }
     });
-    make(GE, shape, out)
+    make(GE, shape, T::from_bits(out))
 }
 
 impl Operator for GatherElements {
@@ -319,18 +321,19 @@ pub(super) fn nd_offsets(
         .collect()
 }
 
-fn gather_nd_typed<T: Element>(
+fn gather_nd_typed<T: AsBits>(
     x: &ArrayD<T>,
     offs: &[usize],
     slice: usize,
     out_shape: &[usize],
 ) -> Result<Tensor> {
     let src = data(x);
+    let src = T::to_bits(&src);
     if offs.iter().any(|&o| o + slice > src.len()) {
         return Err(Error::op(GND, "internal error: offset out of range"));
     }
     let n = numel_of::<T>(GND, out_shape)?;
-    let mut out = vec![T::default(); n];
+    let mut out = vec![T::Bits::default(); n];
     if n > 0 {
         par_rows(&mut out, slice, |first, chunk| {
             for (r, dst) in chunk.chunks_mut(slice).enumerate() {
@@ -339,7 +342,7 @@ fn gather_nd_typed<T: Element>(
             }
         });
     }
-    make(GND, out_shape, out)
+    make(GND, out_shape, T::from_bits(out))
 }
 
 impl Operator for GatherNd {

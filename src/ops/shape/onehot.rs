@@ -2,6 +2,7 @@
 //! ones) and OneHot (one-hot encoding of indices along a new axis).
 
 use super::{f64_list, make, movement_flops, numel_of};
+use crate::tensor::bits::AsBits;
 use crate::error::{Error, Result};
 use crate::ir::{BuildContext, Fact, InferInput, Operator};
 use crate::ops::util::{fact, input};
@@ -167,15 +168,15 @@ fn depth_of(t: &Tensor) -> Result<usize> {
     }
 }
 
-fn onehot_typed<T: Element>(
+fn onehot_typed<T: AsBits>(
     values: &ArrayD<T>,
     idx: &[i64],
     ishape: &[usize],
     axis: usize,
     depth: usize,
 ) -> Result<Tensor> {
-    let vals: Vec<&T> = values.iter().collect();
-    let [off, on] = vals.as_slice() else {
+    let vals = super::data(values);
+    let [off, on] = T::to_bits(&vals) else {
         return Err(Error::op(
             ONEHOT,
             format!("values must hold two elements, found {}", vals.len()),
@@ -185,16 +186,16 @@ fn onehot_typed<T: Element>(
     shape.insert(axis, depth);
     let n = numel_of::<T>(ONEHOT, &shape)?;
     let inner: usize = ishape[axis..].iter().product();
-    let mut out = vec![(*off).clone(); n];
+    let mut out = vec![off.clone(); n];
     let d = depth as i64;
     for (p, &i) in idx.iter().enumerate() {
         let i = if i < 0 { i + d } else { i };
         if (0..d).contains(&i) {
             let (o, r) = (p / inner.max(1), p % inner.max(1));
-            out[(o * depth + i as usize) * inner + r] = (*on).clone();
+            out[(o * depth + i as usize) * inner + r] = on.clone();
         }
     }
-    make(ONEHOT, &shape, out)
+    make(ONEHOT, &shape, T::from_bits(out))
 }
 
 impl Operator for OneHot {

@@ -4,12 +4,13 @@
 //! adds the `axes` input and opset 19 the `wrap` mode.
 
 use super::num::{num_dispatch, Num};
-use super::{data, int_list, make, movement_flops, norm_axes, offset_copy, strides, PAD};
+use super::{int_list, make, move_copy, movement_flops, norm_axes, strides, PAD};
 use crate::error::{Error, Result};
 use crate::ir::{BuildContext, Fact, InferInput, Operator};
 use crate::ops::util::{fact, input, opt_input};
 use crate::ops::Registrar;
-use crate::tensor::{Element, Tensor};
+use crate::tensor::bits::AsBits;
+use crate::tensor::Tensor;
 use ndarray::ArrayD;
 
 pub(super) fn register(r: &mut impl Registrar) {
@@ -159,27 +160,27 @@ impl Pad {
     }
 }
 
-fn pad_typed<T: Element>(
-    pad: &Pad,
-    a: &ArrayD<T>,
-    pads: &[(i64, i64)],
-    fill: &T,
-) -> Result<Tensor> {
+fn pad_typed<T: AsBits>(pad: &Pad, a: &ArrayD<T>, pads: &[(i64, i64)], fill: &T) -> Result<Tensor> {
     let shape = a.shape();
     let out = out_shape(shape, pads)?;
     let st = strides(shape);
     let maps = (0..shape.len())
         .map(|d| pad.map(shape[d], st[d], pads[d].0, out[d]))
         .collect::<Result<Vec<_>>>()?;
-    let v = offset_copy(OP, &data(a), &maps, Some(fill))?;
+    let v = move_copy(OP, a, &maps, Some(fill))?;
     make(OP, &out, v)
 }
 
-fn pad_attr_value<T: Num>(pad: &Pad, a: &ArrayD<T>, pads: &[(i64, i64)], v: f32) -> Result<Tensor> {
+fn pad_attr_value<T: Num + AsBits>(
+    pad: &Pad,
+    a: &ArrayD<T>,
+    pads: &[(i64, i64)],
+    v: f32,
+) -> Result<Tensor> {
     pad_typed(pad, a, pads, &T::from_f64(v as f64))
 }
 
-fn pad_input_value<T: Element>(
+fn pad_input_value<T: AsBits>(
     pad: &Pad,
     a: &ArrayD<T>,
     pads: &[(i64, i64)],

@@ -3,14 +3,15 @@
 
 use super::num::{num_dispatch, Num};
 use super::{
-    data, int_scalar, linear_map, make, movement_flops, norm_axis, numel_of, offset_copy, strides,
+    data, int_scalar, linear_map, make, move_copy, movement_flops, norm_axis, numel_of, strides,
     unravel,
 };
 use crate::error::{Error, Result};
 use crate::ir::{BuildContext, Fact, InferInput, Operator};
 use crate::ops::util::{fact, input, opt_input, par_rows};
 use crate::ops::Registrar;
-use crate::tensor::{DType, Element, Tensor};
+use crate::tensor::bits::AsBits;
+use crate::tensor::{DType, Tensor};
 use ndarray::ArrayD;
 
 pub(super) fn register(r: &mut impl Registrar) {
@@ -33,10 +34,11 @@ fn build_trilu(ctx: &BuildContext) -> Result<Box<dyn Operator>> {
     }))
 }
 
-fn trilu_typed<T: Element>(a: &ArrayD<T>, upper: bool, k: i64) -> Result<Tensor> {
+fn trilu_typed<T: AsBits>(a: &ArrayD<T>, upper: bool, k: i64) -> Result<Tensor> {
     let s = a.shape();
     let (rows, cols) = (s[s.len() - 2], s[s.len() - 1]);
-    let mut out = data(a).into_owned();
+    let src = data(a);
+    let mut out = T::to_bits(&src).to_vec();
     let mat = rows * cols;
     if mat > 0 {
         par_rows(&mut out, cols, |first, chunk| {
@@ -46,13 +48,13 @@ fn trilu_typed<T: Element>(a: &ArrayD<T>, upper: bool, k: i64) -> Result<Tensor>
                     let d = j as i64 - i;
                     let keep = if upper { d >= k } else { d <= k };
                     if !keep {
-                        *v = T::default();
+                        *v = T::Bits::default();
                     }
                 }
             }
         });
     }
-    make(TRILU, s, out)
+    make(TRILU, s, T::from_bits(out))
 }
 
 impl Operator for Trilu {
@@ -221,8 +223,8 @@ impl Compress {
     }
 }
 
-fn compress_typed<T: Element>(a: &ArrayD<T>, out: &[usize], maps: &[Vec<usize>]) -> Result<Tensor> {
-    let v = offset_copy(COMPRESS, &data(a), maps, None)?;
+fn compress_typed<T: AsBits>(a: &ArrayD<T>, out: &[usize], maps: &[Vec<usize>]) -> Result<Tensor> {
+    let v = move_copy(COMPRESS, a, maps, None)?;
     make(COMPRESS, out, v)
 }
 

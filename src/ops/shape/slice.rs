@@ -2,12 +2,13 @@
 //! spec's clamping of out-of-range starts and ends. Starts, ends and axes are
 //! attributes before opset 10 and inputs (with steps) from opset 10.
 
-use super::{data, int_list, make, movement_flops, norm_axes, offset_copy, strides};
+use super::{int_list, make, move_copy, movement_flops, norm_axes, strides};
 use crate::error::{Error, Result};
 use crate::ir::{BuildContext, Fact, InferInput, Operator};
 use crate::ops::util::{fact, input, opt_input};
 use crate::ops::Registrar;
-use crate::tensor::{Element, Tensor};
+use crate::tensor::bits::AsBits;
+use crate::tensor::Tensor;
 use ndarray::ArrayD;
 
 pub(super) fn register(r: &mut impl Registrar) {
@@ -133,12 +134,12 @@ fn plan(
     Ok((out_shape, maps))
 }
 
-fn slice_typed<T: Element>(
+fn slice_typed<T: AsBits>(
     a: &ArrayD<T>,
     out_shape: &[usize],
     maps: &[Vec<usize>],
 ) -> Result<Tensor> {
-    let v = offset_copy(OP, &data(a), maps, None)?;
+    let v = move_copy(OP, a, maps, None)?;
     make(OP, out_shape, v)
 }
 

@@ -1,12 +1,13 @@
 //! Transpose, DepthToSpace and SpaceToDepth: pure permutations of elements,
 //! each expressed as offset maps for [`offset_copy`](super::offset_copy).
 
-use super::{data, linear_map, make, movement_flops, numel, offset_copy, strides};
+use super::{linear_map, make, move_copy, movement_flops, numel, strides};
 use crate::error::{Error, Result};
 use crate::ir::{BuildContext, Fact, InferInput, Operator};
 use crate::ops::util::{fact, input};
 use crate::ops::Registrar;
-use crate::tensor::{Element, Tensor};
+use crate::tensor::bits::AsBits;
+use crate::tensor::Tensor;
 use ndarray::ArrayD;
 
 pub(super) fn register(r: &mut impl Registrar) {
@@ -15,13 +16,13 @@ pub(super) fn register(r: &mut impl Registrar) {
     r.add("SpaceToDepth", 1, build_s2d);
 }
 
-fn permute_typed<T: Element>(
+fn permute_typed<T: AsBits>(
     op: &str,
     a: &ArrayD<T>,
     out_shape: &[usize],
     maps: &[Vec<usize>],
 ) -> Result<Tensor> {
-    let v = offset_copy(op, &data(a), maps, None)?;
+    let v = move_copy(op, a, maps, None)?;
     make(op, out_shape, v)
 }
 
