@@ -50,6 +50,32 @@ struct Found<T> {
     counts: Vec<i64>,
 }
 
+/// Groups of equal slices among `0..len` under `cmp`, each as (first
+/// occurrence, members): in `cmp`'s order when `sorted`, else in order of
+/// first occurrence. Not generic (the comparison comes as `&dyn`), so the
+/// two sorts are compiled once, not once per element type.
+#[inline(never)]
+fn group_equal(
+    len: usize,
+    cmp: &dyn Fn(usize, usize) -> Ordering,
+    sorted: bool,
+) -> Vec<(usize, Vec<usize>)> {
+    let mut order: Vec<usize> = (0..len).collect();
+    // Stable: each group starts at its first occurrence.
+    order.sort_by(|&a, &b| cmp(a, b));
+    let mut groups: Vec<(usize, Vec<usize>)> = Vec::new();
+    for &k in &order {
+        match groups.last_mut() {
+            Some((first, members)) if cmp(*first, k) == Ordering::Equal => members.push(k),
+            _ => groups.push((k, vec![k])),
+        }
+    }
+    if !sorted {
+        groups.sort_by_key(|g| g.0);
+    }
+    groups
+}
+
 /// Unique slices of `x` viewed as `[outer, len, inner]` along the middle axis.
 fn unique<T: Clone + PartialOrd>(
     x: &[T],
@@ -71,19 +97,7 @@ fn unique<T: Clone + PartialOrd>(
             .find(|o| *o != Ordering::Equal)
             .unwrap_or(Ordering::Equal)
     };
-    let mut order: Vec<usize> = (0..len).collect();
-    order.sort_by(|&a, &b| cmp(a, b)); // stable: each group starts at its first occurrence
-                                       // Groups of equal slices: (first occurrence, members).
-    let mut groups: Vec<(usize, Vec<usize>)> = Vec::new();
-    for &k in &order {
-        match groups.last_mut() {
-            Some((first, members)) if cmp(*first, k) == Ordering::Equal => members.push(k),
-            _ => groups.push((k, vec![k])),
-        }
-    }
-    if !sorted {
-        groups.sort_by_key(|g| g.0);
-    }
+    let groups = group_equal(len, &cmp, sorted);
     let mut inverse = vec![0i64; len];
     for (u, (_, members)) in groups.iter().enumerate() {
         for &k in members {
