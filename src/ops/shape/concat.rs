@@ -1,12 +1,12 @@
 //! Concat and Split: joining tensors along an axis and cutting one apart.
 
 use super::{data, int_list, make, movement_flops, norm_axis, numel_of, to_dims};
-use crate::tensor::bits::AsBits;
 use crate::error::{Error, Result};
 use crate::ir::attributes::Attributes;
 use crate::ir::{BuildContext, Fact, InferInput, Operator};
 use crate::ops::util::{fact, opt_input, par_spans};
 use crate::ops::Registrar;
+use crate::tensor::bits::AsBits;
 use crate::tensor::{DType, Tensor};
 use ndarray::ArrayD;
 
@@ -84,16 +84,26 @@ fn concat_typed<T: AsBits>(
     let n = numel_of::<T>(CONCAT, out_shape)?;
     let row: usize = out_shape[axis..].iter().product();
     // Every element is written below.
-    let mut out = crate::tensor::recycle::take_or_default::<T::Bits>(n);
+    let parts: Vec<(&[T::Bits], usize)> = parts.iter().map(|(d, b)| (T::to_bits(d), *b)).collect();
+    make(CONCAT, out_shape, T::from_bits(concat_bits(&parts, n, row)))
+}
+
+/// Concat on bits (one loop per width): `n` output elements in rows of `row`.
+#[inline(never)]
+fn concat_bits<B: Clone + Default + Send + Sync + 'static>(
+    parts: &[(&[B], usize)],
+    n: usize,
+    row: usize,
+) -> Vec<B> {
+    // Every element is written below.
+    let mut out = crate::tensor::recycle::take_or_default::<B>(n);
     if n > 0 {
         // Equal spans of the output, whatever the rows: a batch-1 concat
         // along the channels is a single row, and most of DenseNet's time
-        // outside its convolutions. Copied as bits (one loop per width).
-        let parts: Vec<(&[T::Bits], usize)> =
-            parts.iter().map(|(d, b)| (T::to_bits(d), *b)).collect();
-        par_spans(&mut out, |start, span| copy_span(span, start, &parts, row));
+        // outside its convolutions.
+        par_spans(&mut out, |start, span| copy_span(span, start, parts, row));
     }
-    make(CONCAT, out_shape, T::from_bits(out))
+    out
 }
 
 /// Fills `dst`, the output elements from `start` on, from the parts (each
@@ -304,21 +314,37 @@ fn split_typed<T: AsBits>(
     sizes: &[usize],
 ) -> Result<Vec<Tensor>> {
     let src = data(a);
-    let src = T::to_bits(&src);
+    split_bits(T::to_bits(&src), shape, axis, sizes)?
+        .into_iter()
+        .zip(sizes)
+        .map(|(v, &s)| {
+            let mut sh = shape.to_vec();
+            sh[axis] = s;
+            make(SPLIT, &sh, T::from_bits(v))
+        })
+        .collect()
+}
+
+/// Split on bits: each part's data, in order.
+#[inline(never)]
+fn split_bits<B: Clone>(
+    src: &[B],
+    shape: &[usize],
+    axis: usize,
+    sizes: &[usize],
+) -> Result<Vec<Vec<B>>> {
     let outer: usize = shape[..axis].iter().product();
     let inner: usize = shape[axis + 1..].iter().product();
     let block = shape[axis] * inner;
     let mut outs = Vec::with_capacity(sizes.len());
     let mut start = 0;
     for &s in sizes {
-        let mut sh = shape.to_vec();
-        sh[axis] = s;
         let mut v = Vec::with_capacity(outer * s * inner);
         for o in 0..outer {
             let b = o * block + start * inner;
             v.extend_from_slice(&src[b..b + s * inner]);
         }
-        outs.push(make(SPLIT, &sh, T::from_bits(v))?);
+        outs.push(v);
         start += s;
     }
     Ok(outs)

@@ -87,7 +87,13 @@ fn gather_typed<T: AsBits>(
     idx: &[i64],
     out: &[usize],
 ) -> Result<Tensor> {
-    let s = x.shape();
+    let maps = gather_maps(x.shape(), axis, idx)?;
+    let v = move_copy(GATHER, x, &maps, None)?;
+    make(GATHER, out, v)
+}
+
+/// The offset maps of a Gather of `idx` along `axis` of shape `s`.
+fn gather_maps(s: &[usize], axis: usize, idx: &[i64]) -> Result<Vec<Vec<usize>>> {
     let st = strides(s);
     let mut maps: Vec<Vec<usize>> = (0..axis)
         .map(|d| linear_map(s[d], 0, st[d] as isize))
@@ -100,8 +106,7 @@ fn gather_typed<T: AsBits>(
     for d in axis + 1..s.len() {
         maps.push(linear_map(s[d], 0, st[d] as isize));
     }
-    let v = move_copy(GATHER, x, &maps, None)?;
-    make(GATHER, out, v)
+    Ok(maps)
 }
 
 impl Operator for Gather {
@@ -195,18 +200,28 @@ fn gather_elements_typed<T: AsBits>(
     shape: &[usize],
 ) -> Result<Tensor> {
     let src = data(x);
-    let src = T::to_bits(&src);
+    let n = numel_of::<T>(GE, shape)?;
+    let out = gather_elements_bits(T::to_bits(&src), offs, n)?;
+    make(GE, shape, T::from_bits(out))
+}
+
+/// GatherElements on bits: `out[i] = src[offs[i]]`.
+#[inline(never)]
+fn gather_elements_bits<B: Clone + Default + Send + Sync>(
+    src: &[B],
+    offs: &[usize],
+    n: usize,
+) -> Result<Vec<B>> {
     if offs.iter().any(|&o| o >= src.len()) {
         return Err(Error::op(GE, "internal error: offset out of range"));
     }
-    let n = numel_of::<T>(GE, shape)?;
-    let mut out = vec![T::Bits::default(); n];
+    let mut out = vec![B::default(); n];
     par_rows(&mut out, 1, |first, chunk| {
         for (o, &off) in chunk.iter_mut().zip(&offs[first..]) {
             *o = src[off].clone();
         }
     });
-    make(GE, shape, T::from_bits(out))
+    Ok(out)
 }
 
 impl Operator for GatherElements {
@@ -328,12 +343,23 @@ fn gather_nd_typed<T: AsBits>(
     out_shape: &[usize],
 ) -> Result<Tensor> {
     let src = data(x);
-    let src = T::to_bits(&src);
+    let n = numel_of::<T>(GND, out_shape)?;
+    let out = gather_nd_bits(T::to_bits(&src), offs, slice, n)?;
+    make(GND, out_shape, T::from_bits(out))
+}
+
+/// GatherND on bits: slice `r` of the output is `src[offs[r]..][..slice]`.
+#[inline(never)]
+fn gather_nd_bits<B: Clone + Default + Send + Sync>(
+    src: &[B],
+    offs: &[usize],
+    slice: usize,
+    n: usize,
+) -> Result<Vec<B>> {
     if offs.iter().any(|&o| o + slice > src.len()) {
         return Err(Error::op(GND, "internal error: offset out of range"));
     }
-    let n = numel_of::<T>(GND, out_shape)?;
-    let mut out = vec![T::Bits::default(); n];
+    let mut out = vec![B::default(); n];
     if n > 0 {
         par_rows(&mut out, slice, |first, chunk| {
             for (r, dst) in chunk.chunks_mut(slice).enumerate() {
@@ -342,7 +368,7 @@ fn gather_nd_typed<T: AsBits>(
             }
         });
     }
-    make(GND, out_shape, T::from_bits(out))
+    Ok(out)
 }
 
 impl Operator for GatherNd {

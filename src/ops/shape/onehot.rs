@@ -2,11 +2,11 @@
 //! ones) and OneHot (one-hot encoding of indices along a new axis).
 
 use super::{f64_list, make, movement_flops, numel_of};
-use crate::tensor::bits::AsBits;
 use crate::error::{Error, Result};
 use crate::ir::{BuildContext, Fact, InferInput, Operator};
 use crate::ops::util::{fact, input};
 use crate::ops::Registrar;
+use crate::tensor::bits::AsBits;
 use crate::tensor::{DType, Element, Tensor};
 use half::{bf16, f16};
 use ndarray::ArrayD;
@@ -186,6 +186,20 @@ fn onehot_typed<T: AsBits>(
     shape.insert(axis, depth);
     let n = numel_of::<T>(ONEHOT, &shape)?;
     let inner: usize = ishape[axis..].iter().product();
+    let out = onehot_bits(off, on, idx, n, inner, depth);
+    make(ONEHOT, &shape, T::from_bits(out))
+}
+
+/// OneHot on bits: `n` elements of `off`, `on` where the indices point.
+#[inline(never)]
+fn onehot_bits<B: Clone>(
+    off: &B,
+    on: &B,
+    idx: &[i64],
+    n: usize,
+    inner: usize,
+    depth: usize,
+) -> Vec<B> {
     let mut out = vec![off.clone(); n];
     let d = depth as i64;
     for (p, &i) in idx.iter().enumerate() {
@@ -195,7 +209,7 @@ fn onehot_typed<T: AsBits>(
             out[(o * depth + i as usize) * inner + r] = on.clone();
         }
     }
-    make(ONEHOT, &shape, T::from_bits(out))
+    out
 }
 
 impl Operator for OneHot {

@@ -161,14 +161,21 @@ impl Pad {
 }
 
 fn pad_typed<T: AsBits>(pad: &Pad, a: &ArrayD<T>, pads: &[(i64, i64)], fill: &T) -> Result<Tensor> {
-    let shape = a.shape();
-    let out = out_shape(shape, pads)?;
-    let st = strides(shape);
-    let maps = (0..shape.len())
-        .map(|d| pad.map(shape[d], st[d], pads[d].0, out[d]))
-        .collect::<Result<Vec<_>>>()?;
+    let (out, maps) = pad.maps(a.shape(), pads)?;
     let v = move_copy(OP, a, &maps, Some(fill))?;
     make(OP, &out, v)
+}
+
+impl Pad {
+    /// The output shape and offset maps of padding `shape` by `pads`.
+    fn maps(&self, shape: &[usize], pads: &[(i64, i64)]) -> Result<(Vec<usize>, Vec<Vec<usize>>)> {
+        let out = out_shape(shape, pads)?;
+        let st = strides(shape);
+        let maps = (0..shape.len())
+            .map(|d| self.map(shape[d], st[d], pads[d].0, out[d]))
+            .collect::<Result<Vec<_>>>()?;
+        Ok((out, maps))
+    }
 }
 
 fn pad_attr_value<T: Num + AsBits>(

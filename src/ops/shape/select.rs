@@ -39,22 +39,29 @@ fn trilu_typed<T: AsBits>(a: &ArrayD<T>, upper: bool, k: i64) -> Result<Tensor> 
     let (rows, cols) = (s[s.len() - 2], s[s.len() - 1]);
     let src = data(a);
     let mut out = T::to_bits(&src).to_vec();
-    let mat = rows * cols;
-    if mat > 0 {
-        par_rows(&mut out, cols, |first, chunk| {
-            for (r, row) in chunk.chunks_mut(cols).enumerate() {
-                let i = ((first + r) % rows) as i64;
-                for (j, v) in row.iter_mut().enumerate() {
-                    let d = j as i64 - i;
-                    let keep = if upper { d >= k } else { d <= k };
-                    if !keep {
-                        *v = T::Bits::default();
-                    }
+    trilu_bits(&mut out, rows, cols, upper, k);
+    make(TRILU, s, T::from_bits(out))
+}
+
+/// Trilu on bits: zeroes the elements of each `rows × cols` matrix outside
+/// the kept triangle.
+#[inline(never)]
+fn trilu_bits<B: Default + Send>(out: &mut [B], rows: usize, cols: usize, upper: bool, k: i64) {
+    if rows * cols == 0 {
+        return;
+    }
+    par_rows(out, cols, |first, chunk| {
+        for (r, row) in chunk.chunks_mut(cols).enumerate() {
+            let i = ((first + r) % rows) as i64;
+            for (j, v) in row.iter_mut().enumerate() {
+                let d = j as i64 - i;
+                let keep = if upper { d >= k } else { d <= k };
+                if !keep {
+                    *v = B::default();
                 }
             }
-        });
-    }
-    make(TRILU, s, T::from_bits(out))
+        }
+    });
 }
 
 impl Operator for Trilu {

@@ -11,7 +11,8 @@ use crate::error::{Error, Result};
 use crate::ir::{BuildContext, Fact, InferInput, Operator};
 use crate::ops::util::{fact, input, opt_fact, opt_input};
 use crate::ops::Registrar;
-use crate::tensor::{DType, Element, Tensor};
+use crate::tensor::bits::AsBits;
+use crate::tensor::{DType, Tensor};
 use ndarray::ArrayD;
 
 pub(super) fn register(r: &mut impl Registrar) {
@@ -72,7 +73,7 @@ impl TensorScatter {
         Ok(axis)
     }
 
-    fn scatter<T: Element>(
+    fn scatter<T: AsBits>(
         &self,
         cache: &ArrayD<T>,
         update: &Tensor,
@@ -85,16 +86,38 @@ impl TensorScatter {
                 format!("update is {}, past_cache is {}", update.dtype(), T::DTYPE),
             )
         })?;
-        let shape = cache.shape();
-        let max = shape[axis];
+        let (cache_data, upd_data) = (data(cache), data(upd));
+        let mut out = T::to_bits(&cache_data).to_vec();
         let len = upd.shape()[axis];
+        self.scatter_bits(
+            &mut out,
+            T::to_bits(&upd_data),
+            cache.shape(),
+            len,
+            writes,
+            axis,
+        )?;
+        make(OP, cache.shape(), T::from_bits(out))
+    }
+
+    /// The scatter on bits (one loop per width): writes the `len` update
+    /// rows of each batch entry into `out`, the cache of `shape`.
+    #[inline(never)]
+    fn scatter_bits<B: Clone>(
+        &self,
+        out: &mut [B],
+        src: &[B],
+        shape: &[usize],
+        len: usize,
+        writes: &[i64],
+        axis: usize,
+    ) -> Result<()> {
+        let max = shape[axis];
         let inner: usize = shape[axis + 1..].iter().product();
         let per_batch: usize = shape[1..axis].iter().product();
         let outer: usize = shape[..axis].iter().product();
-        let mut out = data(cache).into_owned();
-        let src = data(upd);
         if len == 0 || inner == 0 {
-            return make(OP, shape, out);
+            return Ok(());
         }
         for p in 0..outer {
             let start = writes[p / per_batch];
@@ -122,7 +145,7 @@ impl TensorScatter {
                 out[dst..dst + inner].clone_from_slice(&src[from..from + inner]);
             }
         }
-        make(OP, shape, out)
+        Ok(())
     }
 }
 
