@@ -5,8 +5,9 @@
 use crate::error::{Error, Result};
 use crate::ir::{BuildContext, Fact, InferInput, Operator};
 use crate::ops::util::{fact, input, out_len};
+use crate::tensor::bits::AsBits;
 use crate::tensor::{DType, Tensor};
-use ndarray::{ArrayD, Axis};
+use ndarray::{ArrayD, ArrayViewD, Axis};
 
 const OP: &str = "ReverseSequence";
 
@@ -34,9 +35,21 @@ pub(super) fn build(ctx: &BuildContext) -> Result<Box<dyn Operator>> {
     }))
 }
 
+/// [`reverse`] on `x`'s elements as bits of their width (one compiled copy
+/// per width, not per element type).
+fn reverse_typed<T: AsBits>(x: &ArrayD<T>, lens: &[usize], batch_axis: usize) -> Result<Tensor> {
+    let src = crate::ops::shape::data(x);
+    let bits = ArrayViewD::from_shape(x.shape(), T::to_bits(&src))
+        .map_err(|e| Error::op(OP, format!("internal shape error: {e}")))?;
+    let out = reverse(bits, lens, batch_axis);
+    let (v, _) = out.into_raw_vec_and_offset();
+    crate::ops::shape::make(OP, x.shape(), T::from_bits(v))
+}
+
 /// Reverses along the time axis, which is axis 0 once the batch axis is indexed away.
-fn reverse<T: Clone>(x: &ArrayD<T>, lens: &[usize], batch_axis: usize) -> ArrayD<T> {
-    let mut out = x.clone();
+#[inline(never)]
+fn reverse<B: Clone>(x: ArrayViewD<B>, lens: &[usize], batch_axis: usize) -> ArrayD<B> {
+    let mut out = x.as_standard_layout().into_owned();
     for (b, &len) in lens.iter().enumerate() {
         let src = x.index_axis(Axis(batch_axis), b);
         let mut dst = out.index_axis_mut(Axis(batch_axis), b);
@@ -106,7 +119,7 @@ impl Operator for ReverseSequence {
             })
             .collect::<Result<_>>()?;
         let b = self.batch_axis;
-        Ok(vec![crate::map_same!(x, a => reverse(a, &lens, b))])
+        Ok(vec![crate::dispatch!(x, a => reverse_typed(a, &lens, b)?)])
     }
 }
 
