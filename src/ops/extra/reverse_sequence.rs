@@ -7,7 +7,7 @@ use crate::ir::{BuildContext, Fact, InferInput, Operator};
 use crate::ops::util::{fact, input, out_len};
 use crate::tensor::bits::AsBits;
 use crate::tensor::{DType, Tensor};
-use ndarray::{ArrayD, ArrayViewD, Axis};
+use ndarray::ArrayD;
 
 const OP: &str = "ReverseSequence";
 
@@ -39,23 +39,29 @@ pub(super) fn build(ctx: &BuildContext) -> Result<Box<dyn Operator>> {
 /// per width, not per element type).
 fn reverse_typed<T: AsBits>(x: &ArrayD<T>, lens: &[usize], batch_axis: usize) -> Result<Tensor> {
     let src = crate::ops::shape::data(x);
-    let bits = ArrayViewD::from_shape(x.shape(), T::to_bits(&src))
-        .map_err(|e| Error::op(OP, format!("internal shape error: {e}")))?;
-    let out = reverse(bits, lens, batch_axis);
-    let (v, _) = out.into_raw_vec_and_offset();
-    crate::ops::shape::make(OP, x.shape(), T::from_bits(v))
+    let out = reverse(T::to_bits(&src), x.shape(), lens, batch_axis);
+    crate::ops::shape::make(OP, x.shape(), T::from_bits(out))
 }
 
-/// Reverses along the time axis, which is axis 0 once the batch axis is indexed away.
+/// Reverses row-major `x` of `shape` along the time axis (the one of axes 0
+/// and 1 that is not `batch_axis`), the first `lens[b]` steps of batch b.
 #[inline(never)]
-fn reverse<B: Clone>(x: ArrayViewD<B>, lens: &[usize], batch_axis: usize) -> ArrayD<B> {
-    let mut out = x.as_standard_layout().into_owned();
-    for (b, &len) in lens.iter().enumerate() {
-        let src = x.index_axis(Axis(batch_axis), b);
-        let mut dst = out.index_axis_mut(Axis(batch_axis), b);
-        for t in 0..len {
-            dst.index_axis_mut(Axis(0), t)
-                .assign(&src.index_axis(Axis(0), len - 1 - t));
+fn reverse<B: Clone>(x: &[B], shape: &[usize], lens: &[usize], batch_axis: usize) -> Vec<B> {
+    let (d0, d1) = (shape[0], shape[1]);
+    let inner: usize = shape[2..].iter().product();
+    let mut out = Vec::with_capacity(x.len());
+    for i0 in 0..d0 {
+        for i1 in 0..d1 {
+            let (b, t) = if batch_axis == 0 { (i0, i1) } else { (i1, i0) };
+            let len = lens[b];
+            let from_t = if t < len { len - 1 - t } else { t };
+            let (j0, j1) = if batch_axis == 0 {
+                (i0, from_t)
+            } else {
+                (from_t, i1)
+            };
+            let at = (j0 * d1 + j1) * inner;
+            out.extend_from_slice(&x[at..at + inner]);
         }
     }
     out
