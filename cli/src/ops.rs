@@ -109,7 +109,7 @@ pub fn main(args: OpsArgs) -> anyhow::Result<()> {
         }
         let list: Vec<&str> = features.keys().copied().collect();
         println!(
-            "\nbuild: cargo build -p ramify-ffi --release --no-default-features --features {}",
+            "\nbuild: cargo build -p ramify-ffi --profile mobile --no-default-features --features {}",
             list.join(",")
         );
         return Ok(());

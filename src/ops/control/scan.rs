@@ -141,7 +141,7 @@ impl Operator for Scan {
                 .iter()
                 .zip(&self.in_reverse)
                 .map(|(&(t, a), &r)| take(t, a, if r { len - 1 - step } else { step }))
-                .collect();
+                .collect::<Result<_>>()?;
             let formal: Vec<&Tensor> = state.iter().chain(slices.iter()).collect();
             let mut outs = self.body.run(&formal, outer)?.into_iter();
             for (i, s) in state.iter_mut().enumerate() {

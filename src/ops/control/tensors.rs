@@ -3,8 +3,9 @@
 //! collecting those results within the memory budget.
 
 use crate::error::{Error, Result};
+use crate::tensor::bits::AsBits;
 use crate::tensor::{budget, Tensor};
-use ndarray::{Axis, IxDyn};
+use ndarray::ArrayD;
 
 /// The truth value of a one-element condition tensor (bool or numeric).
 pub(super) fn truth(op: &str, t: &Tensor) -> Result<bool> {
@@ -22,8 +23,35 @@ pub(super) fn truth(op: &str, t: &Tensor) -> Result<bool> {
 }
 
 /// Slice `i` of `t` along `axis`, with that axis removed.
-pub(super) fn take(t: &Tensor, axis: usize, i: usize) -> Tensor {
-    crate::map_same!(t, a => a.index_axis(Axis(axis), i).to_owned())
+pub(super) fn take(t: &Tensor, axis: usize, i: usize) -> Result<Tensor> {
+    fn typed<T: AsBits>(a: &ArrayD<T>, axis: usize, i: usize) -> Result<Tensor> {
+        let s = a.shape();
+        let inner: usize = s[axis + 1..].iter().product();
+        let src = crate::ops::shape::data(a);
+        let v = take_bits(T::to_bits(&src), s[axis], inner, i);
+        let mut shape = s.to_vec();
+        shape.remove(axis);
+        crate::ops::shape::make("take", &shape, T::from_bits(v))
+    }
+    if axis >= t.shape().len() || i >= t.shape()[axis] {
+        return Err(Error::op(
+            "take",
+            format!("slice {i} of axis {axis} is outside shape {:?}", t.shape()),
+        ));
+    }
+    crate::dispatch!(t, a => typed(a, axis, i))
+}
+
+/// Slice `i` of row-major `src` seen as `[outer, dim, inner]`: `[outer, inner]`.
+#[inline(never)]
+fn take_bits<B: Clone>(src: &[B], dim: usize, inner: usize, i: usize) -> Vec<B> {
+    let outer = src.len().checked_div(dim * inner).unwrap_or(0);
+    let mut out = Vec::with_capacity(outer * inner);
+    for o in 0..outer {
+        let at = (o * dim + i) * inner;
+        out.extend_from_slice(&src[at..at + inner]);
+    }
+    out
 }
 
 /// Stacks same-shaped tensors of one type along a new `axis`.
@@ -48,18 +76,40 @@ pub(super) fn stack(op: &str, parts: &[Tensor], axis: usize) -> Result<Tensor> {
             ));
         }
     }
-    Ok(crate::map_same!(first, a0 => {
-        let _ = a0;
-        let views: Vec<_> = parts
+    fn typed<T: AsBits>(
+        op: &str,
+        first: &ArrayD<T>,
+        parts: &[Tensor],
+        axis: usize,
+    ) -> Result<Tensor> {
+        let datas: Vec<_> = parts
             .iter()
-            .filter_map(|p| crate::tensor::Element::view(p))
-            .map(|a| a.view())
-            .collect::<Vec<ndarray::ArrayViewD<_>>>();
-        ndarray::stack(Axis(axis), &views)
-            .map_err(|e| Error::op(op, e.to_string()))?
-            .into_dimensionality::<IxDyn>()
-            .map_err(|e| Error::op(op, e.to_string()))?
-    }))
+            .filter_map(|p| T::view(p))
+            .map(crate::ops::shape::data)
+            .collect();
+        let bits: Vec<&[T::Bits]> = datas.iter().map(|d| T::to_bits(d)).collect();
+        let inner: usize = first.shape()[axis..].iter().product();
+        let mut shape = first.shape().to_vec();
+        shape.insert(axis, parts.len());
+        crate::ops::shape::make(op, &shape, T::from_bits(stack_bits(&bits, inner)))
+    }
+    crate::dispatch!(first, a => typed(op, a, parts, axis))
+}
+
+/// Row-major parts of `inner`-element rows, interleaved row by row: the
+/// parts stacked along a new axis before those rows.
+#[inline(never)]
+fn stack_bits<B: Clone>(parts: &[&[B]], inner: usize) -> Vec<B> {
+    let outer = parts
+        .first()
+        .map_or(0, |p| p.len().checked_div(inner).unwrap_or(0));
+    let mut out = Vec::with_capacity(outer * inner * parts.len());
+    for o in 0..outer {
+        for p in parts {
+            out.extend_from_slice(&p[o * inner..(o + 1) * inner]);
+        }
+    }
+    out
 }
 
 /// The per-iteration results of one scan output, counted against the memory
