@@ -19,6 +19,8 @@ pub(crate) trait AsBits: Element {
     /// Elements from bits that came from elements of this type (or from
     /// `Bits::default()`, which is every type's default).
     fn from_bits(v: Vec<Self::Bits>) -> Vec<Self>;
+    /// The elements' bits, owned (without copying where the layout allows).
+    fn into_bits(v: Vec<Self>) -> Vec<Self::Bits>;
 }
 
 /// `s` as a slice of `B`.
@@ -61,6 +63,11 @@ macro_rules! plain {
                 // bit pattern is a valid integer, float or half.
                 unsafe { cast_vec(v) }
             }
+            fn into_bits(v: Vec<Self>) -> Vec<$b> {
+                // SAFETY: same size and alignment (asserted above); the
+                // integer accepts every bit pattern.
+                unsafe { cast_vec(v) }
+            }
         }
     )*};
 }
@@ -86,6 +93,9 @@ macro_rules! bytes {
             fn from_bits(v: Vec<u8>) -> Vec<Self> {
                 v.into_iter().map(|$b| $from).collect()
             }
+            fn into_bits(v: Vec<Self>) -> Vec<u8> {
+                <Self as AsBits>::to_bits(&v).to_vec()
+            }
         }
     )*};
 }
@@ -110,15 +120,22 @@ impl AsBits for String {
     fn from_bits(v: Vec<String>) -> Vec<Self> {
         v
     }
+    fn into_bits(v: Vec<String>) -> Vec<String> {
+        v
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn round_trip<T: AsBits + PartialEq>(values: Vec<T>) {
+    fn round_trip<T: AsBits + PartialEq>(values: Vec<T>)
+    where
+        T::Bits: PartialEq,
+    {
         let bits = T::to_bits(&values).to_vec();
         assert_eq!(bits.len(), values.len());
+        assert_eq!(T::into_bits(values.clone()), bits);
         assert_eq!(T::from_bits(bits), values, "{:?}", T::DTYPE);
         // The default bits are the default element.
         assert_eq!(T::from_bits(vec![T::Bits::default()]), vec![T::default()]);

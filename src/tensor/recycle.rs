@@ -94,13 +94,20 @@ impl Recycled for f64 {
 
 /// A buffer of `len` elements of any type for a kernel that writes every
 /// element: recycled when `T` has a pool (f32, f64), else default-filled.
+/// u32 and u64 take f32 and f64 buffers: the operators that move elements
+/// as bits of their width (`tensor::bits`) fill f32 and f64 outputs that way.
 pub fn take_or_default<T: Clone + Default + 'static>(len: usize) -> Vec<T> {
+    use super::bits::AsBits;
     use std::any::{Any, TypeId};
     let id = TypeId::of::<T>();
     let pooled: Option<Box<dyn Any>> = if id == TypeId::of::<f32>() {
         Some(Box::new(F32.take(len, 0.0)))
     } else if id == TypeId::of::<f64>() {
         Some(Box::new(F64.take(len, 0.0)))
+    } else if id == TypeId::of::<u32>() {
+        Some(Box::new(<f32 as AsBits>::into_bits(F32.take(len, 0.0))))
+    } else if id == TypeId::of::<u64>() {
+        Some(Box::new(<f64 as AsBits>::into_bits(F64.take(len, 0.0))))
     } else {
         None
     };
@@ -152,6 +159,23 @@ mod tests {
         pool.clear();
         pool.give(vec![0.0; MAX_BYTES / 4 + 1]);
         assert!(pool.buffers.lock().unwrap().is_empty());
+    }
+
+    /// An f32 buffer given back serves a later u32 request of its length
+    /// (the bits path of the movement operators), the same storage.
+    #[test]
+    fn bit_buffers_come_from_the_float_pools() {
+        let b = vec![1.5f32; 4099];
+        let ptr = b.as_ptr() as usize;
+        F32.give(b);
+        let u = take_or_default::<u32>(4099);
+        assert_eq!(u.as_ptr() as usize, ptr);
+        assert_eq!(u[0], 1.5f32.to_bits());
+        let d = vec![2.0f64; 4097];
+        let ptr = d.as_ptr() as usize;
+        F64.give(d);
+        let w = take_or_default::<u64>(4097);
+        assert_eq!(w.as_ptr() as usize, ptr);
     }
 
     #[test]
