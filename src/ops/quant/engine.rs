@@ -19,6 +19,8 @@ pub(crate) mod panel;
 pub(crate) mod sink;
 mod weights;
 
+#[cfg(target_arch = "x86_64")]
+pub(crate) use kernel::has_vnni512;
 pub(crate) use sink::{QuantSink, Sink, WideSink};
 pub(crate) use weights::PackedS8;
 

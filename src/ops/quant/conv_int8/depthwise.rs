@@ -3,7 +3,8 @@
 //! i16 scratch (padding then contributes nothing), split into stride
 //! phases so that every tap is one contiguous multiply-add over the whole
 //! plane, accumulated in i32 (exact: |x − zx|, |w − zw| ≤ 255), then
-//! requantized like the engine's tiles.
+//! requantized like the engine's tiles. Where the CPU and the weights
+//! allow, [`dot`] computes the same sums with 4-byte dot products.
 
 use crate::ops::conv::geom::Window;
 use crate::ops::gemm::simd::multiversion;
@@ -11,12 +12,16 @@ use crate::ops::quant::engine::sink::requantize_row;
 use crate::ops::util::par_rows;
 use std::cell::RefCell;
 
+mod dot;
+
 /// Depthwise weights: `w − zw` as i16, `[m][kh·kw]`.
 #[derive(Debug)]
 pub(crate) struct Weights {
     taps: Vec<i16>,
     m: usize,
     kernel: [usize; 2],
+    /// The same weights for [`dot`], when every `w − zw` fits in i8.
+    dot: Option<dot::Quads>,
 }
 
 impl Weights {
@@ -28,7 +33,7 @@ impl Weights {
         kernel: [usize; 2],
     ) -> Self {
         let per = kernel[0] * kernel[1];
-        let taps = (0..m * per)
+        let taps: Vec<i16> = (0..m * per)
             .map(|i| {
                 let v = if signed {
                     bytes[i] as i8 as i32
@@ -38,7 +43,13 @@ impl Weights {
                 (v - zero[if zero.len() == 1 { 0 } else { i / per }]) as i16
             })
             .collect();
-        Weights { taps, m, kernel }
+        let dot = dot::Quads::new(&taps, m, kernel);
+        Weights {
+            taps,
+            m,
+            kernel,
+            dot,
+        }
     }
 }
 
@@ -65,16 +76,20 @@ pub(super) struct Job<'a> {
 thread_local! {
     /// Per-thread padded planes (one per column phase) and an accumulator row.
     static SCRATCH: RefCell<(Vec<i16>, Vec<i32>)> = const { RefCell::new((Vec::new(), Vec::new())) };
+    /// Per-thread padded u8 plane and sums for [`dot`].
+    static DOT_SCRATCH: RefCell<(Vec<u8>, Vec<i32>)> = const { RefCell::new((Vec::new(), Vec::new())) };
 }
 
 impl Job<'_> {
     pub(super) fn run(&self, w: &Weights, x: &[u8], dest: Dest) {
         let plane_out = self.win.out_len();
         let ow = self.win.output[1];
+        let plan = w.dot.as_ref().and_then(|q| q.plan(self.win));
+        let dot = plan.as_ref();
         match dest {
             Dest::Wide(out) => par_rows(out, plane_out, |first, chunk| {
                 for (i, o) in chunk.chunks_mut(plane_out.max(1)).enumerate() {
-                    self.plane(w, x, first + i, &mut |wide, stride| {
+                    self.plane(w, dot, x, first + i, &mut |wide, stride| {
                         for (oy, dst) in o.chunks_mut(ow).enumerate() {
                             dst.copy_from_slice(&wide[oy * stride..][..ow]);
                         }
@@ -93,7 +108,7 @@ impl Job<'_> {
                     for (i, o) in chunk.chunks_mut(plane_out.max(1)).enumerate() {
                         let oc = (first + i) % w.m;
                         let s = scale[if scale.len() == 1 { 0 } else { oc }];
-                        self.plane(w, x, first + i, &mut |wide, stride| {
+                        self.plane(w, dot, x, first + i, &mut |wide, stride| {
                             bytes.resize(wide.len(), 0);
                             requantize_row(wide, &mut bytes, s, zero, lo, hi);
                             for (oy, dst) in o.chunks_mut(ow).enumerate() {
@@ -108,7 +123,14 @@ impl Job<'_> {
 
     /// Output plane `p` (image p / m, channel p % m): hands `emit` the
     /// sums of output row `oy` at `wide[oy · stride ..][..ow]`.
-    fn plane(&self, w: &Weights, x: &[u8], p: usize, emit: &mut dyn FnMut(&[i32], usize)) {
+    fn plane(
+        &self,
+        w: &Weights,
+        dot: Option<&dot::Plan>,
+        x: &[u8],
+        p: usize,
+        emit: &mut dyn FnMut(&[i32], usize),
+    ) {
         let win = self.win;
         let (img, oc) = (p / w.m, p % w.m);
         let ic = oc / (w.m / self.channels).max(1);
@@ -131,6 +153,14 @@ impl Job<'_> {
         let src = &x[(img * self.channels + ic) * ih * iw..][..ih * iw];
         let taps = &w.taps[oc * kh * kw..][..kh * kw];
         let bias = self.bias.map_or(0, |b| b[oc]);
+        if let (Some(quads), Some(plan)) = (&w.dot, dot) {
+            DOT_SCRATCH.with(|s| {
+                let (pad, acc) = &mut *s.borrow_mut();
+                plan.plane(quads, oc, src, self.x_signed, self.zero_x, bias, pad, acc);
+                emit(acc, ow);
+            });
+            return;
+        }
         SCRATCH.with(|s| {
             let (pad, acc) = &mut *s.borrow_mut();
             pad.clear();
@@ -242,5 +272,13 @@ fn shift<const STEP: usize, const SIGNED: bool>(src: &[u8], dst: &mut [i16], zp:
         let b = src[j * STEP];
         let v = if SIGNED { b as i8 as i32 } else { b as i32 };
         *d = (v - zp) as i16;
+    }
+}
+
+#[cfg(test)]
+impl Weights {
+    /// True when the dot-product kernel has its form of these weights.
+    pub(super) fn has_dot_weights(&self) -> bool {
+        self.dot.is_some()
     }
 }

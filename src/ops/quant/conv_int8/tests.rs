@@ -291,3 +291,36 @@ fn depthwise_convolutions_match_the_naive_kernel() {
         );
     }
 }
+
+#[test]
+fn depthwise_dot_products_match_the_naive_kernel() {
+    // Scalar weight zero points (0 for s8, 128 for u8) keep every w − zw in
+    // i8, so the dot-product kernel takes these where the CPU has it.
+    let mut seed = 300;
+    for (x_signed, w_signed) in [(false, true), (true, false), (true, true)] {
+        for (input, kernel, stride, dil, pad) in [
+            ([7, 7], [3, 3], 1, 1, [1; 4]),
+            ([16, 17], [3, 3], 1, 1, [1; 4]),
+            ([33, 31], [3, 3], 2, 1, [1, 0, 1, 1]),
+            ([20, 20], [5, 5], 2, 1, [2; 4]),
+            ([13, 13], [7, 7], 1, 1, [3; 4]),
+            ([12, 15], [3, 3], 3, 2, [2, 1, 0, 3]),
+            ([1, 1], [3, 3], 1, 1, [1; 4]),
+            ([9, 40], [1, 4], 1, 1, [0; 4]),
+        ] {
+            seed += 1;
+            let win = window(input, kernel, stride, dil, pad);
+            let w = tensor(
+                &[6, 1, kernel[0], kernel[1]],
+                vec![0; 6 * kernel[0] * kernel[1]],
+                w_signed,
+            );
+            let zw = tensor(&[], vec![if w_signed { 0 } else { 128 }], w_signed);
+            match prepare(&w, Some(&zw), 6).unwrap() {
+                Some(Prepared::Depthwise(d)) => assert!(d.has_dot_weights()),
+                other => panic!("expected depthwise weights, got {other:?}"),
+            }
+            case(1, 6, 6, 6, win, (x_signed, w_signed), false, seed);
+        }
+    }
+}

@@ -6,7 +6,7 @@
 //! raw pointer: tiles are disjoint, so parallel tasks never write the same
 //! element.
 
-use super::{Tile, NR};
+use super::{Tile, MR, NR};
 
 /// Receives finished tiles: rows `r0 .. r0 + nr`, columns `c0 .. c0 + nc`,
 /// `tile[r·NR + c]` (exact sums, zero points and bias applied).
@@ -125,7 +125,9 @@ pub(crate) fn round_small(x: f32) -> i32 {
 }
 
 crate::ops::gemm::simd::multiversion! {
-    /// One row segment, contiguous in the output.
+    wide
+    /// One row segment, contiguous in the output (16 lanes where the CPU
+    /// has AVX-512: the same f32 operations, so the same bytes).
     pub(crate) fn requantize_row(src: &[i32], dst: &mut [u8], s: f32, zp: i32, lo: f32, hi: f32) {
         for (d, &v) in dst.iter_mut().zip(src) {
             *d = requantize(v, s, zp, lo, hi) as u8;
@@ -138,25 +140,96 @@ impl Sink for QuantSink<'_> {
         let (rs, cs) = self.strides;
         let lo = (self.range.0 - self.zero) as f32;
         let hi = (self.range.1 - self.zero) as f32;
-        for r in 0..nr {
-            let s = self.scale[if self.scale.len() == 1 { 0 } else { r0 + r }];
-            let src = &tile[r * NR..][..nc];
-            let first = (r0 + r) * rs + c0 * cs;
-            let last = first + (nc - 1) * cs;
-            assert!(last < self.len, "int8 engine stored outside its output");
-            if cs == 1 {
-                // SAFETY: `first .. first + nc` is in bounds (checked) and
-                // written by this task alone.
-                let dst = unsafe { std::slice::from_raw_parts_mut(self.out.0.add(first), nc) };
-                requantize_row(src, dst, s, self.zero, lo, hi);
-            } else {
-                for (c, &v) in src.iter().enumerate() {
-                    // SAFETY: as above, element by element.
-                    unsafe {
-                        *self.out.0.add(first + c * cs) = requantize(v, s, self.zero, lo, hi) as u8
-                    };
-                }
+        let first = r0 * rs + c0 * cs;
+        let last = first + (nr - 1) * rs + (nc - 1) * cs;
+        assert!(last < self.len, "int8 engine stored outside its output");
+        let scales = if self.scale.len() == 1 {
+            self.scale
+        } else {
+            &self.scale[r0..][..nr]
+        };
+        if cs == 1 {
+            let mut rows: [&mut [u8]; MR] = std::array::from_fn(|_| <&mut [u8]>::default());
+            for (r, row) in rows.iter_mut().enumerate().take(nr) {
+                // SAFETY: rows `first + r·rs .. + nc` are in bounds
+                // (checked), disjoint (rs ≥ nc), and written by this task
+                // alone.
+                *row =
+                    unsafe { std::slice::from_raw_parts_mut(self.out.0.add(first + r * rs), nc) };
             }
+            requantize_tile(tile, &mut rows[..nr], scales, self.zero, lo, hi);
+            return;
+        }
+        for r in 0..nr {
+            let s = scales[if scales.len() == 1 { 0 } else { r }];
+            for (c, &v) in tile[r * NR..][..nc].iter().enumerate() {
+                // SAFETY: in bounds (checked above) and written by this
+                // task alone.
+                unsafe {
+                    *self.out.0.add(first + r * rs + c * cs) =
+                        requantize(v, s, self.zero, lo, hi) as u8
+                };
+            }
+        }
+    }
+}
+
+/// Tile row `r` requantized into `rows[r]` (with scale `scales[r]`, or
+/// `scales[0]` for all): one call per tile, the same f32 operations as
+/// [`requantize_row`], with AVX-512 where the CPU has it.
+pub(crate) fn requantize_tile(
+    tile: &Tile,
+    rows: &mut [&mut [u8]],
+    scales: &[f32],
+    zp: i32,
+    lo: f32,
+    hi: f32,
+) {
+    #[cfg(target_arch = "x86_64")]
+    if crate::ops::gemm::simd::has_avx512_wide() {
+        // SAFETY: the features are present (checked).
+        unsafe { requantize_tile_avx512(tile, rows, scales, zp, lo, hi) };
+        return;
+    }
+    for (r, dst) in rows.iter_mut().enumerate() {
+        let s = scales[if scales.len() == 1 { 0 } else { r }];
+        requantize_row(&tile[r * NR..][..dst.len()], dst, s, zp, lo, hi);
+    }
+}
+
+/// [`requantize_tile`] 16 values per instruction, stored with masks.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl")]
+unsafe fn requantize_tile_avx512(
+    tile: &Tile,
+    rows: &mut [&mut [u8]],
+    scales: &[f32],
+    zp: i32,
+    lo: f32,
+    hi: f32,
+) {
+    use std::arch::x86_64::*;
+    const MAGIC: f32 = 12_582_912.0;
+    let (vlo, vhi) = (_mm512_set1_ps(lo), _mm512_set1_ps(hi));
+    let magic = _mm512_set1_ps(MAGIC);
+    // round_small's integer step and the zero point in one subtraction.
+    let offset = _mm512_set1_epi32((MAGIC.to_bits() as i32).wrapping_sub(zp));
+    for (r, dst) in rows.iter_mut().enumerate() {
+        let s = _mm512_set1_ps(scales[if scales.len() == 1 { 0 } else { r }]);
+        let src = &tile[r * NR..][..NR];
+        let mut c = 0;
+        while c < dst.len() {
+            let n = (dst.len() - c).min(16);
+            let v = _mm512_cvtepi32_ps(_mm512_loadu_si512(src[c..].as_ptr().cast()));
+            let x = _mm512_mul_ps(v, s);
+            // clamp_nan_low: max keeps the second operand (lo) for NaN.
+            let x = _mm512_min_ps(_mm512_max_ps(x, vlo), vhi);
+            let bits = _mm512_castps_si512(_mm512_add_ps(x, magic));
+            let q = _mm512_sub_epi32(bits, offset);
+            let mask: __mmask16 = if n == 16 { 0xFFFF } else { (1u16 << n) - 1 };
+            // SAFETY: lanes past `n` are masked off; `dst[c..]` holds n bytes.
+            _mm512_mask_cvtepi32_storeu_epi8(dst[c..].as_mut_ptr().cast(), mask, q);
+            c += 16;
         }
     }
 }

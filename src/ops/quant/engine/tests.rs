@@ -191,3 +191,37 @@ fn requantization_rounds_ties_to_even_and_saturates() {
     assert_eq!(requantize(1_000_000, 1.0, 10, -10.0, 245.0), 255);
     assert_eq!(requantize(-1_000_000, 1.0, 10, -10.0, 245.0), 0);
 }
+
+#[test]
+fn whole_tiles_requantize_as_rows_do() {
+    // The tile path (AVX-512 where present) against requantize_row, which
+    // is the reference: every row length, per-row and shared scales, NaN
+    // and infinite scales, values at the i32 extremes.
+    let mut tile: Tile = [0; MR * NR];
+    for (i, v) in tile.iter_mut().enumerate() {
+        *v = (i as i32 * 7919 - 100_000) * if i % 5 == 0 { 1 } else { 3 };
+    }
+    tile[3] = i32::MAX;
+    tile[4] = i32::MIN;
+    tile[NR + 1] = 0;
+    let scales = [0.013, 1e-4, f32::NAN, f32::INFINITY, 0.5, -0.02, 1.0, 3e-3];
+    for nc in [1, 5, 16, 17, 31, 32] {
+        for nr in [1, 3, MR] {
+            for (shared, zp, lo, hi) in [(false, 7, -135.0, 120.0), (true, 128, -128.0, 127.0)] {
+                let sc: &[f32] = if shared { &scales[..1] } else { &scales[..nr] };
+                let mut got = vec![0xAAu8; MR * NR];
+                {
+                    let mut rows: Vec<&mut [u8]> =
+                        got.chunks_mut(NR).take(nr).map(|r| &mut r[..nc]).collect();
+                    sink::requantize_tile(&tile, &mut rows, sc, zp, lo, hi);
+                }
+                let mut want = vec![0xAAu8; MR * NR];
+                for (r, row) in want.chunks_mut(NR).take(nr).enumerate() {
+                    let s = sc[if shared { 0 } else { r }];
+                    sink::requantize_row(&tile[r * NR..][..nc], &mut row[..nc], s, zp, lo, hi);
+                }
+                assert_eq!(got, want, "nc {nc} nr {nr} shared {shared}");
+            }
+        }
+    }
+}

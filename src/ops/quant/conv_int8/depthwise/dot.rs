@@ -1,0 +1,359 @@
+//! Depthwise int8 convolution as 4-byte dot products. Within one kernel
+//! row, up to four taps of an output are the dot product of four input
+//! bytes with four weights. For 16 outputs at once, one byte permutation
+//! gathers the four bytes each output reads (strides and dilations live in
+//! the permutation's indices), and `vpdpbusd` (AVX-512 VNNI) adds the u8 ×
+//! s8 products exactly into i32.
+//!
+//! The input plane is copied into a scratch plane padded with its zero
+//! point, so padding adds `zx · w`. Every tap also adds `zx · w` less than
+//! the true product, and both are removed by starting each sum at
+//! `bias − zx · Σ w`. The sums equal the phase kernel's exactly.
+//!
+//! Taken when the CPU has AVX-512 VNNI and VBMI, every `w − zw` fits in i8,
+//! and 16 outputs' bytes lie within one 64-byte load.
+
+use crate::ops::conv::geom::Window;
+
+/// Outputs per vector.
+const LANES: usize = 16;
+/// Bytes one load brings in, from which the permutation picks.
+const SPAN: usize = 64;
+
+/// Depthwise weights as quads: per output channel, kernel row and group of
+/// four taps along the row, four `w − zw` bytes in one i32 (taps past the
+/// row's end are zero).
+#[derive(Debug)]
+pub(crate) struct Quads {
+    quads: Vec<i32>,
+    /// Per output channel: Σ (w − zw) over the taps.
+    sums: Vec<i32>,
+    /// Quads per kernel row.
+    per_row: usize,
+    kernel: [usize; 2],
+}
+
+impl Quads {
+    /// From `w − zw` as `[m][kh·kw]`; `None` when a value does not fit i8.
+    pub(super) fn new(taps: &[i16], m: usize, kernel: [usize; 2]) -> Option<Quads> {
+        let [kh, kw] = kernel;
+        if taps.iter().any(|&t| i8::try_from(t).is_err()) || kw == 0 {
+            return None;
+        }
+        let per_row = kw.div_ceil(4);
+        let mut quads = Vec::with_capacity(m * kh * per_row);
+        for ch in taps.chunks_exact(kh * kw).take(m) {
+            for row in ch.chunks_exact(kw) {
+                for four in row.chunks(4) {
+                    let mut b = [0u8; 4];
+                    for (d, &t) in b.iter_mut().zip(four) {
+                        *d = t as i8 as u8;
+                    }
+                    quads.push(i32::from_le_bytes(b));
+                }
+            }
+        }
+        let sums = taps
+            .chunks_exact(kh * kw)
+            .take(m)
+            .map(|ch| ch.iter().map(|&t| t as i32).sum())
+            .collect();
+        Some(Quads {
+            quads,
+            sums,
+            per_row,
+            kernel,
+        })
+    }
+
+    /// How this convolution runs on the dot-product kernel; `None` when
+    /// the CPU lacks it or 16 outputs' bytes do not fit one load.
+    pub(super) fn plan(&self, win: &Window) -> Option<Plan> {
+        if win.input.len() != 2 || win.strides.len() != 2 || win.dilations.len() != 2 {
+            return None;
+        }
+        let [kh, kw] = self.kernel;
+        let (oh, ow) = (win.output[0], win.output[1]);
+        let (sh, sw) = (win.strides[0], win.strides[1]);
+        let (dh, dw) = (win.dilations[0], win.dilations[1]);
+        let (pt, pl) = (win.pad_begin[0], win.pad_begin[1]);
+        if (LANES - 1) * sw + 3 * dw >= SPAN || oh == 0 || ow == 0 || !has_dot() {
+            return None;
+        }
+        let geometry = Geometry {
+            pw: ((ow - 1) * sw + (kw - 1) * dw + 1).max(pl + win.input[1]),
+            oh,
+            ow,
+            sh,
+            sw,
+            dh,
+            dw,
+            kh,
+            per_row: self.per_row,
+        };
+        let cover = geometry.cover();
+        Some(Plan {
+            index: geometry.gather_index(cover),
+            ph: ((oh - 1) * sh + (kh - 1) * dh + 1).max(pt + win.input[0]),
+            input: [win.input[0], win.input[1]],
+            pad_begin: [pt, pl],
+            cover,
+            geometry,
+        })
+    }
+}
+
+/// One convolution's geometry on the dot-product kernel, computed once per
+/// run and shared by its planes.
+pub(super) struct Plan {
+    geometry: Geometry,
+    cover: Cover,
+    index: [u8; SPAN],
+    /// Padded plane height.
+    ph: usize,
+    input: [usize; 2],
+    pad_begin: [usize; 2],
+}
+
+impl Plan {
+    /// The sums of output channel `oc` over one input plane `src` (8-bit
+    /// values read as s8 when `signed`, zero point `zx`): output `(oy, ox)`
+    /// at `acc[oy · ow + ox]`. `pad` and `acc` are scratch.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn plane(
+        &self,
+        w: &Quads,
+        oc: usize,
+        src: &[u8],
+        signed: bool,
+        zx: i32,
+        bias: i32,
+        pad: &mut Vec<u8>,
+        acc: &mut Vec<i32>,
+    ) {
+        let g = &self.geometry;
+        let [ih, iw] = self.input;
+        let [pt, pl] = self.pad_begin;
+        // u8 domain: s8 values move up by 128 (x ^ 0x80), their zero point too.
+        let zx = zx + if signed { 128 } else { 0 };
+        pad.clear();
+        // The slack lets every 64-byte load stay in the buffer.
+        pad.resize(self.ph * g.pw + SPAN, zx as u8);
+        let flip = if signed { 0x80 } else { 0 };
+        for (y, row) in src.chunks_exact(iw).take(ih).enumerate() {
+            let dst = &mut pad[(y + pt) * g.pw + pl..][..iw];
+            for (d, &s) in dst.iter_mut().zip(row) {
+                *d = s ^ flip;
+            }
+        }
+        acc.clear();
+        acc.resize(g.oh * g.ow + LANES, 0);
+        let taps = g.kh * g.per_row;
+        let quads = &w.quads[oc * taps..][..taps];
+        let init = bias.wrapping_sub(zx.wrapping_mul(w.sums[oc]));
+        #[cfg(target_arch = "x86_64")]
+        {
+            // SAFETY: a plan exists only where the CPU has the features;
+            // `pad` holds the padded plane plus SPAN bytes and `acc`
+            // oh·ow + LANES values, which bound every load and store.
+            unsafe { plane_vnni(g, self.cover, &self.index, pad, quads, init, acc) };
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        plane_portable(g, pad, quads, init, acc);
+    }
+}
+
+/// The shape of one plane's computation.
+struct Geometry {
+    /// Padded row length.
+    pw: usize,
+    oh: usize,
+    ow: usize,
+    sh: usize,
+    sw: usize,
+    dh: usize,
+    dw: usize,
+    kh: usize,
+    per_row: usize,
+}
+
+impl Geometry {
+    /// Where output `(oy, ox)` reads tap quad `q` of kernel row `ky`.
+    fn at(&self, oy: usize, ox: usize, ky: usize, q: usize) -> usize {
+        (oy * self.sh + ky * self.dh) * self.pw + ox * self.sw + 4 * q * self.dw
+    }
+}
+
+/// True when this CPU has what [`plane_vnni`] needs.
+fn has_dot() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        crate::ops::quant::engine::has_vnni512()
+            && std::arch::is_x86_feature_detected!("avx512vbmi")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    false
+}
+
+/// The reference: the same sums, one output and tap at a time.
+#[cfg_attr(target_arch = "x86_64", allow(dead_code))]
+fn plane_portable(g: &Geometry, pad: &[u8], quads: &[i32], init: i32, acc: &mut [i32]) {
+    for oy in 0..g.oh {
+        for ox in 0..g.ow {
+            let mut sum = init;
+            for ky in 0..g.kh {
+                for q in 0..g.per_row {
+                    let w = quads[ky * g.per_row + q].to_le_bytes();
+                    let at = g.at(oy, ox, ky, q);
+                    for (b, &wb) in w.iter().enumerate() {
+                        let x = pad[at + b * g.dw] as i32;
+                        sum = sum.wrapping_add(x * wb as i8 as i32);
+                    }
+                }
+            }
+            acc[oy * g.ow + ox] = sum;
+        }
+    }
+}
+
+/// How [`plane_vnni`] covers the outputs with vectors of [`LANES`].
+#[derive(Clone, Copy)]
+struct Cover {
+    /// Whole output rows per vector (more than one when rows are short).
+    rows: usize,
+    /// Vectors per row (when `rows` is 1).
+    per_row: usize,
+    /// Vectors in all.
+    count: usize,
+}
+
+impl Geometry {
+    /// Short rows share a vector when the bytes they read lie within one
+    /// load: lane `r·ow + c` then reads row `oy + r`, column `c`.
+    fn cover(&self) -> Cover {
+        let mut rows = if self.ow < LANES { LANES / self.ow } else { 1 };
+        while rows > 1
+            && (rows - 1) * self.sh * self.pw + (self.ow - 1) * self.sw + 3 * self.dw >= SPAN
+        {
+            rows -= 1;
+        }
+        let per_row = if rows > 1 { 1 } else { self.ow.div_ceil(LANES) };
+        let count = if rows > 1 {
+            self.oh.div_ceil(rows)
+        } else {
+            self.oh * per_row
+        };
+        Cover {
+            rows,
+            per_row,
+            count,
+        }
+    }
+
+    /// Vector `v`'s first output `(oy, ox)`.
+    fn start(&self, cover: Cover, v: usize) -> (usize, usize) {
+        if cover.rows > 1 {
+            (v * cover.rows, 0)
+        } else {
+            (v / cover.per_row, (v % cover.per_row) * LANES)
+        }
+    }
+
+    /// The permutation's indices: byte `4j + b` of the gathered vector is
+    /// tap `b` of lane `j`.
+    fn gather_index(&self, cover: Cover) -> [u8; SPAN] {
+        let mut index = [0u8; SPAN];
+        for (i, v) in index.iter_mut().enumerate() {
+            let (lane, b) = (i / 4, i % 4);
+            let (r, c) = if cover.rows > 1 {
+                (lane / self.ow, lane % self.ow)
+            } else {
+                (0, lane)
+            };
+            // Lanes past the last whole row repeat a valid byte; their sums
+            // land in the slack or are overwritten.
+            let at = (r * self.sh * self.pw + c * self.sw + b * self.dw).min(SPAN - 1);
+            *v = at as u8;
+        }
+        index
+    }
+}
+
+/// Vectors computed side by side, so that their dependency chains overlap.
+const INTERLEAVE: usize = 4;
+
+/// [`plane_portable`] 16 outputs at a time (see [`Geometry::cover`]),
+/// [`INTERLEAVE`] vectors side by side. Vectors are stored in output order:
+/// a vector's lanes past its row or plane spill into outputs stored after
+/// it or into `acc`'s LANES values of slack.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vnni,avx512vbmi")]
+unsafe fn plane_vnni(
+    g: &Geometry,
+    cover: Cover,
+    index: &[u8; SPAN],
+    pad: &[u8],
+    quads: &[i32],
+    init: i32,
+    acc: &mut [i32],
+) {
+    use std::arch::x86_64::*;
+    debug_assert!(acc.len() >= g.oh * g.ow + LANES);
+    let index = _mm512_loadu_si512(index.as_ptr().cast());
+    let start = _mm512_set1_epi32(init);
+    let mut v = 0;
+    while v + INTERLEAVE <= cover.count {
+        vectors::<INTERLEAVE>(g, cover, v, pad, quads, index, start, acc);
+        v += INTERLEAVE;
+    }
+    while v < cover.count {
+        vectors::<1>(g, cover, v, pad, quads, index, start, acc);
+        v += 1;
+    }
+}
+
+/// Vectors `v .. v + N` of [`plane_vnni`], side by side.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vnni,avx512vbmi")]
+#[inline]
+#[allow(clippy::too_many_arguments)]
+unsafe fn vectors<const N: usize>(
+    g: &Geometry,
+    cover: Cover,
+    v: usize,
+    pad: &[u8],
+    quads: &[i32],
+    index: std::arch::x86_64::__m512i,
+    start: std::arch::x86_64::__m512i,
+    acc: &mut [i32],
+) {
+    use std::arch::x86_64::*;
+    let mut base = [0usize; N];
+    let mut dst = [0usize; N];
+    for i in 0..N {
+        let (oy, ox) = g.start(cover, v + i);
+        base[i] = g.at(oy, ox, 0, 0);
+        dst[i] = oy * g.ow + ox;
+    }
+    let mut sums = [start; N];
+    for (t, &quad) in quads.iter().enumerate().take(g.kh * g.per_row) {
+        let off = g.at(0, 0, t / g.per_row, t % g.per_row);
+        let w = _mm512_set1_epi32(quad);
+        for i in 0..N {
+            debug_assert!(base[i] + off + SPAN <= pad.len());
+            // SAFETY: every tap's first byte is inside the padded plane and
+            // `pad` has SPAN bytes beyond it.
+            let bytes = _mm512_loadu_si512(pad.as_ptr().add(base[i] + off).cast());
+            let gathered = _mm512_permutexvar_epi8(index, bytes);
+            sums[i] = _mm512_dpbusd_epi32(sums[i], gathered, w);
+        }
+    }
+    for i in 0..N {
+        debug_assert!(dst[i] + LANES <= acc.len());
+        // SAFETY: dst < oh·ow, and acc has LANES values of slack.
+        _mm512_storeu_si512(acc.as_mut_ptr().add(dst[i]).cast(), sums[i]);
+    }
+}
+
+#[cfg(test)]
+mod tests;
