@@ -245,3 +245,80 @@ fn example_model_fused_matches_reference() {
         }
     }
 }
+
+/// `DQ(a), DQ(b) → Sum → Relu → Q(scale, zp)` over u8 data.
+fn qdq_sum_relu(zp: u8) -> Vec<u8> {
+    let u8_scalar = |name: &str, v: u8| {
+        let mut t = onnx_protobuf::TensorProto::new();
+        t.name = name.into();
+        t.data_type = 2;
+        t.raw_data = vec![v];
+        t
+    };
+    let m = model(
+        graph(
+            vec![
+                node("DequantizeLinear", &["a", "sa", "za"], &["fa"]),
+                node("DequantizeLinear", &["b", "sb", "zb"], &["fb"]),
+                node("Sum", &["fa", "fb"], &["s"]),
+                node("Relu", &["s"], &["r"]),
+                node("QuantizeLinear", &["r", "sy", "zy"], &["y"]),
+            ],
+            vec![value_info("a", 2, &[1, 64]), value_info("b", 2, &[1, 64])],
+            vec![value_info("y", 2, &[1, 64])],
+            vec![
+                initializer("sa", &[], &[0.05]),
+                initializer("sb", &[], &[0.03]),
+                initializer("sy", &[], &[0.04]),
+                u8_scalar("za", 128),
+                u8_scalar("zb", 100),
+                u8_scalar("zy", zp),
+            ],
+        ),
+        13,
+    );
+    bytes(&m)
+}
+
+#[test]
+fn a_relu_before_quantization_is_absorbed_only_at_the_lowest_zero_point() {
+    let a: Vec<u8> = (0..64).map(|i| (i * 4) as u8).collect();
+    let b: Vec<u8> = (0..64).map(|i| (255 - i * 3) as u8).collect();
+    let run = |m: &[u8], fusion: bool| {
+        let s = SessionBuilder::new()
+            .fusion(fusion)
+            .cpus(1)
+            .build_from_bytes(m)
+            .unwrap();
+        let ops: Vec<String> = s.graph().nodes.iter().map(|n| n.op_type.clone()).collect();
+        let inputs = [
+            ("a", Tensor::from_vec(&[1, 64], a.clone()).unwrap()),
+            ("b", Tensor::from_vec(&[1, 64], b.clone()).unwrap()),
+        ];
+        let out = s.run(inputs).unwrap();
+        (
+            out[0]
+                .1
+                .view::<u8>()
+                .unwrap()
+                .iter()
+                .copied()
+                .collect::<Vec<u8>>(),
+            ops,
+        )
+    };
+    // Zero point 0: requantization clamps negatives to 0 as Relu would.
+    let m = qdq_sum_relu(0);
+    let ((fused, ops), (plain, _)) = (run(&m, true), run(&m, false));
+    assert_eq!(ops, ["QLinearAdd"]);
+    assert!(fused.iter().zip(&plain).all(|(f, p)| f.abs_diff(*p) <= 1));
+    assert!(plain.contains(&0) && plain.iter().any(|&v| v > 50));
+    // Zero point 20: Relu clamps at 20, not at 0, so the group stays float
+    // (the Relu may still fuse into the Sum).
+    let m = qdq_sum_relu(20);
+    let ((fused, ops), (plain, _)) = (run(&m, true), run(&m, false));
+    assert!(!ops.contains(&"QLinearAdd".to_string()), "{ops:?}");
+    assert!(ops.contains(&"QuantizeLinear".to_string()), "{ops:?}");
+    assert_eq!(fused, plain);
+    assert!(plain.contains(&20) && !plain.iter().any(|&v| v < 20));
+}

@@ -192,6 +192,18 @@ fn qdq_groups_become_integer_operators() {
             .unwrap();
         let (fused, reference) = (op_counts(&qdq), op_counts(&qop));
         assert_eq!(fused.get("Conv"), None, "{name}: {fused:?}");
+        // Residual additions (Add, or Sum then Relu in the light
+        // ResNet-50) and their DQ/Q pairs are gone too. Left in float: the
+        // output's DequantizeLinear, LRN (no integer form), and ResNet-50's
+        // last Sum, which the quantizer left unquantized (Sum → Relu →
+        // AveragePool → Reshape → Q).
+        let count = |op: &str| fused.get(op).copied().unwrap_or(0);
+        let float_adds = count("Add") + count("Sum");
+        assert!(float_adds <= 1, "{name}: {fused:?}");
+        assert!(
+            count("DequantizeLinear") <= 1 + count("LRN") + 2 * float_adds,
+            "{name}: {fused:?}"
+        );
         assert_eq!(
             fused.get("QLinearConv"),
             reference.get("QLinearConv"),

@@ -5,7 +5,7 @@
 //! - `DQ(x), DQ(w), [DQ(b)] → Conv → Q` becomes QLinearConv;
 //! - `DQ(a), DQ(b) → Gemm [→ Q]` becomes com.microsoft QGemm (requantized,
 //!   or float output when no Q follows);
-//! - `DQ, DQ → Add → Q` becomes QLinearAdd; `DQ… → Concat → Q`
+//! - `DQ, DQ → Add (or two-input Sum) → Q` becomes QLinearAdd; `DQ… → Concat → Q`
 //!   QLinearConcat; `DQ → GlobalAveragePool / AveragePool → Q` their
 //!   QLinear forms;
 //! - `DQ → MaxPool / Reshape / Flatten / Transpose / Squeeze / Unsqueeze →
@@ -53,7 +53,8 @@ pub(super) fn fuse_qdq(graph: &mut Graph) -> Vec<String> {
             match node.op_type.as_str() {
                 "Conv" if cfg!(feature = "ops-quant") => conv(graph, i),
                 "Gemm" if cfg!(feature = "ops-contrib") => gemm(graph, i),
-                "Add" if cfg!(feature = "ops-contrib") => add(graph, i),
+                // A two-input Sum is an Add (both broadcast the same way).
+                "Add" | "Sum" if cfg!(feature = "ops-contrib") => add(graph, i),
                 "Concat" if cfg!(feature = "ops-contrib") => concat(graph, i),
                 "GlobalAveragePool" | "AveragePool" if cfg!(feature = "ops-contrib") => {
                     average_pool(graph, i)
@@ -119,9 +120,36 @@ fn activation(graph: &Graph, v: ValueId) -> Option<Dq> {
     graph.constant(dq.data).is_none().then_some(dq)
 }
 
+/// The nodes a fused group ends with, removed once the group is rewritten:
+/// the QuantizeLinear, and a Relu before it when one is absorbed.
+#[derive(Debug, Clone, Copy)]
+struct Tail {
+    q: usize,
+    relu: Option<usize>,
+}
+
 /// The QuantizeLinear that alone reads `v` (per tensor, constant scale and
-/// 8-bit zero point): (its index, scale, zero point, output).
-fn q_after(graph: &Graph, v: ValueId) -> Option<(usize, ValueId, ValueId, ValueId)> {
+/// 8-bit zero point), directly or through a Relu that alone reads `v`:
+/// (the nodes to remove, scale, zero point, output). A Relu is absorbed
+/// only when the zero point is its type's lowest value: requantization then
+/// clamps every negative value to it, as the Relu would have.
+fn q_after(graph: &Graph, v: ValueId) -> Option<(Tail, ValueId, ValueId, ValueId)> {
+    let (r, node) = sole_reader(graph, v)?;
+    if node.op_type == "Relu" && node.domain.is_empty() {
+        let relu_out = (*node.outputs.first()?)?;
+        let (q, scale, zero, y) = q_direct(graph, relu_out)?;
+        let lowest = match const8(graph, zero)? {
+            z if z.dtype() == DType::U8 => z.as_bytes()?[0] == 0,
+            z => z.as_bytes()?[0] == 0x80,
+        };
+        return lowest.then_some((Tail { q, relu: Some(r) }, scale, zero, y));
+    }
+    let (q, scale, zero, y) = q_direct(graph, v)?;
+    Some((Tail { q, relu: None }, scale, zero, y))
+}
+
+/// The node that alone reads `v` (and `v` is not a graph output).
+fn sole_reader(graph: &Graph, v: ValueId) -> Option<(usize, &crate::graph::Node)> {
     if readers(graph)[v] != 1 {
         return None;
     }
@@ -129,7 +157,12 @@ fn q_after(graph: &Graph, v: ValueId) -> Option<(usize, ValueId, ValueId, ValueI
         .nodes
         .iter()
         .position(|n| n.inputs.contains(&Some(v)))?;
-    let node = &graph.nodes[r];
+    Some((r, &graph.nodes[r]))
+}
+
+/// [`q_after`] without a Relu: (its index, scale, zero point, output).
+fn q_direct(graph: &Graph, v: ValueId) -> Option<(usize, ValueId, ValueId, ValueId)> {
+    let (r, node) = sole_reader(graph, v)?;
     if node.op_type != "QuantizeLinear"
         || !node.domain.is_empty()
         || node.inputs.first() != Some(&Some(v))
@@ -144,7 +177,6 @@ fn q_after(graph: &Graph, v: ValueId) -> Option<(usize, ValueId, ValueId, ValueI
     Some((r, *scale, *zero, node.outputs.first()?.as_ref().copied()?))
 }
 
-/// The f32 values of constant `v`.
 fn f32s(graph: &Graph, v: ValueId) -> Option<Vec<f32>> {
     Some(graph.constant(v)?.array::<f32>()?.iter().copied().collect())
 }
@@ -208,7 +240,7 @@ fn rewrite(
     i: usize,
     (op_type, domain, opset): (&str, &str, i64),
     inputs: Vec<Option<ValueId>>,
-    out: Option<(usize, ValueId)>,
+    out: Option<(Tail, ValueId)>,
 ) -> String {
     let node = &mut graph.nodes[i];
     node.op_type = op_type.to_string();
@@ -216,9 +248,14 @@ fn rewrite(
     node.opset = opset;
     node.inputs = inputs;
     let name = node.name.clone();
-    if let Some((q, y)) = out {
+    if let Some((tail, y)) = out {
         node.outputs = vec![Some(y)];
-        graph.nodes.remove(q);
+        // The later node first, so the earlier index stays valid.
+        let mut gone = [Some(tail.q), tail.relu];
+        gone.sort_unstable_by(|a, b| b.cmp(a));
+        for k in gone.into_iter().flatten() {
+            graph.nodes.remove(k);
+        }
     }
     name
 }
@@ -229,7 +266,7 @@ fn contrib(
     i: usize,
     op_type: &str,
     inputs: Vec<Option<ValueId>>,
-    out: (usize, ValueId),
+    out: (Tail, ValueId),
 ) -> String {
     rewrite(
         graph,

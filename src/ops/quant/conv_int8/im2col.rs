@@ -70,7 +70,7 @@ impl<'a> Source<'a> {
                         let seg = &mut dst[at..][..run];
                         let y = oy as isize * sh + ky * dh - pt;
                         if y < 0 || y >= ih as isize {
-                            seg.fill(self.pad);
+                            fill_short(seg, self.pad);
                         } else {
                             let src = &plane[y as usize * iw..][..iw];
                             let off = kx * dw - pl + ox0 as isize * sw;
@@ -82,8 +82,8 @@ impl<'a> Source<'a> {
                                 ((iw as isize - 1 - off) / sw + 1) as usize
                             };
                             let (lo, hi) = (lo.min(run), hi.min(run).max(lo.min(run)));
-                            seg[..lo].fill(self.pad);
-                            seg[hi..].fill(self.pad);
+                            fill_short(&mut seg[..lo], self.pad);
+                            fill_short(&mut seg[hi..], self.pad);
                             if hi == lo {
                                 // The whole run is padding.
                             } else if sw == 1 {
@@ -124,6 +124,19 @@ impl PanelSource for Source<'_> {
             self.gather(&mut rows, c0, n);
             pack_k_rows(panel, &rows, k, NR, (0, n), self.flip);
         });
+    }
+}
+
+/// `dst.fill(v)` for the short runs of padding, where a call to memset
+/// costs more than the fill.
+#[inline(always)]
+fn fill_short(dst: &mut [u8], v: u8) {
+    if dst.len() >= 32 {
+        dst.fill(v);
+    } else {
+        for d in dst {
+            *d = v;
+        }
     }
 }
 
