@@ -11,6 +11,7 @@ mod im2col;
 #[cfg(test)]
 mod tests;
 
+use super::engine::panel::flip_mask;
 use super::engine::{PackedS8, Product, QuantSink, Sink, WideSink};
 use crate::error::{Error, Result};
 use crate::ops::conv::geom::Window;
@@ -62,6 +63,10 @@ pub(super) fn prepare(w: &Tensor, zw: Option<&Tensor>, group: usize) -> Result<O
         ))));
     }
     let (mg, k) = (m / group, cg * taps);
+    // K in the staged order (see `im2col`): taps, then channels padded to
+    // a multiple of four; padding weights are zero bytes, and the staged
+    // input is the zero point there, so they add nothing.
+    let order: Vec<Option<(usize, usize)>> = im2col::k_order(cg, taps).collect();
     let groups = (0..group)
         .map(|g| {
             let z: Vec<i32> = if zero.len() == 1 {
@@ -69,7 +74,16 @@ pub(super) fn prepare(w: &Tensor, zw: Option<&Tensor>, group: usize) -> Result<O
             } else {
                 zero[g * mg..][..mg].to_vec()
             };
-            PackedS8::pack(&bytes[g * mg * k..], mg, k, (k, 1), !signed, &z)
+            let mut reordered = Vec::with_capacity(mg * order.len());
+            for r in 0..mg {
+                let row = &bytes[(g * mg + r) * k..][..k];
+                reordered.extend(
+                    order
+                        .iter()
+                        .map(|at| at.map_or(0, |(c, t)| row[c * taps + t])),
+                );
+            }
+            PackedS8::pack(&reordered, mg, order.len(), (order.len(), 1), !signed, &z)
         })
         .collect();
     Ok(Some(Prepared::Gemm(groups)))
@@ -154,17 +168,28 @@ impl Conv<'_> {
             }
             Prepared::Gemm(groups) => {
                 let cg = c / self.group;
+                let direct = im2col::is_direct(self.win, cg);
+                let mut staged = Vec::new();
                 for img in 0..n {
                     for (g, packed) in groups.iter().enumerate() {
                         let mg = packed.rows;
                         let x_at = (img * c + g * cg) * plane_in;
-                        let src = im2col::Source::new(
-                            &bytes[x_at..][..cg * plane_in],
-                            cg,
-                            self.win,
-                            self.zero_x,
-                            x_signed,
-                        );
+                        let x = &bytes[x_at..][..cg * plane_in];
+                        let src = if direct {
+                            im2col::Source::Direct {
+                                x,
+                                channels: cg,
+                                pixels: plane_in,
+                                flip: flip_mask(x_signed),
+                            }
+                        } else {
+                            im2col::stage(x, cg, self.win, self.zero_x, x_signed, &mut staged);
+                            im2col::Source::Staged {
+                                words: &staged,
+                                channels: cg,
+                                win: self.win,
+                            }
+                        };
                         let out_at = (img * m + g * mg) * plane_out;
                         let product = Product {
                             w: packed,

@@ -1,154 +1,163 @@
-//! The u8 operand of an int8 convolution, packed panel by panel: the
-//! im2col rows (input channel × kernel tap) of the panel's output pixels,
-//! gathered into a per-thread scratch with the input's zero point where the
-//! window leaves the image, then interleaved. A 1×1, stride-1, unpadded
-//! convolution's input already is its im2col matrix and is packed directly.
+//! The u8 operand of an int8 convolution, packed panel by panel. K runs
+//! over (kernel row, kernel column, input channel), the channels padded to
+//! a multiple of four ([`k_order`]), so that one panel group of four k is
+//! four channels at one tap: one 4-byte word per output pixel.
+//!
+//! Before the product, the input is staged once per image and group
+//! ([`stage`]): channels in groups of four interleaved into words
+//! (`[c/4][h][w]` words), the borders padded with the zero point, s8 data
+//! moved to u8. A panel group is then one run of words per output row
+//! segment: a plain copy at stride 1, every `stride`-th word otherwise.
+//!
+//! A 1×1, stride-1, unpadded convolution whose channel count is a multiple
+//! of four reads its input directly: its K order is the channel order.
 
 use crate::ops::conv::geom::Window;
+use crate::ops::parallel::par_rows;
 use crate::ops::quant::engine::panel::{flip_mask, pack_k_rows};
 use crate::ops::quant::engine::{PanelSource, NR};
-use std::cell::RefCell;
 
-/// One image-group's input `[cg][h·w]` and the window over it.
-pub(super) struct Source<'a> {
-    x: &'a [u8],
+/// Where k of the packed weights comes from: `(channel, kernel tap)` of
+/// the `[m][c][kh·kw]` weights for each of `taps · c4 · 4` values of K,
+/// `None` for the padding channels.
+pub(super) fn k_order(
     channels: usize,
-    win: &'a Window,
-    /// The zero point's raw byte: padding that contributes nothing.
-    pad: u8,
-    flip: u8,
-    direct: bool,
+    taps: usize,
+) -> impl Iterator<Item = Option<(usize, usize)>> {
+    let c4 = channels.div_ceil(4) * 4;
+    (0..taps).flat_map(move |t| (0..c4).map(move |c| (c < channels).then_some((c, t))))
 }
 
-impl<'a> Source<'a> {
-    pub(super) fn new(
+/// True when the input itself is the u8 operand (see the module header).
+pub(super) fn is_direct(win: &Window, channels: usize) -> bool {
+    win.kernel.iter().all(|&k| k == 1)
+        && win.strides.iter().all(|&s| s == 1)
+        && win.pad_begin.iter().chain(&win.pad_end).all(|&p| p == 0)
+        && channels.is_multiple_of(4)
+}
+
+/// The padded extent of the staged planes: every row and column a tap reaches.
+fn padded(win: &Window) -> (usize, usize) {
+    let ext = |d: usize| {
+        ((win.output[d] - 1) * win.strides[d] + (win.kernel[d] - 1) * win.dilations[d] + 1)
+            .max(win.pad_begin[d] + win.input[d])
+    };
+    (ext(0), ext(1))
+}
+
+/// Stages one image-group's input `x` (`[channels][h·w]`, zero point
+/// `zero_x`) into `out` (see the module header).
+pub(super) fn stage(
+    x: &[u8],
+    channels: usize,
+    win: &Window,
+    zero_x: i32,
+    x_signed: bool,
+    out: &mut Vec<u8>,
+) {
+    let (ph, pw) = padded(win);
+    let (ih, iw) = (win.input[0], win.input[1]);
+    let (pt, pl) = (win.pad_begin[0], win.pad_begin[1]);
+    let flip = flip_mask(x_signed);
+    let pad = (zero_x as u8) ^ flip;
+    let groups = channels.div_ceil(4);
+    out.clear();
+    out.resize(groups * ph * pw * 4, pad);
+    par_rows(out, ph * pw * 4, |g0, chunk| {
+        for (gi, plane) in chunk.chunks_mut(ph * pw * 4).enumerate() {
+            let g = g0 + gi;
+            let lanes = (channels - 4 * g).min(4);
+            for y in 0..ih {
+                let dst = &mut plane[((y + pt) * pw + pl) * 4..][..iw * 4];
+                for j in 0..lanes {
+                    let src = &x[((4 * g + j) * ih + y) * iw..][..iw];
+                    for (d, &s) in dst[j..].iter_mut().step_by(4).zip(src) {
+                        *d = s ^ flip;
+                    }
+                }
+            }
+        }
+    });
+}
+
+/// One image-group's u8 operand.
+pub(super) enum Source<'a> {
+    /// The input itself, `[channels][h·w]` (a direct 1×1 convolution).
+    Direct {
         x: &'a [u8],
         channels: usize,
+        pixels: usize,
+        flip: u8,
+    },
+    /// The staged input and the window over it.
+    Staged {
+        words: &'a [u8],
+        channels: usize,
         win: &'a Window,
-        zero_x: i32,
-        x_signed: bool,
-    ) -> Self {
-        let direct = win.kernel.iter().all(|&k| k == 1)
-            && win.strides.iter().all(|&s| s == 1)
-            && win.pad_begin.iter().chain(&win.pad_end).all(|&p| p == 0);
-        Source {
-            x,
-            channels,
-            win,
-            pad: zero_x as u8,
-            flip: flip_mask(x_signed),
-            direct,
+    },
+}
+
+impl Source<'_> {
+    /// Fills the panel groups of output pixels `c0 .. c0 + n`.
+    fn gather(words: &[u8], channels: usize, win: &Window, panel: &mut [u8], c0: usize, n: usize) {
+        let (ph, pw) = padded(win);
+        let (kh, kw) = (win.kernel[0], win.kernel[1]);
+        let ow = win.output[1];
+        let (sh, sw) = (win.strides[0], win.strides[1]);
+        let (dh, dw) = (win.dilations[0], win.dilations[1]);
+        let groups = channels.div_ceil(4);
+        // The panel's output row segments: (first column, first word, length).
+        let mut segments = [(0usize, 0usize, 0usize); NR];
+        let mut count = 0;
+        let (mut p, mut j) = (c0, 0);
+        while p < c0 + n {
+            let (oy, ox) = (p / ow, p % ow);
+            let run = (ow - ox).min(c0 + n - p);
+            segments[count] = (j, oy * sh * pw + ox * sw, run);
+            count += 1;
+            p += run;
+            j += run;
         }
-    }
-
-    /// K: input channels × kernel taps.
-    fn k(&self) -> usize {
-        self.channels * self.win.kernel_len()
-    }
-
-    /// Fills `rows[k][0..n]` (row stride NR) for output pixels `c0 .. c0+n`.
-    fn gather(&self, rows: &mut [u8], c0: usize, n: usize) {
-        let w = self.win;
-        let (ih, iw) = (w.input[0], w.input[1]);
-        let (kh, kw) = (w.kernel[0], w.kernel[1]);
-        let ow = w.output[1];
-        let (sh, sw) = (w.strides[0] as isize, w.strides[1] as isize);
-        let (dh, dw) = (w.dilations[0] as isize, w.dilations[1] as isize);
-        let (pt, pl) = (w.pad_begin[0] as isize, w.pad_begin[1] as isize);
-        let mut row = 0;
-        for ci in 0..self.channels {
-            let plane = &self.x[ci * ih * iw..][..ih * iw];
-            for ky in 0..kh as isize {
-                for kx in 0..kw as isize {
-                    let dst = &mut rows[row * NR..][..n];
-                    row += 1;
-                    let mut p = c0;
-                    let mut at = 0;
-                    while p < c0 + n {
-                        let (oy, ox0) = (p / ow, p % ow);
-                        let run = (ow - ox0).min(c0 + n - p);
-                        let seg = &mut dst[at..][..run];
-                        let y = oy as isize * sh + ky * dh - pt;
-                        if y < 0 || y >= ih as isize {
-                            fill_short(seg, self.pad);
+        let mut k4 = 0;
+        for ky in 0..kh {
+            for kx in 0..kw {
+                let tap = ky * dh * pw + kx * dw;
+                for g in 0..groups {
+                    let dst = &mut panel[k4 * NR * 4..][..NR * 4];
+                    k4 += 1;
+                    let base = g * ph * pw + tap;
+                    for &(j0, at, run) in &segments[..count] {
+                        let from = base + at;
+                        if sw == 1 {
+                            dst[j0 * 4..][..run * 4].copy_from_slice(&words[from * 4..][..run * 4]);
                         } else {
-                            let src = &plane[y as usize * iw..][..iw];
-                            let off = kx * dw - pl + ox0 as isize * sw;
-                            // Columns j with 0 ≤ off + j·sw < iw.
-                            let lo = if off < 0 { ((-off) + sw - 1) / sw } else { 0 } as usize;
-                            let hi = if off >= iw as isize {
-                                0
-                            } else {
-                                ((iw as isize - 1 - off) / sw + 1) as usize
-                            };
-                            let (lo, hi) = (lo.min(run), hi.min(run).max(lo.min(run)));
-                            fill_short(&mut seg[..lo], self.pad);
-                            fill_short(&mut seg[hi..], self.pad);
-                            if hi == lo {
-                                // The whole run is padding.
-                            } else if sw == 1 {
-                                let s0 = (off + lo as isize) as usize;
-                                copy_short(&mut seg[lo..hi], &src[s0..][..hi - lo]);
-                            } else {
-                                for (j, d) in seg[lo..hi].iter_mut().enumerate() {
-                                    *d = src[(off + (lo + j) as isize * sw) as usize];
-                                }
+                            for t in 0..run {
+                                let w = (from + t * sw) * 4;
+                                dst[(j0 + t) * 4..][..4].copy_from_slice(&words[w..w + 4]);
                             }
                         }
-                        p += run;
-                        at += run;
                     }
+                    dst[n * 4..].fill(0);
                 }
             }
         }
     }
 }
 
-thread_local! {
-    /// Per-thread im2col rows of one panel.
-    static SCRATCH: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
-}
-
 impl PanelSource for Source<'_> {
     fn pack(&self, panel: &mut [u8], c0: usize, n: usize) {
-        let k = self.k();
-        if self.direct {
-            pack_k_rows(panel, self.x, k, self.win.in_len(), (c0, n), self.flip);
-            return;
-        }
-        SCRATCH.with(|s| {
-            let mut rows = s.borrow_mut();
-            if rows.len() < k * NR {
-                rows.resize(k * NR, 0);
-            }
-            self.gather(&mut rows, c0, n);
-            pack_k_rows(panel, &rows, k, NR, (0, n), self.flip);
-        });
-    }
-}
-
-/// `dst.fill(v)` for the short runs of padding, where a call to memset
-/// costs more than the fill.
-#[inline(always)]
-fn fill_short(dst: &mut [u8], v: u8) {
-    if dst.len() >= 32 {
-        dst.fill(v);
-    } else {
-        for d in dst {
-            *d = v;
-        }
-    }
-}
-
-/// `dst.copy_from_slice(src)` for the short runs of small images, where a
-/// call to memcpy costs more than the copy.
-#[inline(always)]
-fn copy_short(dst: &mut [u8], src: &[u8]) {
-    if dst.len() >= 32 {
-        dst.copy_from_slice(src);
-    } else {
-        for (d, &s) in dst.iter_mut().zip(src) {
-            *d = s;
+        match *self {
+            Source::Direct {
+                x,
+                channels,
+                pixels,
+                flip,
+            } => pack_k_rows(panel, x, channels, pixels, (c0, n), flip),
+            Source::Staged {
+                words,
+                channels,
+                win,
+            } => Self::gather(words, channels, win, panel, c0, n),
         }
     }
 }
