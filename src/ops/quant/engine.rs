@@ -80,6 +80,13 @@ impl Product<'_> {
         } else {
             blocks.min(want.div_ceil(col_tasks)).max(1)
         };
+        // Tiles requantized straight from the kernel's registers, where the
+        // sink and the CPU allow it and no column correction is needed.
+        let requant = if col_sums_needed {
+            None
+        } else {
+            sink.requant()
+        };
         let task = |t: usize| {
             let (ct, rt) = (t / row_tasks, t % row_tasks);
             let (p0, p1) = split(panels, col_tasks, ct);
@@ -95,9 +102,16 @@ impl Product<'_> {
                     panel::column_sums(&buf, w.k4, &mut sums);
                 }
                 for b in b0..b1 {
-                    kernel::tile(w.block(b), &buf, w.k4, &mut tile);
                     let r0 = b * MR;
                     let nr = MR.min(w.rows - r0);
+                    if let Some(dst) = &requant {
+                        let add = &row_add[r0..r0 + nr];
+                        if kernel::tile_requant(w.block(b), &buf, w.k4, add, dst, (r0, c0), (nr, n))
+                        {
+                            continue;
+                        }
+                    }
+                    kernel::tile(w.block(b), &buf, w.k4, &mut tile);
                     for r in 0..nr {
                         let add = row_add[r0 + r];
                         let zw = w.zero[r0 + r];

@@ -5,6 +5,7 @@
 //! portable kernel (compiled for AVX2 as well) elsewhere. Both compute the
 //! same integers.
 
+use super::sink::Requant;
 use super::{Tile, MR, NR};
 
 /// Computes one tile: `out[r·NR + c] = Σ_k w[r][k] · x[k][c]`.
@@ -73,5 +74,91 @@ unsafe fn tile_vnni512(w: &[i8], x: &[u8], k4: usize, out: &mut Tile) {
     for (r, a) in acc.iter().enumerate() {
         _mm512_storeu_si512(o.add(2 * r), a[0]);
         _mm512_storeu_si512(o.add(2 * r + 1), a[1]);
+    }
+}
+
+/// [`tile`] with the requantization fused in, where the CPU has AVX-512
+/// VNNI: `requantize(sum + add[r], …)` of rows `r0 .. r0 + nr`, columns
+/// `c0 .. c0 + nc`, written from registers to `dst`. The same f32
+/// operations as the sink's requantization, so the same bytes. Returns
+/// false (nothing written) where the CPU lacks the kernel.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn tile_requant(
+    w: &[i8],
+    x: &[u8],
+    k4: usize,
+    add: &[i32],
+    dst: &Requant,
+    (r0, c0): (usize, usize),
+    (nr, nc): (usize, usize),
+) -> bool {
+    debug_assert!(w.len() >= k4 * MR * 4 && x.len() >= k4 * NR * 4 && add.len() >= nr);
+    #[cfg(target_arch = "x86_64")]
+    if has_vnni512() {
+        let rows = dst.rows(r0, c0, nr, nc);
+        // SAFETY: the features are present (checked); the operands hold k4
+        // groups (asserted by the callers' packing); `rows` are in bounds
+        // for nc bytes each (checked by `Requant::rows`) and written by
+        // this tile alone.
+        unsafe { tile_requant_vnni512(w, x, k4, add, dst, r0, &rows, (nr, nc)) };
+        return true;
+    }
+    let _ = (w, x, k4, add, dst, r0, c0, nr, nc);
+    false
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vnni,avx512dq")]
+#[allow(clippy::too_many_arguments)]
+unsafe fn tile_requant_vnni512(
+    w: &[i8],
+    x: &[u8],
+    k4: usize,
+    add: &[i32],
+    dst: &Requant,
+    r0: usize,
+    rows: &[*mut u8; MR],
+    (nr, nc): (usize, usize),
+) {
+    use std::arch::x86_64::*;
+    const MAGIC: f32 = 12_582_912.0;
+    let mut acc = [[_mm512_setzero_si512(); 2]; MR];
+    let (mut wp, mut xp) = (w.as_ptr().cast::<i32>(), x.as_ptr().cast::<__m512i>());
+    for _ in 0..k4 {
+        let x0 = _mm512_loadu_si512(xp);
+        let x1 = _mm512_loadu_si512(xp.add(1));
+        for (r, a) in acc.iter_mut().enumerate() {
+            let wr = _mm512_set1_epi32(wp.add(r).read_unaligned());
+            a[0] = _mm512_dpbusd_epi32(a[0], x0, wr);
+            a[1] = _mm512_dpbusd_epi32(a[1], x1, wr);
+        }
+        wp = wp.add(MR);
+        xp = xp.add(2);
+    }
+    let (lo, hi) = (_mm512_set1_ps(dst.lo), _mm512_set1_ps(dst.hi));
+    let magic = _mm512_set1_ps(MAGIC);
+    // round_small's integer step and the zero point in one subtraction.
+    let offset = _mm512_set1_epi32((MAGIC.to_bits() as i32).wrapping_sub(dst.zero));
+    let mask = |n: usize| -> __mmask16 {
+        if n >= 16 {
+            0xFFFF
+        } else {
+            (1u16 << n) - 1
+        }
+    };
+    let masks = [mask(nc), mask(nc.saturating_sub(16))];
+    for (r, a) in acc.iter().enumerate().take(nr) {
+        let bias = _mm512_set1_epi32(add[r]);
+        let s = _mm512_set1_ps(dst.scale_of(r0 + r));
+        for (half, &v) in a.iter().enumerate() {
+            if masks[half] == 0 {
+                continue;
+            }
+            let f = _mm512_cvtepi32_ps(_mm512_add_epi32(v, bias));
+            // clamp_nan_low: max keeps its second operand (lo) for NaN.
+            let f = _mm512_min_ps(_mm512_max_ps(_mm512_mul_ps(f, s), lo), hi);
+            let q = _mm512_sub_epi32(_mm512_castps_si512(_mm512_add_ps(f, magic)), offset);
+            _mm512_mask_cvtepi32_storeu_epi8(rows[r].add(16 * half).cast(), masks[half], q);
+        }
     }
 }

@@ -13,6 +13,51 @@ use super::{Tile, MR, NR};
 pub(crate) trait Sink: Sync {
     /// Stores one tile.
     fn store(&self, r0: usize, c0: usize, nr: usize, nc: usize, tile: &Tile);
+
+    /// Where a micro-kernel may requantize its tiles itself, straight from
+    /// its registers (see [`Requant`]); `None` when tiles must come through
+    /// [`Sink::store`].
+    fn requant(&self) -> Option<Requant<'_>> {
+        None
+    }
+}
+
+/// A requantizing destination with contiguous rows: C[r][c] goes to
+/// `out + r·row_stride + c` as `requantize(v, scale[r], zero, lo, hi)`.
+/// Written through a raw pointer by disjoint tiles, like the sinks.
+pub(crate) struct Requant<'a> {
+    out: Shared<u8>,
+    len: usize,
+    pub row_stride: usize,
+    /// Per row of C (or one for all).
+    pub scale: &'a [f32],
+    pub zero: i32,
+    pub lo: f32,
+    pub hi: f32,
+}
+
+impl Requant<'_> {
+    /// Rows `r0 .. r0 + nr`, columns `c0 .. c0 + nc`: a pointer to each
+    /// row's first byte, after checking the whole tile is in bounds.
+    pub(crate) fn rows(&self, r0: usize, c0: usize, nr: usize, nc: usize) -> [*mut u8; MR] {
+        let first = r0 * self.row_stride + c0;
+        assert!(
+            nr <= MR && nc <= NR && first + (nr - 1) * self.row_stride + nc <= self.len,
+            "int8 engine stored outside its output"
+        );
+        // SAFETY: every row pointer is in bounds (checked above); rows past
+        // `nr` repeat the first and are not written.
+        std::array::from_fn(|r| unsafe {
+            self.out
+                .0
+                .add(first + if r < nr { r * self.row_stride } else { 0 })
+        })
+    }
+
+    /// The scale of row `r`.
+    pub(crate) fn scale_of(&self, r: usize) -> f32 {
+        self.scale[if self.scale.len() == 1 { 0 } else { r }]
+    }
 }
 
 /// A raw output pointer shared by tasks that write disjoint elements.
@@ -136,6 +181,18 @@ crate::ops::gemm::simd::multiversion! {
 }
 
 impl Sink for QuantSink<'_> {
+    fn requant(&self) -> Option<Requant<'_>> {
+        (self.strides.1 == 1).then_some(Requant {
+            out: self.out,
+            len: self.len,
+            row_stride: self.strides.0,
+            scale: self.scale,
+            zero: self.zero,
+            lo: (self.range.0 - self.zero) as f32,
+            hi: (self.range.1 - self.zero) as f32,
+        })
+    }
+
     fn store(&self, r0: usize, c0: usize, nr: usize, nc: usize, tile: &Tile) {
         let (rs, cs) = self.strides;
         let lo = (self.range.0 - self.zero) as f32;

@@ -225,3 +225,71 @@ fn whole_tiles_requantize_as_rows_do() {
         }
     }
 }
+
+/// A [`QuantSink`] that takes every tile through `store`: the unfused
+/// path, against which the fused kernel is checked.
+struct Unfused<'a>(QuantSink<'a>);
+
+impl Sink for Unfused<'_> {
+    fn store(&self, r0: usize, c0: usize, nr: usize, nc: usize, tile: &Tile) {
+        self.0.store(r0, c0, nr, nc, tile);
+    }
+}
+
+#[test]
+fn fused_requantization_gives_the_bytes_of_the_sink() {
+    // Ragged rows and columns, per-row and shared scales, u8 and s8 ranges,
+    // a row stride wider than the columns, 1 and 3 threads.
+    let mut rng = Rng(99);
+    for (rows, k, cols, per_row, range) in [
+        (8, 16, 32, true, (0, 255)),
+        (13, 40, 45, false, (-128, 127)),
+        (5, 7, 3, true, (-128, 127)),
+        (24, 300, 70, true, (0, 255)),
+    ] {
+        let w = rng.bytes(rows * k);
+        let x = rng.bytes(k * cols);
+        let packed = PackedS8::pack(&w, rows, k, (k, 1), false, &[0]);
+        let bias: Vec<i32> = (0..rows).map(|i| i as i32 * 311 - 2000).collect();
+        let product = Product {
+            w: &packed,
+            cols,
+            zero_x: 77,
+            bias: Some(&bias),
+        };
+        let scales: Vec<f32> = (0..if per_row { rows } else { 1 })
+            .map(|i| 2e-4 + i as f32 * 3e-5)
+            .collect();
+        let stride = cols + 5;
+        let src = Rows {
+            x: &x,
+            k,
+            cols,
+            flip: 0,
+        };
+        for threads in [1, 3] {
+            let pool = rayon::ThreadPoolBuilder::new()
+                .num_threads(threads)
+                .build()
+                .unwrap();
+            let mut fused = vec![0xEEu8; rows * stride];
+            let mut plain = vec![0xEEu8; rows * stride];
+            pool.install(|| {
+                let sink = QuantSink::new(&mut fused, (stride, 1), &scales, 3, range);
+                assert!(sink.requant().is_some());
+                product.run(&src, &sink);
+                let sink = Unfused(QuantSink::new(&mut plain, (stride, 1), &scales, 3, range));
+                product.run(&src, &sink);
+            });
+            assert_eq!(
+                fused, plain,
+                "rows {rows} k {k} cols {cols} threads {threads}"
+            );
+            // The gap between rows is never written.
+            assert!(fused
+                .chunks(stride)
+                .all(|r| r[cols..].iter().all(|&b| b == 0xEE)));
+            assert!(plain.iter().any(|&b| b != 0xEE && b != 3));
+        }
+    }
+}
