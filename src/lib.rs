@@ -38,6 +38,7 @@ pub use error::{DeadlineMiss, Error, Result};
 pub use exec::{Progress, RunEvent};
 pub use ir::attributes;
 pub use ops::interrupt::CancelToken;
+pub use ops::overflow::{Int8Kernel, Int8Settings};
 pub use sched::{Mode, Placement};
 pub use session::{
     available_cpus, BatchResult, EventCallback, IoInfo, Outputs, RunOptions, RunReport, Session,

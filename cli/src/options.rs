@@ -105,7 +105,8 @@ impl SchedArgs {
     }
 }
 
-/// The deadline of each run (seed 000): `run` and `bench`.
+/// Per-run options of `run` and `bench`: the deadline (seed 000) and the
+/// int8 micro-kernel with its overflow guard (seed 001).
 #[derive(Args, Clone, Debug)]
 pub struct DeadlineArgs {
     /// The time each run is planned to take, in milliseconds: a run that
@@ -116,6 +117,25 @@ pub struct DeadlineArgs {
     /// How far past the deadline a run may go (default 1.5: 150 %).
     #[arg(long, value_name = "R", requires = "deadline")]
     pub delay_ratio: Option<f64>,
+    /// The int8 micro-kernel: auto (the fastest exact one), vnni, narrow
+    /// (AVX2 i16 pair sums, guarded against saturation) or portable.
+    #[arg(long, default_value = "auto", value_parser = parse_int8_kernel)]
+    pub int8_kernel: ramify::Int8Kernel,
+    /// Do not recompute the narrow kernel's saturated tiles (shows the
+    /// wrong results the guard prevents).
+    #[arg(long)]
+    pub no_int8_guard: bool,
+}
+
+fn parse_int8_kernel(text: &str) -> Result<ramify::Int8Kernel, String> {
+    use ramify::Int8Kernel::*;
+    Ok(match text {
+        "auto" => Auto,
+        "vnni" => Vnni,
+        "narrow" => Narrow,
+        "portable" => Portable,
+        _ => return Err(format!("{text}: expected auto, vnni, narrow or portable")),
+    })
 }
 
 impl DeadlineArgs {
@@ -131,7 +151,10 @@ impl DeadlineArgs {
         if let Some(r) = self.delay_ratio {
             o = o.delay_ratio(r);
         }
-        Ok(o)
+        Ok(o.int8(ramify::Int8Settings {
+            kernel: self.int8_kernel,
+            guard: !self.no_int8_guard,
+        }))
     }
 }
 

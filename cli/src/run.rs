@@ -64,6 +64,12 @@ pub fn main(a: RunArgs) -> Result<()> {
     for event in &report.events {
         eprintln!("event: {event}");
     }
+    if report.int8_recomputed > 0 {
+        eprintln!(
+            "int8 overflow guard: {} tiles recomputed exactly",
+            report.int8_recomputed
+        );
+    }
     if let (Some(path), Some(trace)) = (&a.trace, &report.trace) {
         std::fs::write(path, crate::trace::chrome_json(trace))
             .with_context(|| format!("writing {}", path.display()))?;

@@ -17,10 +17,12 @@ use crate::error::{Error, Result};
 use crate::graph::{wrap, ValueId};
 use crate::ops::checked::check_outputs;
 use crate::ops::interrupt::{with_interrupt, Interrupt};
+use crate::ops::overflow::{self as guard, Int8Settings};
 use crate::ops::util::with_thread_cap;
 use crate::sched::makespan::parallel_makespan;
 use crate::sched::{Band, Decision, ForkReport, Pool, PoolPlan, Scheduler};
 use crate::tensor::{budget, Tensor};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -38,6 +40,10 @@ struct Run<'a> {
     interrupt: &'a Interrupt,
     /// Its deadline, progress and device events.
     watch: Watch,
+    /// The int8 kernel and overflow guard in force.
+    int8: Int8Settings,
+    /// Int8 tiles the overflow guard recomputed.
+    int8_recomputed: AtomicU64,
 }
 
 impl Run<'_> {
@@ -64,6 +70,9 @@ pub struct RunResult {
     pub trace: Option<Trace>,
     /// Device events, re-plans and deadline decisions during the run.
     pub events: Vec<RunEvent>,
+    /// Int8 tiles the overflow guard recomputed exactly (see
+    /// [`overflow`](crate::ops::overflow)).
+    pub int8_recomputed: u64,
 }
 
 /// Runs the plan under the scheduler's decisions; with `traced`, records a
@@ -77,6 +86,7 @@ pub fn run(
     traced: bool,
     interrupt: &Interrupt,
     control: Control,
+    int8: Int8Settings,
 ) -> Result<RunResult> {
     let (n, band) = sched.observe();
     let threads = sched.serial_threads(band);
@@ -100,6 +110,8 @@ pub fn run(
         trace: traced.then(Recorder::new),
         interrupt,
         watch,
+        int8,
+        int8_recomputed: AtomicU64::new(0),
     };
     for (id, t) in inputs {
         run.store.put(id, t);
@@ -127,6 +139,7 @@ pub fn run(
         forks,
         trace,
         events: run.watch.finish(),
+        int8_recomputed: run.int8_recomputed.into_inner(),
     })
 }
 
@@ -473,7 +486,9 @@ fn run_node(run: &Run, index: usize, threads: usize) -> Result<()> {
             if plan.check_at_run[index] {
                 check_outputs(node.op.as_ref(), &args)?;
             }
-            node.op.run(&args)
+            let (outs, recomputed) = guard::scope(run.int8, || node.op.run(&args));
+            run.int8_recomputed.fetch_add(recomputed, Ordering::Relaxed);
+            outs
         })
     })
     .map_err(|e| {

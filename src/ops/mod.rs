@@ -10,6 +10,7 @@ use std::sync::OnceLock;
 pub mod calibration;
 pub mod checked;
 pub mod interrupt;
+pub mod overflow;
 pub mod parallel;
 pub mod util;
 

@@ -61,6 +61,9 @@ pub struct RunReport {
     /// Device-state events seen during the run, re-plans and deadline
     /// decisions, in order.
     pub events: Vec<RunEvent>,
+    /// Int8 tiles whose narrow sums may have saturated and were recomputed
+    /// exactly (the overflow guard, see [`RunOptions::int8`]).
+    pub int8_recomputed: u64,
 }
 
 /// A loaded model, ready to run. `Session` is `Send + Sync`: runs from
@@ -369,6 +372,7 @@ impl Session {
                 options.traced,
                 &interrupt,
                 control,
+                options.int8,
             )
         }))
         .map_err(|p| Error::Internal(panic_message("running", &p)))??;
@@ -378,6 +382,7 @@ impl Session {
                 forks: result.forks,
                 trace: result.trace,
                 events: result.events,
+                int8_recomputed: result.int8_recomputed,
             },
         ))
     }

@@ -6,6 +6,7 @@
 use crate::error::{Error, Result};
 use crate::exec::{Control, Progress, RunEvent};
 use crate::ops::interrupt::CancelToken;
+use crate::ops::overflow::Int8Settings;
 use crate::sched::{DeadlineRule, DEFAULT_DELAY_RATIO};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::mpsc::{sync_channel, SyncSender};
@@ -46,6 +47,7 @@ pub struct RunOptions {
     pub(super) progress: Option<Arc<Progress>>,
     callback: Option<EventCallback>,
     pub(super) traced: bool,
+    pub(super) int8: Int8Settings,
 }
 
 impl std::fmt::Debug for RunOptions {
@@ -57,6 +59,7 @@ impl std::fmt::Debug for RunOptions {
             .field("delay_ratio", &self.delay_ratio)
             .field("callback", &self.callback.is_some())
             .field("traced", &self.traced)
+            .field("int8", &self.int8)
             .finish()
     }
 }
@@ -127,6 +130,23 @@ impl RunOptions {
     /// does.
     pub fn trace(mut self, on: bool) -> RunOptions {
         self.traced = on;
+        self
+    }
+
+    /// The int8 micro-kernel and overflow guard for this run (default:
+    /// the fastest exact kernel, guard on). The report counts the tiles the
+    /// guard recomputed ([`RunReport::int8_recomputed`](super::RunReport)).
+    ///
+    /// ```
+    /// use ramify::{Int8Kernel, Int8Settings, RunOptions};
+    /// let narrow = RunOptions::new().int8(Int8Settings {
+    ///     kernel: Int8Kernel::Narrow,
+    ///     guard: true,
+    /// });
+    /// # let _ = narrow;
+    /// ```
+    pub fn int8(mut self, settings: Int8Settings) -> RunOptions {
+        self.int8 = settings;
         self
     }
 

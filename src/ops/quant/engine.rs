@@ -24,6 +24,7 @@ pub(crate) use kernel::has_vnni512;
 pub(crate) use sink::{QuantSink, Sink, WideSink};
 pub(crate) use weights::PackedS8;
 
+use crate::ops::overflow as guard;
 use crate::ops::util::op_threads;
 
 /// Rows of C per micro-kernel tile (output channels).
@@ -82,7 +83,10 @@ impl Product<'_> {
         };
         // Tiles requantized straight from the kernel's registers, where the
         // sink and the CPU allow it and no column correction is needed.
-        let requant = if col_sums_needed {
+        let settings = guard::current();
+        let (kind, guarded) = (settings.kernel.resolve(), settings.guard);
+        let recomputed = std::sync::atomic::AtomicU64::new(0);
+        let requant = if col_sums_needed || kind != guard::Resolved::Vnni {
             None
         } else {
             sink.requant()
@@ -111,7 +115,11 @@ impl Product<'_> {
                             continue;
                         }
                     }
-                    kernel::tile(w.block(b), &buf, w.k4, &mut tile);
+                    if !kernel::tile(kind, w.block(b), &buf, w.k4, &mut tile) && guarded {
+                        // The narrow sums may have saturated: the exact ones.
+                        kernel::tile(guard::Resolved::Portable, w.block(b), &buf, w.k4, &mut tile);
+                        recomputed.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    }
                     for r in 0..nr {
                         let add = row_add[r0 + r];
                         let zw = w.zero[r0 + r];
@@ -129,6 +137,7 @@ impl Product<'_> {
             }
         };
         crate::ops::parallel::par_for(col_tasks * row_tasks, task);
+        guard::record(recomputed.into_inner());
     }
 }
 

@@ -7,18 +7,30 @@
 
 use super::sink::Requant;
 use super::{Tile, MR, NR};
+use crate::ops::overflow::Resolved;
 
-/// Computes one tile: `out[r·NR + c] = Σ_k w[r][k] · x[k][c]`.
-pub(crate) fn tile(w: &[i8], x: &[u8], k4: usize, out: &mut Tile) {
+/// Computes one tile, `out[r·NR + c] = Σ_k w[r][k] · x[k][c]`, on the
+/// kernel `kind` (resolved for this CPU). Returns false when the narrow
+/// kernel's pair sums reached the i16 limits: the tile may have saturated
+/// (see [`crate::ops::overflow`]).
+pub(crate) fn tile(kind: Resolved, w: &[i8], x: &[u8], k4: usize, out: &mut Tile) -> bool {
     debug_assert!(w.len() >= k4 * MR * 4 && x.len() >= k4 * NR * 4);
     #[cfg(target_arch = "x86_64")]
-    if has_vnni512() {
-        // SAFETY: the features are present (checked), and the slices hold
-        // k4 groups of both operands (asserted by the callers' packing).
-        unsafe { tile_vnni512(w, x, k4, out) };
-        return;
+    match kind {
+        // SAFETY: `Resolved` names a kernel only when the CPU has its
+        // features, and the slices hold k4 groups of both operands
+        // (asserted by the callers' packing).
+        Resolved::Vnni => {
+            unsafe { tile_vnni512(w, x, k4, out) };
+            return true;
+        }
+        // SAFETY: as above.
+        Resolved::Narrow => return unsafe { tile_narrow_avx2(w, x, k4, out) },
+        Resolved::Portable => {}
     }
+    let _ = kind;
     tile_portable(w, x, k4, out);
+    true
 }
 
 /// True when the CPU has AVX-512 F/BW and VNNI.
@@ -75,6 +87,50 @@ unsafe fn tile_vnni512(w: &[i8], x: &[u8], k4: usize, out: &mut Tile) {
         _mm512_storeu_si512(o.add(2 * r), a[0]);
         _mm512_storeu_si512(o.add(2 * r + 1), a[1]);
     }
+}
+
+/// The narrow kernel (AVX2): `vpmaddubsw` adds each column's products in
+/// pairs into saturating i16, `vpmaddwd` the two pairs into i32. Four rows
+/// by sixteen columns at a time. The extremes of every pair sum are kept;
+/// returns false when one reached i16::MIN or i16::MAX (a saturated pair
+/// ends there; an exact one may too, which only costs a recomputation).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn tile_narrow_avx2(w: &[i8], x: &[u8], k4: usize, out: &mut Tile) -> bool {
+    use std::arch::x86_64::*;
+    let ones = _mm256_set1_epi16(1);
+    let mut high = _mm256_set1_epi16(i16::MIN);
+    let mut low = _mm256_set1_epi16(i16::MAX);
+    for rows in 0..MR / 4 {
+        for cols in 0..NR / 16 {
+            let mut acc = [[_mm256_setzero_si256(); 2]; 4];
+            for g in 0..k4 {
+                let xp = x.as_ptr().add(g * NR * 4 + cols * 64);
+                let x0 = _mm256_loadu_si256(xp.cast());
+                let x1 = _mm256_loadu_si256(xp.add(32).cast());
+                let wp = w.as_ptr().add(g * MR * 4 + rows * 16).cast::<i32>();
+                for (r, a) in acc.iter_mut().enumerate() {
+                    let wr = _mm256_set1_epi32(wp.add(r).read_unaligned());
+                    let p0 = _mm256_maddubs_epi16(x0, wr);
+                    let p1 = _mm256_maddubs_epi16(x1, wr);
+                    high = _mm256_max_epi16(high, _mm256_max_epi16(p0, p1));
+                    low = _mm256_min_epi16(low, _mm256_min_epi16(p0, p1));
+                    a[0] = _mm256_add_epi32(a[0], _mm256_madd_epi16(p0, ones));
+                    a[1] = _mm256_add_epi32(a[1], _mm256_madd_epi16(p1, ones));
+                }
+            }
+            for (r, a) in acc.iter().enumerate() {
+                let o = out.as_mut_ptr().add((rows * 4 + r) * NR + cols * 16);
+                _mm256_storeu_si256(o.cast(), a[0]);
+                _mm256_storeu_si256(o.add(8).cast(), a[1]);
+            }
+        }
+    }
+    let limits = _mm256_or_si256(
+        _mm256_cmpeq_epi16(high, _mm256_set1_epi16(i16::MAX)),
+        _mm256_cmpeq_epi16(low, _mm256_set1_epi16(i16::MIN)),
+    );
+    _mm256_testz_si256(limits, limits) == 1
 }
 
 /// [`tile`] with the requantization fused in, where the CPU has AVX-512

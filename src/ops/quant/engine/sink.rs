@@ -24,7 +24,9 @@ pub(crate) trait Sink: Sync {
 
 /// A requantizing destination with contiguous rows: C[r][c] goes to
 /// `out + r·row_stride + c` as `requantize(v, scale[r], zero, lo, hi)`.
-/// Written through a raw pointer by disjoint tiles, like the sinks.
+/// Written through a raw pointer by disjoint tiles, like the sinks. Only
+/// the x86-64 VNNI kernel fuses requantization.
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 pub(crate) struct Requant<'a> {
     out: Shared<u8>,
     len: usize,
@@ -36,6 +38,7 @@ pub(crate) struct Requant<'a> {
     pub hi: f32,
 }
 
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 impl Requant<'_> {
     /// Rows `r0 .. r0 + nr`, columns `c0 .. c0 + nc`: a pointer to each
     /// row's first byte, after checking the whole tile is in bounds.

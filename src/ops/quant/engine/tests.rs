@@ -175,7 +175,13 @@ fn vnni_and_portable_kernels_agree_at_the_extremes() {
     let x = vec![255u8; k4 * NR * 4];
     let mut a: Tile = [0; MR * NR];
     let mut b: Tile = [0; MR * NR];
-    kernel::tile(&w, &x, k4, &mut a);
+    kernel::tile(
+        crate::ops::overflow::Int8Kernel::Auto.resolve(),
+        &w,
+        &x,
+        k4,
+        &mut a,
+    );
     kernel::tile_portable(&w, &x, k4, &mut b);
     assert_eq!(a, b);
     assert!(a.iter().all(|&v| v == -255 * 128 * 4 * k4 as i32));
@@ -292,4 +298,79 @@ fn fused_requantization_gives_the_bytes_of_the_sink() {
             assert!(plain.iter().any(|&b| b != 0xEE && b != 3));
         }
     }
+}
+
+#[test]
+fn the_narrow_kernel_is_exact_below_the_limits_and_reports_reaching_them() {
+    use crate::ops::overflow::{Int8Kernel, Resolved};
+    if Int8Kernel::Narrow.resolve() != Resolved::Narrow {
+        return;
+    }
+    let k4 = 9;
+    let mut rng = Rng(5);
+    // Small activations: every pair sum fits i16, so the tile is exact.
+    let x: Vec<u8> = (0..k4 * NR * 4).map(|_| rng.byte() % 100).collect();
+    let w: Vec<i8> = (0..k4 * MR * 4).map(|_| rng.byte() as i8).collect();
+    let (mut a, mut b): (Tile, Tile) = ([0; MR * NR], [0; MR * NR]);
+    assert!(kernel::tile(Resolved::Narrow, &w, &x, k4, &mut a));
+    kernel::tile_portable(&w, &x, k4, &mut b);
+    assert_eq!(a, b);
+    // 255 · 127 twice overflows one pair: flagged, and the narrow sums are
+    // indeed wrong there.
+    let x = vec![255u8; k4 * NR * 4];
+    let w = vec![127i8; k4 * MR * 4];
+    assert!(!kernel::tile(Resolved::Narrow, &w, &x, k4, &mut a));
+    kernel::tile_portable(&w, &x, k4, &mut b);
+    assert_ne!(a, b);
+    assert!(b.iter().all(|&v| v == 255 * 127 * 4 * k4 as i32));
+}
+
+#[test]
+fn the_guard_recomputes_saturated_tiles_and_counts_them() {
+    use crate::ops::overflow::{scope, Int8Kernel, Int8Settings, Resolved};
+    if Int8Kernel::Narrow.resolve() != Resolved::Narrow {
+        return;
+    }
+    // Row 0 of W saturates with X's large columns; other rows do not.
+    let (rows, k, cols) = (16, 64, 70);
+    let w: Vec<u8> = (0..rows * k)
+        .map(|i| if i < k { 127 } else { (i % 7) as u8 })
+        .collect();
+    let x: Vec<u8> = (0..k * cols)
+        .map(|i| if i % cols < 40 { 255 } else { (i % 13) as u8 })
+        .collect();
+    let packed = PackedS8::pack(&w, rows, k, (k, 1), false, &[0]);
+    let want = naive(&w, true, &[0], &x, false, 0, (rows, k, cols), &[0; 16]);
+    let product = Product {
+        w: &packed,
+        cols,
+        zero_x: 0,
+        bias: None,
+    };
+    let src = Rows {
+        x: &x,
+        k,
+        cols,
+        flip: 0,
+    };
+    let run = |guard: bool| {
+        let mut got = vec![0i32; rows * cols];
+        let settings = Int8Settings {
+            kernel: Int8Kernel::Narrow,
+            guard,
+        };
+        let ((), recomputed) = scope(settings, || {
+            product.run(&src, &WideSink::new(&mut got, (cols, 1)))
+        });
+        (got, recomputed)
+    };
+    let (guarded, recomputed) = run(true);
+    assert_eq!(guarded, want);
+    // Columns 0..40 span two panels of 32; row 0 lies in the first block
+    // of 8 rows: two tiles.
+    assert_eq!(recomputed, 2);
+    let (unguarded, none) = run(false);
+    assert_eq!(none, 0);
+    assert_ne!(unguarded, want);
+    assert_eq!(unguarded[cols..], want[cols..], "only row 0 saturates");
 }

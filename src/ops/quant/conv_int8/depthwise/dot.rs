@@ -11,7 +11,9 @@
 //! `bias − zx · Σ w`. The sums equal the phase kernel's exactly.
 //!
 //! Taken when the CPU has AVX-512 VNNI and VBMI, every `w − zw` fits in i8,
-//! and 16 outputs' bytes lie within one 64-byte load.
+//! and 16 outputs' bytes lie within one 64-byte load; elsewhere (other
+//! CPUs and architectures: `plan` gives `None`) the phase kernel runs.
+#![cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 
 use crate::ops::conv::geom::Window;
 

@@ -23,6 +23,7 @@ fn weights_outside_i8_are_refused() {
     assert!(Quads::new(&[0, 0, -129, 0], 1, [2, 2]).is_none());
 }
 
+#[cfg(target_arch = "x86_64")]
 #[test]
 fn the_vnni_kernel_gives_the_portable_sums() {
     if !has_dot() {
