@@ -149,8 +149,12 @@ struct Params {
 }
 
 multiversion! {
+    wide
     /// Operands of one shape, as raw bytes: the reference's arithmetic in a
-    /// loop that vectorizes ([`round_small`] instead of a float-to-int cast).
+    /// loop that vectorizes ([`round_small`] instead of a float-to-int cast;
+    /// 16 lanes where the CPU has AVX-512: the same operations, the same
+    /// bytes). The division stays a division: onnxruntime's results are
+    /// those of `/ sc`, not of a precomputed ratio.
     fn same_shape(a: &[u8], b: &[u8], out: &mut [u8], p: &Params) {
         let value = |v: u8| if p.signed { v as i8 as i32 } else { v as i32 };
         let ((sa, za), (sb, zb), (sc, zc)) = (p.a, p.b, p.c);

@@ -69,6 +69,20 @@ crate::ops::gemm::simd::multiversion! {
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
 unsafe fn tile_vnni512(w: &[i8], x: &[u8], k4: usize, out: &mut Tile) {
     use std::arch::x86_64::*;
+    let acc = sums_vnni512(w, x, k4);
+    let o = out.as_mut_ptr().cast::<__m512i>();
+    for (r, a) in acc.iter().enumerate() {
+        _mm512_storeu_si512(o.add(2 * r), a[0]);
+        _mm512_storeu_si512(o.add(2 * r + 1), a[1]);
+    }
+}
+
+/// The VNNI sums of one tile, in registers: row r, columns 0..16 and 16..32.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+#[inline]
+unsafe fn sums_vnni512(w: &[i8], x: &[u8], k4: usize) -> [[std::arch::x86_64::__m512i; 2]; MR] {
+    use std::arch::x86_64::*;
     let mut acc = [[_mm512_setzero_si512(); 2]; MR];
     let (mut wp, mut xp) = (w.as_ptr().cast::<i32>(), x.as_ptr().cast::<__m512i>());
     for _ in 0..k4 {
@@ -82,11 +96,7 @@ unsafe fn tile_vnni512(w: &[i8], x: &[u8], k4: usize, out: &mut Tile) {
         wp = wp.add(MR);
         xp = xp.add(2);
     }
-    let o = out.as_mut_ptr().cast::<__m512i>();
-    for (r, a) in acc.iter().enumerate() {
-        _mm512_storeu_si512(o.add(2 * r), a[0]);
-        _mm512_storeu_si512(o.add(2 * r + 1), a[1]);
-    }
+    acc
 }
 
 /// The narrow kernel (AVX2): `vpmaddubsw` adds each column's products in
@@ -176,33 +186,11 @@ unsafe fn tile_requant_vnni512(
     rows: &[*mut u8; MR],
     (nr, nc): (usize, usize),
 ) {
+    use super::sink::{lanes, Requant16};
     use std::arch::x86_64::*;
-    const MAGIC: f32 = 12_582_912.0;
-    let mut acc = [[_mm512_setzero_si512(); 2]; MR];
-    let (mut wp, mut xp) = (w.as_ptr().cast::<i32>(), x.as_ptr().cast::<__m512i>());
-    for _ in 0..k4 {
-        let x0 = _mm512_loadu_si512(xp);
-        let x1 = _mm512_loadu_si512(xp.add(1));
-        for (r, a) in acc.iter_mut().enumerate() {
-            let wr = _mm512_set1_epi32(wp.add(r).read_unaligned());
-            a[0] = _mm512_dpbusd_epi32(a[0], x0, wr);
-            a[1] = _mm512_dpbusd_epi32(a[1], x1, wr);
-        }
-        wp = wp.add(MR);
-        xp = xp.add(2);
-    }
-    let (lo, hi) = (_mm512_set1_ps(dst.lo), _mm512_set1_ps(dst.hi));
-    let magic = _mm512_set1_ps(MAGIC);
-    // round_small's integer step and the zero point in one subtraction.
-    let offset = _mm512_set1_epi32((MAGIC.to_bits() as i32).wrapping_sub(dst.zero));
-    let mask = |n: usize| -> __mmask16 {
-        if n >= 16 {
-            0xFFFF
-        } else {
-            (1u16 << n) - 1
-        }
-    };
-    let masks = [mask(nc), mask(nc.saturating_sub(16))];
+    let acc = sums_vnni512(w, x, k4);
+    let requant = Requant16::new(dst.zero, dst.lo, dst.hi);
+    let masks = [lanes(nc), lanes(nc.saturating_sub(16))];
     for (r, a) in acc.iter().enumerate().take(nr) {
         let bias = _mm512_set1_epi32(add[r]);
         let s = _mm512_set1_ps(dst.scale_of(r0 + r));
@@ -210,10 +198,7 @@ unsafe fn tile_requant_vnni512(
             if masks[half] == 0 {
                 continue;
             }
-            let f = _mm512_cvtepi32_ps(_mm512_add_epi32(v, bias));
-            // clamp_nan_low: max keeps its second operand (lo) for NaN.
-            let f = _mm512_min_ps(_mm512_max_ps(_mm512_mul_ps(f, s), lo), hi);
-            let q = _mm512_sub_epi32(_mm512_castps_si512(_mm512_add_ps(f, magic)), offset);
+            let q = requant.apply(_mm512_add_epi32(v, bias), s);
             _mm512_mask_cvtepi32_storeu_epi8(rows[r].add(16 * half).cast(), masks[half], q);
         }
     }

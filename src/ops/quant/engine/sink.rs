@@ -269,27 +269,75 @@ unsafe fn requantize_tile_avx512(
     hi: f32,
 ) {
     use std::arch::x86_64::*;
-    const MAGIC: f32 = 12_582_912.0;
-    let (vlo, vhi) = (_mm512_set1_ps(lo), _mm512_set1_ps(hi));
-    let magic = _mm512_set1_ps(MAGIC);
-    // round_small's integer step and the zero point in one subtraction.
-    let offset = _mm512_set1_epi32((MAGIC.to_bits() as i32).wrapping_sub(zp));
+    let requant = Requant16::new(zp, lo, hi);
     for (r, dst) in rows.iter_mut().enumerate() {
         let s = _mm512_set1_ps(scales[if scales.len() == 1 { 0 } else { r }]);
         let src = &tile[r * NR..][..NR];
         let mut c = 0;
         while c < dst.len() {
             let n = (dst.len() - c).min(16);
-            let v = _mm512_cvtepi32_ps(_mm512_loadu_si512(src[c..].as_ptr().cast()));
-            let x = _mm512_mul_ps(v, s);
-            // clamp_nan_low: max keeps the second operand (lo) for NaN.
-            let x = _mm512_min_ps(_mm512_max_ps(x, vlo), vhi);
-            let bits = _mm512_castps_si512(_mm512_add_ps(x, magic));
-            let q = _mm512_sub_epi32(bits, offset);
-            let mask: __mmask16 = if n == 16 { 0xFFFF } else { (1u16 << n) - 1 };
+            let q = requant.apply(_mm512_loadu_si512(src[c..].as_ptr().cast()), s);
+            let mask = lanes(n);
             // SAFETY: lanes past `n` are masked off; `dst[c..]` holds n bytes.
             _mm512_mask_cvtepi32_storeu_epi8(dst[c..].as_mut_ptr().cast(), mask, q);
             c += 16;
         }
+    }
+}
+
+/// [`requantize`] for sixteen i32 lanes at once (AVX-512): the same f32
+/// operations, so the same values; shared by the tile requantizer and the
+/// fused VNNI kernel.
+#[cfg(target_arch = "x86_64")]
+pub(crate) struct Requant16 {
+    lo: std::arch::x86_64::__m512,
+    hi: std::arch::x86_64::__m512,
+    magic: std::arch::x86_64::__m512,
+    /// round_small's integer step and the zero point, in one subtraction.
+    offset: std::arch::x86_64::__m512i,
+}
+
+#[cfg(target_arch = "x86_64")]
+impl Requant16 {
+    /// For output zero point `zp` and the clamp `lo ..= hi` (relative to it).
+    #[target_feature(enable = "avx512f")]
+    #[inline]
+    pub(crate) fn new(zp: i32, lo: f32, hi: f32) -> Requant16 {
+        use std::arch::x86_64::*;
+        const MAGIC: f32 = 12_582_912.0;
+        Requant16 {
+            lo: _mm512_set1_ps(lo),
+            hi: _mm512_set1_ps(hi),
+            magic: _mm512_set1_ps(MAGIC),
+            offset: _mm512_set1_epi32((MAGIC.to_bits() as i32).wrapping_sub(zp)),
+        }
+    }
+
+    /// `requantize(v, s, …)` in each lane, as i32.
+    #[target_feature(enable = "avx512f")]
+    #[inline]
+    pub(crate) fn apply(
+        &self,
+        v: std::arch::x86_64::__m512i,
+        s: std::arch::x86_64::__m512,
+    ) -> std::arch::x86_64::__m512i {
+        use std::arch::x86_64::*;
+        let x = _mm512_mul_ps(_mm512_cvtepi32_ps(v), s);
+        // clamp_nan_low: max keeps its second operand (lo) for NaN.
+        let x = _mm512_min_ps(_mm512_max_ps(x, self.lo), self.hi);
+        _mm512_sub_epi32(
+            _mm512_castps_si512(_mm512_add_ps(x, self.magic)),
+            self.offset,
+        )
+    }
+}
+
+/// The mask of the first `n` of sixteen lanes.
+#[cfg(target_arch = "x86_64")]
+pub(crate) fn lanes(n: usize) -> u16 {
+    if n >= 16 {
+        0xFFFF
+    } else {
+        (1u16 << n) - 1
     }
 }
