@@ -222,3 +222,31 @@ fn qdq_groups_become_integer_operators() {
         );
     }
 }
+
+/// QDQ recognition leaves the weights' DequantizeLinear nodes without
+/// readers; they are pruned before constant folding, so loading never
+/// dequantizes the weights to f32 (for ResNet-50, up to 8 MiB a tensor and
+/// about 100 MB in all). A 4 MiB memory budget, below the largest f32 weight
+/// and above every int8 one, shows it: the model loads and runs within it,
+/// with the result of an unlimited session.
+#[test]
+fn qdq_weights_are_never_dequantized_at_load() {
+    let dir = case("resnet50", "qdq");
+    let tight = SessionBuilder::new()
+        .cpus(1)
+        .memory_limit(4 << 20)
+        .build_from_file(dir.join("model.onnx"))
+        .unwrap();
+    let plain = SessionBuilder::new()
+        .cpus(1)
+        .build_from_file(dir.join("model.onnx"))
+        .unwrap();
+    let input = read_tensor_file(&dir.join("test_data_set_0").join("input_0.pb")).unwrap();
+    let name = tight.inputs()[0].name.clone();
+    let got = tight.run([(name.as_str(), input.clone())]).unwrap();
+    let want = plain.run([(name.as_str(), input)]).unwrap();
+    assert_eq!(
+        got[0].1.to_f64_vec().unwrap(),
+        want[0].1.to_f64_vec().unwrap()
+    );
+}

@@ -1,6 +1,7 @@
-//! The graph passes in their one order, named: QDQ recognition → specialise
-//! (shape inference and constant folding) → prune (dead nodes) → fuse →
-//! prune → rebuild operators.
+//! The graph passes in their one order, named: QDQ recognition → prune (the
+//! weights' DequantizeLinear nodes it left without readers, before folding
+//! would dequantize them) → specialise (shape inference and constant
+//! folding) → prune (dead nodes) → fuse → prune → rebuild operators.
 //! A session runs it once at load ([`Stage::Load`]), and each plan runs it
 //! again for its input shapes ([`Stage::Plan`]).
 
@@ -30,6 +31,7 @@ pub enum Stage {
 pub fn optimize(graph: &mut Graph, inputs: &[(ValueId, Fact)], stage: Stage) -> Result<Facts> {
     if stage == (Stage::Load { fusion: true }) {
         fuse_quantized(graph)?;
+        prune(graph);
     }
     let facts = specialize(graph, inputs, stage == Stage::Plan)?;
     prune(graph);
