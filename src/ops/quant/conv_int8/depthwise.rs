@@ -109,6 +109,11 @@ impl Job<'_> {
                         let oc = (first + i) % w.m;
                         let s = scale[if scale.len() == 1 { 0 } else { oc }];
                         self.plane(w, dot, x, first + i, &mut |wide, stride| {
+                            if stride == ow {
+                                // Contiguous rows: straight into the output.
+                                requantize_row(&wide[..o.len()], o, s, zero, lo, hi);
+                                return;
+                            }
                             bytes.resize(wide.len(), 0);
                             requantize_row(wide, &mut bytes, s, zero, lo, hi);
                             for (oy, dst) in o.chunks_mut(ow).enumerate() {

@@ -138,18 +138,30 @@ impl Plan {
         let [pt, pl] = self.pad_begin;
         // u8 domain: s8 values move up by 128 (x ^ 0x80), their zero point too.
         let zx = zx + if signed { 128 } else { 0 };
-        pad.clear();
-        // The slack lets every 64-byte load stay in the buffer.
-        pad.resize(self.ph * g.pw + SPAN, zx as u8);
+        // The slack lets every 64-byte load stay in the buffer. Only the
+        // border is filled with the zero point: the rows copied below
+        // overwrite the rest.
+        let len = self.ph * g.pw + SPAN;
+        pad.resize(len, 0);
+        let fill = zx as u8;
         let flip = if signed { 0x80 } else { 0 };
+        pad[..pt * g.pw + pl].fill(fill);
         for (y, row) in src.chunks_exact(iw).take(ih).enumerate() {
-            let dst = &mut pad[(y + pt) * g.pw + pl..][..iw];
-            for (d, &s) in dst.iter_mut().zip(row) {
+            let at = (y + pt) * g.pw + pl;
+            for (d, &s) in pad[at..][..iw].iter_mut().zip(row) {
                 *d = s ^ flip;
             }
+            // This row's right margin and the next row's left one.
+            let next = if y + 1 < ih { at + g.pw } else { len };
+            pad[at + iw..next].fill(fill);
         }
-        acc.clear();
-        acc.resize(g.oh * g.ow + LANES, 0);
+        if ih == 0 {
+            pad[pt * g.pw + pl..].fill(fill);
+        }
+        // Every output is stored by the kernel: no need to clear.
+        if acc.len() < g.oh * g.ow + LANES {
+            acc.resize(g.oh * g.ow + LANES, 0);
+        }
         let taps = g.kh * g.per_row;
         let quads = &w.quads[oc * taps..][..taps];
         let init = bias.wrapping_sub(zx.wrapping_mul(w.sums[oc]));
