@@ -2,9 +2,11 @@
 //! matrix products: `C = (W − zw) · (X − zx)` with W an s8 operand packed
 //! once ([`PackedS8`], the weights) and X a u8 operand packed per run in
 //! panels of [`NR`] columns ([`panel`]), accumulated exactly in i32 (AVX-512
-//! VNNI `vpdpbusd` where the CPU has it, else a portable kernel; integer
+//! VNNI `vpdpbusd` where the CPU has it, else the narrow AVX2 kernel under
+//! the overflow guard, else a portable kernel: see [`kernel`]; integer
 //! arithmetic, so every path and every split gives the same bits), then
-//! handed tile by tile to a [`Sink`] that requantizes or stores.
+//! handed tile by tile to a [`Sink`] that requantizes or stores (or, on the
+//! VNNI kernel, requantized in registers when the sink allows it).
 //!
 //! Any 8-bit signedness maps onto u8 × s8: a u8 weight `w` is the s8 value
 //! `w − 128` (its zero point moves by −128) and an s8 activation `x` is the
@@ -81,11 +83,12 @@ impl Product<'_> {
         } else {
             blocks.min(want.div_ceil(col_tasks)).max(1)
         };
-        // Tiles requantized straight from the kernel's registers, where the
-        // sink and the CPU allow it and no column correction is needed.
+        // The run's kernel and guard, read on the operator's thread.
         let settings = guard::current();
         let (kind, guarded) = (settings.kernel.resolve(), settings.guard);
         let recomputed = std::sync::atomic::AtomicU64::new(0);
+        // Tiles requantized straight from the kernel's registers, where the
+        // sink and the kernel allow it and no column correction is needed.
         let requant = if col_sums_needed || kind != guard::Resolved::Vnni {
             None
         } else {

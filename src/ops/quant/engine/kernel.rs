@@ -1,9 +1,12 @@
 //! The int8 micro-kernels: one [`MR`] × [`NR`] tile of exact i32 sums
 //! `Σ_k w[r][k] · x[k][c]` from a packed weight block and a packed panel.
-//! AVX-512 VNNI (`vpdpbusd`: sixteen columns × four k per instruction, u8 ×
-//! s8 into i32 with no intermediate saturation) where the CPU has it; a
-//! portable kernel (compiled for AVX2 as well) elsewhere. Both compute the
-//! same integers.
+//! Three kernels, chosen per run ([`crate::ops::overflow`]): AVX-512 VNNI
+//! (`vpdpbusd`: sixteen columns × four k per instruction, u8 × s8 into i32
+//! with no intermediate saturation; it can also requantize a tile straight
+//! from its registers); the narrow AVX2 kernel (`vpmaddubsw` pair sums in
+//! saturating i16, which reports when a tile may have saturated so that the
+//! guard recomputes it); and a portable kernel (compiled for AVX2 as well).
+//! Where no pair sum saturates, all three compute the same integers.
 
 use super::sink::Requant;
 use super::{Tile, MR, NR};
