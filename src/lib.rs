@@ -41,7 +41,7 @@ pub use ops::interrupt::CancelToken;
 pub use ops::overflow::{Int8Kernel, Int8Settings};
 pub use sched::{Mode, Placement};
 pub use session::{
-    available_cpus, BatchResult, EventCallback, IoInfo, Outputs, RunOptions, RunReport, Session,
-    SessionBuilder,
+    available_cpus, partition_model, BatchResult, EventCallback, IoInfo, Outputs, Partitioned,
+    Pipeline, RunOptions, RunReport, Session, SessionBuilder,
 };
 pub use tensor::{DType, Element, Tensor};

@@ -59,6 +59,22 @@ pub struct BenchArgs {
     /// first model in the first mode to this file.
     #[arg(long, value_name = "FILE")]
     trace: Option<PathBuf>,
+    /// Measure throughput on a stream of this many inputs instead of
+    /// latency: each mode runs the items one after another, a pipeline
+    /// (`--pipeline`) runs them through its stages.
+    #[arg(long, value_name = "N")]
+    stream: Option<usize>,
+    /// With --stream: also split the model into K parts (seed 004) and run
+    /// them as a pipeline, stage i on CPUs of its own.
+    #[arg(long, value_name = "K", requires = "stream")]
+    pipeline: Option<usize>,
+    /// With --stream: which edges the partition treats as critical
+    /// (`bytes:N` or `path`).
+    #[arg(long, default_value = "bytes:65536", value_parser = crate::partition::parse_critical)]
+    critical: ramify::analysis::Critical,
+    /// With --stream: rounds, each running every target's stream once.
+    #[arg(long, default_value_t = 5)]
+    rounds: usize,
     /// Write an SVG plot: latency distribution per mode and, with several
     /// background-load levels, median and p95 against load.
     #[arg(long, value_name = "FILE.svg")]
@@ -275,6 +291,23 @@ pub fn main(a: BenchArgs) -> Result<()> {
     } else {
         a.modes.clone()
     };
+    if let Some(items) = a.stream {
+        let modes = if a.modes.is_empty() {
+            vec![Mode::Adaptive, Mode::Serial, Mode::Parallel]
+        } else {
+            modes
+        };
+        let args = crate::stream::StreamArgs {
+            items: items.max(1),
+            pipeline: a.pipeline,
+            rounds: a.rounds,
+            modes: &modes,
+            sched: &a.sched,
+            input_dir: a.input_dir.as_deref(),
+            critical: a.critical,
+        };
+        return crate::stream::main(&args, &models);
+    }
     let levels = if a.background_load.is_empty() {
         vec![0]
     } else {

@@ -1,4 +1,5 @@
-//! The `ramify` command line: run a model on test data, benchmark it, inspect it.
+//! The `ramify` command line: run a model on test data, benchmark it, inspect
+//! it, partition it.
 
 mod bench;
 mod burn;
@@ -7,11 +8,13 @@ mod inputs;
 mod inspect;
 mod ops;
 mod options;
+mod partition;
 mod placement;
 mod plot;
 mod report;
 mod run;
 mod stats;
+mod stream;
 mod trace;
 mod watch;
 
@@ -41,6 +44,9 @@ enum Command {
     /// Print device-state events (CPU, memory, battery, thermal) as JSON
     /// lines until interrupted.
     Watch(watch::WatchArgs),
+    /// Split a model into ordered parts with few critical cut edges
+    /// (seed 004); print them, write them as ONNX models, draw them.
+    Partition(partition::PartitionArgs),
     /// List the supported operators (`--markdown` for docs/operators.md).
     Ops(ops::OpsArgs),
     /// Spin one core for a bounded time (background load for experiments).
@@ -70,6 +76,7 @@ fn main() {
         Command::Bench(a) => bench::main(a),
         Command::Inspect(a) => inspect::main(a),
         Command::Ops(a) => ops::main(a),
+        Command::Partition(a) => partition::main(a),
         Command::Watch(a) => watch::main(a),
         Command::Burn { seconds } => {
             burn::spin(seconds);

@@ -5,8 +5,13 @@
 mod calibrate;
 mod cost;
 mod dominators;
+mod partition;
 mod siblings;
 
 pub use calibrate::{cached as calibrated_cost_model, calibrate};
 pub use cost::{CostModel, OpClass};
+pub use partition::{
+    initial_split, partition, refine, Critical, CutStats, Iteration, Move, Partition,
+    PartitionOptions, Refinement, Task, TaskEdge, TaskGraph,
+};
 pub use siblings::{find_structure, Fork, Sibling, Step, Structure};

@@ -229,26 +229,8 @@ impl Finder<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::error::Result;
-    use crate::graph::{Node, Value};
-    use crate::ir::attributes::Attributes;
-    use crate::ir::{Fact, InferInput, Operator};
-    use crate::tensor::Tensor;
-    use std::sync::Arc;
-
-    #[derive(Debug)]
-    struct Dummy;
-    impl Operator for Dummy {
-        fn infer(&self, _: &[InferInput]) -> Result<Vec<Fact>> {
-            Ok(vec![])
-        }
-        fn flops(&self, _: &[Option<&Fact>], _: &[Fact]) -> u64 {
-            1
-        }
-        fn run(&self, _: &[Option<&Tensor>]) -> Result<Vec<Tensor>> {
-            Ok(vec![])
-        }
-    }
+    use crate::graph::test_support::dummy_node;
+    use crate::graph::Value;
 
     /// A graph from `(name, inputs)` pairs: each node outputs a value named
     /// like itself; "x" is the graph input; `outputs` are the graph outputs.
@@ -258,16 +240,9 @@ mod tests {
         let id = |n: &str| names.iter().position(|x| x == n).expect("known value");
         let nodes = nodes
             .iter()
-            .map(|(n, ins)| Node {
-                name: n.to_string(),
-                op_type: "Dummy".into(),
-                domain: String::new(),
-                opset: 13,
-                inputs: ins.iter().map(|i| Some(id(i))).collect(),
-                outputs: vec![Some(id(n))],
-                attrs: Attributes::default(),
-                op: Arc::new(Dummy),
-                built_with_consts: 0,
+            .map(|(n, ins)| {
+                let ins: Vec<usize> = ins.iter().map(|i| id(i)).collect();
+                dummy_node(n, &ins, &[id(n)])
             })
             .collect();
         Graph {

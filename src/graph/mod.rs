@@ -10,6 +10,8 @@ mod metadata;
 mod order;
 pub mod pipeline;
 mod prune;
+#[cfg(test)]
+pub(crate) mod test_support;
 
 pub use body::Body;
 pub use fold::{specialize, Facts};

@@ -6,9 +6,11 @@ mod external;
 mod framing;
 mod inventory;
 mod model;
+mod split;
 mod subgraph;
 mod tensor_proto;
 
 pub use inventory::{operators_used, UsedOperator};
 pub use model::{load_model_bytes, load_model_file, MAX_IR_VERSION, MIN_IR_VERSION};
+pub use split::{split_model_file, PartModel, SplitSpec};
 pub use tensor_proto::{read_tensor_file, tensor_from_proto, tensor_to_proto, write_tensor_file};

@@ -26,6 +26,12 @@ pub const MAX_IR_VERSION: i64 = 14;
 
 /// Loads a model file; external data is read relative to the file's folder.
 pub fn load_model_file(path: &Path) -> Result<Graph> {
+    build(read_model_proto(path)?, path.parent())
+}
+
+/// Reads and parses a model file into its protobuf message, with the same
+/// checks as [`load_model_file`] (not a directory, not empty, sound framing).
+pub(crate) fn read_model_proto(path: &Path) -> Result<ModelProto> {
     let io = |source| Error::Io {
         path: path.to_path_buf(),
         source,
@@ -44,9 +50,8 @@ pub fn load_model_file(path: &Path) -> Result<Graph> {
         return Err(empty(&source()));
     }
     check_framing(&mut reader).map_err(|e| naming(e, &source()))?;
-    let proto = ModelProto::parse_from_reader(&mut reader)
-        .map_err(|e| naming(Error::Malformed(e.to_string()), &source()))?;
-    build(proto, path.parent())
+    ModelProto::parse_from_reader(&mut reader)
+        .map_err(|e| naming(Error::Malformed(e.to_string()), &source()))
 }
 
 /// Loads a model from bytes. Models with external data need a file path.

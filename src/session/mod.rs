@@ -8,11 +8,15 @@ mod batch;
 mod builder;
 mod options;
 mod outputs;
+mod partition;
+mod pipeline;
 
 pub use batch::{BatchResult, ItemResult};
 pub use builder::SessionBuilder;
 pub use options::{EventCallback, RunOptions, CALLBACK_QUEUE};
 pub use outputs::Outputs;
+pub use partition::{partition_model, Partitioned};
+pub use pipeline::Pipeline;
 
 use crate::analysis::{calibrated_cost_model, CostModel};
 use crate::error::{Error, Result};
@@ -163,6 +167,12 @@ impl Session {
             memory_limit,
             time_limit,
         })
+    }
+
+    /// Runs `f` on one of the session's own pool threads, so that runs it
+    /// makes start there without a hand-over (a pipeline stage's loop).
+    pub(crate) fn on_pool<R: Send>(&self, f: impl FnOnce() -> Result<R> + Send) -> Result<R> {
+        on_own_pool(&self.sched, f)
     }
 
     /// The inputs the caller feeds, in the model's order.
