@@ -234,6 +234,34 @@ typedef enum RamifyElementType {
   RAMIFY_ELEMENT_TYPE_BFLOAT16 = 16,
 } RamifyElementType;
 
+// How a session chooses cores on a device with several kinds (the values
+// of `ramify_session_options_set_placement` and `ramify_session_set_placement`).
+typedef enum RamifyPlacement {
+  // Fastest cores first, least loaded among equals.
+  RAMIFY_PLACEMENT_PERFORMANCE = 0,
+  // The cluster that fits the threads with the fewest idle cores, then
+  // the least power (seed 002); the other clusters stay idle.
+  RAMIFY_PLACEMENT_POWER = 1,
+  // Power on low battery or when the device is hot, else performance
+  // (the default).
+  RAMIFY_PLACEMENT_AUTO = 2,
+} RamifyPlacement;
+
+// The int8 micro-kernel of runs (the values of
+// `ramify_run_options_set_int8_kernel`).
+typedef enum RamifyInt8Kernel {
+  // The fastest exact kernel the CPU has (the default): AVX-512 VNNI,
+  // else the guarded narrow kernel (AVX2), else the portable one.
+  RAMIFY_INT8_KERNEL_AUTO = 0,
+  // AVX-512 VNNI (exact); the automatic choice on CPUs without it.
+  RAMIFY_INT8_KERNEL_VNNI = 1,
+  // AVX2's 16-bit pair sums, which may saturate: the overflow guard
+  // recomputes such tiles exactly; the portable kernel without AVX2.
+  RAMIFY_INT8_KERNEL_NARROW = 2,
+  // Plain 32-bit multiply-adds.
+  RAMIFY_INT8_KERNEL_PORTABLE = 3,
+} RamifyInt8Kernel;
+
 // The inputs and outputs of runs. Create with `ramify_binding_create`,
 // destroy with `ramify_binding_destroy`. Not synchronised: one thread at
 // a time (give each thread its own binding; they may share a session).
@@ -489,6 +517,29 @@ enum RamifyStatus ramify_binding_output_shape(const struct RamifyBinding *bindin
                                               const char *name,
                                               const int64_t **dims,
                                               size_t *rank);
+
+// Sets the int8 micro-kernel of runs with these options: a
+// `RamifyInt8Kernel` value (default `RAMIFY_INT8_KERNEL_AUTO`).
+//
+// # Safety
+// `opts` must be NULL or a live handle.
+enum RamifyStatus ramify_run_options_set_int8_kernel(struct RamifyRunOptions *opts, int32_t value);
+
+// Turns the overflow guard on (nonzero, the default) or off (0). Off, the
+// narrow kernel's saturated sums come out as they are: only to see what the
+// guard prevents.
+//
+// # Safety
+// `opts` must be NULL or a live handle.
+enum RamifyStatus ramify_run_options_set_int8_guard(struct RamifyRunOptions *opts, int32_t on);
+
+// Writes to `*out` how many int8 tiles the overflow guard recomputed in the
+// finished runs that used these options.
+//
+// # Safety
+// `opts` must be NULL or a live handle; `out` NULL or writable.
+enum RamifyStatus ramify_run_options_int8_recomputed(const struct RamifyRunOptions *opts,
+                                                     uint64_t *out);
 
 // Writes the model's metadata to `*out`.
 //

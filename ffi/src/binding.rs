@@ -5,7 +5,7 @@
 //! the caller's buffers or returned as tensors.
 
 use crate::error::{arg_mut, arg_ref, arg_str, guard, guard_void, out_ptr, FfiError, FfiResult};
-use crate::run_options::{run_options_of, RamifyRunOptions};
+use crate::run_options::{record_report, run_options_of, RamifyRunOptions};
 use crate::session::RamifySession;
 use crate::tensor::RamifyTensor;
 use crate::RamifyStatus;
@@ -261,7 +261,7 @@ unsafe fn run(
             b.results.push(OutputResult { name, dims, tensor });
         }
     }
-    status?;
+    record_report(opts, &status?);
     Ok(())
 }
 

@@ -20,6 +20,7 @@
 mod binding;
 mod error;
 mod event;
+mod int8;
 mod metadata;
 mod options;
 mod placement;
@@ -38,6 +39,10 @@ pub use binding::{
 pub use error::RamifyStatus;
 pub use event::{
     RamifyEvent, RamifyEventCallback, RamifyEventKind, RamifyEventSource, RamifyMetric,
+};
+pub use int8::{
+    ramify_run_options_int8_recomputed, ramify_run_options_set_int8_guard,
+    ramify_run_options_set_int8_kernel, RamifyInt8Kernel,
 };
 pub use metadata::{
     ramify_session_cpu_count, ramify_session_cpu_set, ramify_session_custom_metadata,

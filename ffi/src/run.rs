@@ -4,7 +4,7 @@
 //! cancellation, event callback).
 
 use crate::error::{arg_ref, arg_slice, arg_str, guard, FfiError, FfiResult, RamifyStatus};
-use crate::run_options::{run_options_of, RamifyRunOptions};
+use crate::run_options::{record_report, run_options_of, RamifyRunOptions};
 use crate::session::RamifySession;
 use crate::tensor::{tensor_from_view, RamifyInput, RamifyTensor};
 
@@ -108,7 +108,8 @@ unsafe fn run(
         feeds.push((name, tensor));
     }
     let options = run_options_of(opts)?;
-    let (results, _) = s.session.run_with_options(feeds, &options)?;
+    let (results, report) = s.session.run_with_options(feeds, &options)?;
+    record_report(opts, &report);
     if results.len() != n_outputs {
         return Err(FfiError::new(
             RamifyStatus::InternalError,

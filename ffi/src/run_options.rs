@@ -1,6 +1,6 @@
 //! Run options: an opaque handle (`RamifyRunOptions`) holding a deadline and
-//! its delay ratio, a time limit, a cancellation token and an event
-//! callback, turned into a `ramify::RunOptions` at the start of each run of
+//! its delay ratio, a time limit, a cancellation token, an event callback
+//! and the int8 settings (`int8.rs`), turned into a `ramify::RunOptions` at the start of each run of
 //! `ramify_session_run_with_options` or
 //! `ramify_session_run_binding_with_options`. Its settings sit behind a lock,
 //! so every function here may be called from any thread, also while runs
@@ -9,8 +9,9 @@
 
 use crate::error::{arg_ref, guard, guard_void, out_ptr, FfiError, FfiResult, RamifyStatus};
 use crate::event::{CCallback, RamifyEventCallback};
-use ramify::{CancelToken, RunOptions};
+use ramify::{CancelToken, Int8Settings, RunOptions, RunReport};
 use std::ffi::c_void;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -24,11 +25,15 @@ use std::time::Duration;
 #[derive(Debug, Default)]
 pub struct RamifyRunOptions {
     settings: Mutex<Settings>,
+    /// Tiles the int8 overflow guard recomputed in runs with these options.
+    pub(crate) int8_recomputed: AtomicU64,
 }
 
 /// What a run takes from the handle when it starts.
 #[derive(Debug, Clone, Default)]
-struct Settings {
+pub(crate) struct Settings {
+    /// The int8 kernel and overflow guard of the runs.
+    pub(crate) int8: Int8Settings,
     deadline: Option<Duration>,
     delay_ratio: Option<f64>,
     time_limit: Option<Duration>,
@@ -44,7 +49,7 @@ impl RamifyRunOptions {
     /// The library's options for one run.
     fn run_options(&self) -> RunOptions {
         let s = self.settings().clone();
-        let mut options = RunOptions::new().cancel(s.token);
+        let mut options = RunOptions::new().cancel(s.token).int8(s.int8);
         if let Some(d) = s.deadline {
             options = options.deadline(d);
         }
@@ -73,6 +78,18 @@ pub(crate) unsafe fn run_options_of(opts: *const RamifyRunOptions) -> FfiResult<
     Ok(arg_ref(opts, "opts")?.run_options())
 }
 
+/// Adds what a run with the handle `opts` (NULL: none) reports to the
+/// handle's counters.
+///
+/// # Safety
+/// `opts` must be NULL or a live handle.
+pub(crate) unsafe fn record_report(opts: *const RamifyRunOptions, report: &RunReport) {
+    if let Some(o) = unsafe { opts.as_ref() } {
+        o.int8_recomputed
+            .fetch_add(report.int8_recomputed, Ordering::Relaxed);
+    }
+}
+
 /// A duration in milliseconds: positive and finite; 0 means none.
 fn duration_ms(name: &str, ms: f64) -> FfiResult<Option<Duration>> {
     if ms == 0.0 {
@@ -92,7 +109,10 @@ fn duration_ms(name: &str, ms: f64) -> FfiResult<Option<Duration>> {
 ///
 /// # Safety
 /// `opts` must be NULL or a live handle.
-unsafe fn update(opts: *const RamifyRunOptions, change: impl FnOnce(&mut Settings)) -> FfiResult {
+pub(crate) unsafe fn update(
+    opts: *const RamifyRunOptions,
+    change: impl FnOnce(&mut Settings),
+) -> FfiResult {
     let o = arg_ref(opts, "opts")?;
     change(&mut o.settings());
     Ok(())

@@ -3,6 +3,9 @@
 //! - `relu_add_bytes`: x[N,4] → Relu → Add(b = [1, 2, 3, 4]) → y[N,4];
 //! - `matmul_add_bytes`: x[N,4] → MatMul(W[4,3]) → Add(b[3]) → y[N,3], with
 //!   [`MATMUL_W`] and [`MATMUL_B`] (the C program computes the same by hand);
+//! - `matmul_integer_bytes`: a u8[4,64] → MatMulInteger(B s8[64,40]) →
+//!   y i32[4,40] whose first 20 columns of B are all 127, so rows of 255
+//!   saturate the narrow int8 kernel's i16 pair sums;
 //! - `three_heads_bytes`: the same y, and r = Relu(x) declared [?,4] (an
 //!   unnamed free dimension), and s = Sigmoid(x) with no declared shape; with
 //!   metadata (producer, version, description, two custom pairs).
@@ -19,6 +22,12 @@ use onnx_protobuf::{
 /// A float tensor value with dims (-1 = the symbolic dimension "N", any
 /// other negative value an unnamed free dimension).
 fn value_info(name: &str, dims: &[i64]) -> ValueInfoProto {
+    typed_value_info(name, 1, dims)
+}
+
+/// A tensor value of ONNX element type `elem_type` with dims (as
+/// [`value_info`]).
+fn typed_value_info(name: &str, elem_type: i32, dims: &[i64]) -> ValueInfoProto {
     let mut shape = TensorShapeProto::new();
     for &d in dims {
         let mut dim = Dimension::new();
@@ -30,7 +39,7 @@ fn value_info(name: &str, dims: &[i64]) -> ValueInfoProto {
         shape.dim.push(dim);
     }
     let mut tt = TypeTensor::new();
-    tt.elem_type = 1;
+    tt.elem_type = elem_type;
     tt.shape = Some(shape).into();
     let mut tp = TypeProto::new();
     tp.value = Some(TypeValue::TensorType(tt));
@@ -139,4 +148,43 @@ pub fn three_heads_bytes() -> Vec<u8> {
         m.metadata_props.push(e);
     }
     m.write_to_bytes().expect("serializable model")
+}
+
+/// Rows of `matmul_integer_bytes`' input.
+#[allow(dead_code)]
+pub const INT8_M: usize = 4;
+/// Columns of its input (the reduction length).
+#[allow(dead_code)]
+pub const INT8_K: usize = 64;
+/// Columns of its output.
+#[allow(dead_code)]
+pub const INT8_N: usize = 40;
+
+/// B of `matmul_integer_bytes` at (k, n): 127 in the first 20 columns, else small.
+#[allow(dead_code)]
+pub fn int8_b(k: usize, n: usize) -> i8 {
+    if n < 20 {
+        127
+    } else {
+        ((k * INT8_N + n) % 5) as i8
+    }
+}
+
+/// The serialized model a u8[4,64] → MatMulInteger(B) → y i32[4,40].
+#[allow(dead_code)]
+pub fn matmul_integer_bytes() -> Vec<u8> {
+    let mut b = TensorProto::new();
+    b.name = "b".into();
+    b.data_type = 3; // INT8
+    b.dims = vec![INT8_K as i64, INT8_N as i64];
+    b.raw_data = (0..INT8_K * INT8_N)
+        .map(|i| int8_b(i / INT8_N, i % INT8_N) as u8)
+        .collect();
+    let mut g = GraphProto::new();
+    g.name = "matmul_integer".into();
+    g.node = vec![node("MatMulInteger", &["a", "b"], "y")];
+    g.input = vec![typed_value_info("a", 2, &[INT8_M as i64, INT8_K as i64])];
+    g.output = vec![typed_value_info("y", 6, &[INT8_M as i64, INT8_N as i64])];
+    g.initializer = vec![b];
+    model(g)
 }
