@@ -5,7 +5,9 @@
 //! BatchNormalization → Mul → Add; folded, the chain is one pass (or none,
 //! after a Conv), which the activation fusion can then extend.
 
-use super::{absorb, add_constant, const_f32, readers, set_weights_and_bias, sole_reader};
+use super::{
+    absorb, add_constant, const_f32, readers, set_weights_and_bias, sole_reader, take_f32,
+};
 use crate::graph::{Facts, Graph, ValueId};
 use crate::tensor::Tensor;
 use ndarray::Axis;
@@ -80,8 +82,9 @@ pub(super) fn try_fold_into_conv(graph: &mut Graph, conv: usize) -> Option<Strin
         return None;
     }
     let y = c.outputs[0]?;
-    let w = const_f32(graph, *c.inputs.get(1)?)?;
-    let (cout, rank) = (*w.shape().first()?, w.ndim());
+    let w_in = (*c.inputs.get(1)?)?;
+    let w_shape = graph.constant(w_in)?.array::<f32>()?.shape();
+    let (cout, rank) = (*w_shape.first()?, w_shape.len());
     let (r, kind, k) = affine_reader(graph, y)?;
     let k = per_channel(graph, k, rank, cout)?;
     let mut b = match c.inputs.get(2).copied().flatten() {
@@ -92,10 +95,10 @@ pub(super) fn try_fold_into_conv(graph: &mut Graph, conv: usize) -> Option<Strin
         return None;
     }
     let name = c.name.clone();
-    let mut w_id = c.inputs[1]?;
+    let mut w_id = w_in;
     match kind {
         Kind::Mul => {
-            let mut w2 = w;
+            let mut w2 = take_f32(graph, w_in)?;
             for (ch, mut rows) in w2.axis_iter_mut(Axis(0)).enumerate() {
                 rows.mapv_inplace(|v| v * k[ch]);
             }

@@ -66,6 +66,24 @@ fn const_f32(graph: &Graph, v: Option<ValueId>) -> Option<ArrayD<f32>> {
     graph.constant(v?)?.array::<f32>().cloned()
 }
 
+/// The f32 values of constant `v`, to be changed into a new constant for
+/// the one node that reads it: moved out of the graph when that node is its
+/// only reader and nothing else holds it (no copy, so the old weights do
+/// not stay resident beside the new ones), else copied. Call it only once
+/// the fold can no longer fail: a moved constant is gone from the graph.
+fn take_f32(graph: &mut Graph, v: ValueId) -> Option<ArrayD<f32>> {
+    if readers(graph)[v] == 1 {
+        if let Some(held) = graph.constants.get_mut(v).and_then(Option::take) {
+            match Arc::try_unwrap(held) {
+                Ok(Tensor::F32(a)) => return Some(a),
+                Ok(other) => graph.constants[v] = Some(Arc::new(other)),
+                Err(shared) => graph.constants[v] = Some(shared),
+            }
+        }
+    }
+    const_f32(graph, Some(v))
+}
+
 /// Recognises QDQ groups as integer operators ([`qdq`]) and rebuilds
 /// them; runs before constant folding.
 pub fn fuse_quantized(graph: &mut Graph) -> Result<()> {
@@ -152,8 +170,8 @@ fn try_fold_bn(graph: &mut Graph, conv: usize) -> Option<String> {
         return None;
     }
     let eps = bn.attrs.float("epsilon", 1e-5).ok()?;
-    let w = const_f32(graph, *c.inputs.get(1)?)?;
-    let cout = *w.shape().first()?;
+    let w_in = (*c.inputs.get(1)?)?;
+    let cout = *graph.constant(w_in)?.array::<f32>()?.shape().first()?;
     let params: Vec<ArrayD<f32>> = (1..5)
         .map(|k| const_f32(graph, bn.inputs[k]))
         .collect::<Option<_>>()?;
@@ -177,14 +195,14 @@ fn try_fold_bn(graph: &mut Graph, conv: usize) -> Option<String> {
     let s: Vec<f32> = (0..cout)
         .map(|k| scale[k] / (var[k] + eps).sqrt())
         .collect();
-    let mut w2 = w;
-    for (k, mut slice) in w2.axis_iter_mut(Axis(0)).enumerate() {
-        slice.mapv_inplace(|x| x * s[k]);
-    }
     let b2: Vec<f32> = (0..cout)
         .map(|k| (b[k] - mean[k]) * s[k] + bias[k])
         .collect();
     let conv_name = c.name.clone();
+    let mut w2 = take_f32(graph, w_in)?;
+    for (k, mut slice) in w2.axis_iter_mut(Axis(0)).enumerate() {
+        slice.mapv_inplace(|x| x * s[k]);
+    }
     let w_id = add_constant(graph, format!("{conv_name}.folded_weight"), Tensor::F32(w2));
     set_weights_and_bias(graph, conv, w_id, "folded_bias", b2)?;
     absorb(graph, conv, bn_index)
