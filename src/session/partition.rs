@@ -54,7 +54,7 @@ pub fn partition_model(
     let session = Session::builder().cpus(1).build_from_file(path)?;
     let inputs = declared_inputs(&session)?;
     let plan = session.plan_for(&inputs)?;
-    let seconds = measured_seconds(&session, &plan, &inputs)?;
+    let seconds = measured_seconds(&session, &plan, &inputs);
     let tasks = TaskGraph::from_graph(&plan.graph, &plan.facts, &seconds, &plan.flops, critical);
     let refinement = partition(&tasks, options)?;
     let parts = split(path, &plan, &refinement.best.assignment, options.parts)?;
@@ -74,17 +74,24 @@ const TIMED_RUNS: usize = 5;
 /// Each operator's single-thread seconds as measured over a few runs on one
 /// CPU (the cost model's estimate where a node was not timed): a pipeline's
 /// throughput is set by its slowest stage, and estimates from FLOPs alone
-/// can be off by half for one operator class against another.
-fn measured_seconds(session: &Session, plan: &Plan, inputs: &[Arc<Tensor>]) -> Result<Vec<f64>> {
+/// can be off by half for one operator class against another. A model that
+/// cannot run on zeros (a divisor, a scale or a split size among its
+/// inputs) keeps the estimates.
+fn measured_seconds(session: &Session, plan: &Plan, inputs: &[Arc<Tensor>]) -> Vec<f64> {
     let names: Vec<String> = session.inputs().iter().map(|i| i.name.clone()).collect();
     for _ in 0..=TIMED_RUNS {
         let mut outputs = Outputs::new();
         let feeds = names.iter().cloned().zip(inputs.iter().cloned());
-        session.run_bound(feeds, &mut outputs, &RunOptions::default())?;
+        if session
+            .run_bound(feeds, &mut outputs, &RunOptions::default())
+            .is_err()
+        {
+            return plan.estimate.clone();
+        }
     }
-    Ok((0..plan.graph.nodes.len())
+    (0..plan.graph.nodes.len())
         .map(|i| plan.node_seconds_at(i, 1, &|_| 1.0))
-        .collect())
+        .collect()
 }
 
 /// Zero tensors of the inputs' declared types and shapes (free dimensions 1).
