@@ -8,15 +8,8 @@
 
 mod common;
 
-use common::generated;
+use common::{generated, vm_hwm_bytes};
 use ramify::Session;
-
-fn vm_hwm_bytes() -> Option<usize> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
-    let kb: usize = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kb * 1024)
-}
 
 #[test]
 fn folding_batch_norms_keeps_one_copy_of_the_weights() {

@@ -1,8 +1,8 @@
 //! Splitting a model file into part models. The caller says which part
 //! computes each value of the runtime's optimised graph; every ONNX node then
-//! goes to the part that computes its result (a node a fusion absorbed
-//! follows the node that reads it), nodes whose results were folded to
-//! constants are left out and their results become initializers, and each
+//! goes to the part that computes its result (a node a fusion absorbed is
+//! copied into every part that reads its result), nodes whose results were
+//! folded to constants are left out and their results become initializers, and each
 //! part becomes a valid ONNX model whose inputs and outputs are the values
 //! that cross the cut, with their names kept.
 
@@ -75,13 +75,15 @@ pub(crate) fn split_model(
         .ok_or_else(|| Error::InvalidModel("the model has no graph".into()))?;
     let order = node_order(&graph.node)?;
     let reads: Vec<Vec<String>> = graph.node.iter().map(reads_of).collect();
-    let part = assign(graph, &order, &reads, spec);
-    let mut defined_in: HashMap<&str, usize> = HashMap::new();
+    let parts_of = assign(graph, &order, &reads, spec);
+    // Where each name is computed (a node a fusion absorbed may be in
+    // several parts), and which parts read it.
+    let mut defined_in: HashMap<&str, BTreeSet<usize>> = HashMap::new();
     let mut readers: HashMap<&str, BTreeSet<usize>> = HashMap::new();
     for (i, node) in graph.node.iter().enumerate() {
-        if let Some(p) = part[i] {
+        for &p in &parts_of[i] {
             for o in node.output.iter().filter(|o| !o.is_empty()) {
-                defined_in.insert(o, p);
+                defined_in.entry(o).or_default().insert(p);
             }
             for r in &reads[i] {
                 readers.entry(r).or_default().insert(p);
@@ -111,7 +113,7 @@ pub(crate) fn split_model(
             let members: Vec<usize> = order
                 .iter()
                 .copied()
-                .filter(|&i| part[i] == Some(p))
+                .filter(|&i| parts_of[i].contains(&p))
                 .collect();
             let mut g = GraphProto::new();
             g.name = format!("{}_part{p}", graph.name);
@@ -119,16 +121,12 @@ pub(crate) fn split_model(
             let mut inputs = Vec::new();
             for &i in &members {
                 for r in &reads[i] {
-                    if defined_in.get(r.as_str()) == Some(&p) || !seen.insert(r.as_str()) {
+                    let defined = defined_in.get(r.as_str());
+                    if defined.is_some_and(|d| d.contains(&p)) || !seen.insert(r.as_str()) {
                         continue;
                     }
-                    sources.provide(
-                        r,
-                        p,
-                        defined_in.get(r.as_str()).copied(),
-                        &mut g,
-                        &mut inputs,
-                    )?;
+                    let first = defined.and_then(|d| d.first().copied());
+                    sources.provide(r, p, first, &mut g, &mut inputs)?;
                 }
                 g.node.push(graph.node[i].clone());
             }
@@ -141,10 +139,13 @@ pub(crate) fn split_model(
             let mut outputs = Vec::new();
             for &i in &members {
                 for o in graph.node[i].output.iter().filter(|o| !o.is_empty()) {
+                    // Read by a later part that does not compute it too.
+                    let here = &defined_in[o.as_str()];
                     let later = readers
                         .get(o.as_str())
-                        .is_some_and(|parts| parts.iter().any(|&q| q > p));
-                    if later || model_outputs.contains(&o.as_str()) {
+                        .is_some_and(|parts| parts.iter().any(|&q| q > p && !here.contains(&q)));
+                    let owner = here.first() == Some(&p);
+                    if later || (owner && model_outputs.contains(&o.as_str())) {
                         g.output.push(sources.value_info(o)?);
                         outputs.push(o.clone());
                     }
@@ -269,21 +270,24 @@ fn typed(name: &str, tensor: TensorType) -> ValueInfoProto {
     v
 }
 
-/// The part of every ONNX node (`None`: left out, its results folded or
-/// unused), decided from the last node to the first.
+/// The parts of every ONNX node, decided from the last node to the first:
+/// the one part that computes its result in the optimised graph; for a node
+/// a fusion absorbed, every part that reads its result (it is computed again
+/// there rather than handed across, since its result is not a value of the
+/// optimised graph); none for a node whose results were folded or are unused.
 fn assign(
     graph: &GraphProto,
     order: &[usize],
     reads: &[Vec<String>],
     spec: &SplitSpec,
-) -> Vec<Option<usize>> {
+) -> Vec<BTreeSet<usize>> {
     let mut readers: HashMap<&str, Vec<usize>> = HashMap::new();
     for (i, r) in reads.iter().enumerate() {
         for name in r {
             readers.entry(name).or_default().push(i);
         }
     }
-    let mut part: Vec<Option<usize>> = vec![None; graph.node.len()];
+    let mut parts: Vec<BTreeSet<usize>> = vec![BTreeSet::new(); graph.node.len()];
     for &i in order.iter().rev() {
         let outs: Vec<&str> = graph.node[i]
             .output
@@ -296,17 +300,17 @@ fn assign(
             .filter_map(|o| spec.part_of.get(*o))
             .min()
             .copied();
-        part[i] = computed.or_else(|| {
-            if outs.iter().all(|o| spec.constants.contains_key(*o)) {
-                return None;
-            }
-            outs.iter()
+        parts[i] = match computed {
+            Some(p) => BTreeSet::from([p]),
+            None if outs.iter().all(|o| spec.constants.contains_key(*o)) => BTreeSet::new(),
+            None => outs
+                .iter()
                 .flat_map(|o| readers.get(o).into_iter().flatten())
-                .filter_map(|&r| part[r])
-                .min()
-        });
+                .flat_map(|&r| parts[r].iter().copied())
+                .collect(),
+        };
     }
-    part
+    parts
 }
 
 /// The names a node reads: its inputs and what its subgraphs read from the
@@ -396,3 +400,7 @@ fn node_order(nodes: &[NodeProto]) -> Result<Vec<usize>> {
     }
     Ok(order)
 }
+
+#[cfg(test)]
+#[path = "split_tests.rs"]
+mod tests;

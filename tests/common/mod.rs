@@ -207,3 +207,11 @@ pub fn chains_input() -> ramify::Tensor {
         .collect();
     ramify::Tensor::from_vec(&[CHAINS_ROWS, CHAINS_WIDTH], data).expect("shape")
 }
+
+/// The process's peak resident size (VmHWM) in bytes, where /proc is there.
+pub fn vm_hwm_bytes() -> Option<usize> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kb: usize = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb * 1024)
+}
