@@ -272,3 +272,22 @@ fn control_flow_reading_values_across_the_cut_gets_them_as_part_inputs() {
         }
     }
 }
+
+#[test]
+fn a_huge_declared_input_is_refused_with_a_memory_error() {
+    use common::{bytes, graph, model, node, value_info};
+    let m = model(
+        graph(
+            vec![node("Relu", &["x"], &["y"])],
+            vec![value_info("x", 1, &[1 << 20, 1 << 20, 1 << 10])],
+            vec![value_info("y", 1, &[1 << 20, 1 << 20, 1 << 10])],
+            vec![],
+        ),
+        13,
+    );
+    let path = common::temp_dir("partition-huge").join("huge.onnx");
+    std::fs::write(&path, bytes(&m)).unwrap();
+    let options = PartitionOptions::default();
+    let e = partition_model(&path, &options, Critical::Path).unwrap_err();
+    assert!(e.to_string().contains("over the memory limit"), "{e}");
+}

@@ -10,7 +10,7 @@ use crate::error::{Error, Result};
 use crate::exec::Plan;
 use crate::ir::Fact;
 use crate::onnx::{split_model_file, PartModel, SplitSpec};
-use crate::tensor::Tensor;
+use crate::tensor::{budget, Tensor};
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
@@ -103,7 +103,13 @@ fn declared_inputs(session: &Session) -> Result<Vec<Arc<Tensor>>> {
             let declared = info.declared.as_ref();
             let shape = declared.and_then(|d| d.concrete_shape(1));
             match (declared, shape) {
-                (Some(d), Some(shape)) => Ok(Arc::new(Tensor::zeros(d.dtype, &shape))),
+                (Some(d), Some(shape)) => {
+                    // The shape comes from the file: check it before allocating.
+                    budget::with_limit(session.memory_limit(), || {
+                        budget::check(&format!("input {:?}", info.name), d.dtype, &shape)
+                    })?;
+                    Ok(Arc::new(Tensor::zeros(d.dtype, &shape)))
+                }
                 _ => Err(Error::Config(format!(
                     "input {:?} declares no shape, so the model cannot be partitioned ahead of a run",
                     info.name
