@@ -11,6 +11,8 @@
 # unpacked toolchain and the build directory.
 #
 # Usage: scripts/aarch64.sh [setup|clippy|test|mobile|count|all]   (default: all)
+#        scripts/aarch64.sh count [MODEL...]     (instructions: NEON vs portable)
+#        scripts/aarch64.sh profile MODEL [TOP]   (instructions per function)
 #        scripts/aarch64.sh cargo ARGS...   (cargo with the aarch64 toolchain)
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -166,8 +168,14 @@ count() {
     cargo build -q --release -p ramify-cli --target "$target"
     local bin="$CARGO_TARGET_DIR/$target/release/ramify" out model neon portable
     out=$(mktemp)
-    printf '%-28s %16s %16s %8s\n' model neon portable ratio
-    for model in models/inception_mini.onnx tests/data/generated/light/{squeezenet,inception_v1,resnet50}/model.onnx; do
+    printf '%-34s %16s %16s %8s\n' model neon portable ratio
+    local models=("$@")
+    if ((${#models[@]} == 0)); then
+        models=(models/inception_mini.onnx
+            tests/data/generated/light/{squeezenet,inception_v1,resnet50}/model.onnx
+            tests/data/generated/quant/{squeezenet,mobilenet_v2,resnet50}_{qdq,qop}/model.onnx)
+    fi
+    for model in "${models[@]}"; do
         [[ -f "$model" ]] || continue
         qemu-aarch64 -L /usr/aarch64-linux-gnu -plugin "$home/libinsncount.so,outfile=$out" \
             "$bin" run "$model" --cpus 1 >/dev/null
@@ -175,10 +183,24 @@ count() {
         RAMIFY_PORTABLE_KERNELS=1 qemu-aarch64 -L /usr/aarch64-linux-gnu \
             -plugin "$home/libinsncount.so,outfile=$out" "$bin" run "$model" --cpus 1 >/dev/null
         portable=$(sed -n 's/^insns: //p' "$out")
-        printf '%-28s %16s %16s %8.3f\n' "$(basename "$(dirname "$model")")/$(basename "$model")" \
+        printf '%-34s %16s %16s %8.3f\n' "$(basename "$(dirname "$model")")/$(basename "$model")" \
             "$neon" "$portable" "$(echo "$neon / $portable" | bc -l)"
     done
     rm -f "$out"
+}
+
+# Where one model's instructions go, per function: the NEON build, or the
+# portable code with PORTABLE=1.
+profile() {
+    local model="${1:?usage: scripts/aarch64.sh profile MODEL [TOP]}" syms
+    plugin
+    cargo build -q --release -p ramify-cli --target "$target"
+    syms=$(mktemp)
+    RAMIFY_PORTABLE_KERNELS="${PORTABLE:-0}" qemu-aarch64 -L /usr/aarch64-linux-gnu \
+        -plugin "$home/libinsncount.so,symbols=$syms" \
+        "$CARGO_TARGET_DIR/$target/release/ramify" run "$model" --cpus 1 >/dev/null 2>&1
+    python3 scripts/insn_profile.py "$syms" --top "${2:-25}"
+    rm -f "$syms"
 }
 
 cmd="${1:-all}"
@@ -188,7 +210,8 @@ setup) ;;
 clippy) clippy ;;
 test) test_suite ;;
 mobile) mobile ;;
-count) count ;;
+count) count "${@:2}" ;;
+profile) profile "${@:2}" ;;
 cargo)
     # Any cargo command with the toolchain, e.g.
     # scripts/aarch64.sh cargo test --target aarch64-unknown-linux-gnu -p ramify --lib conv
