@@ -113,14 +113,25 @@ fn panel_rows(i: usize, rows: usize) -> usize {
 /// `w`, into panels: per matrix, per panel, per step of k, the panel's 6
 /// weights (zero past the last row). Matrix `i` then starts at
 /// `i · rows.div_ceil(6) · k · 6`.
+///
+/// Each weight row is read once, in order, and scattered at a stride of 6
+/// (a load and a store per weight: packing Inception v1's weights took 91
+/// million instructions on aarch64 through a gather per weight).
 pub(super) fn pack(matrices: usize, rows: usize, k: usize, w: &[f32]) -> Vec<f32> {
+    let panel_len = k * MR;
     let panels = rows.div_ceil(MR);
-    let mut data = Vec::with_capacity(matrices * panels * k * MR);
-    for g in 0..matrices {
-        for i in 0..panels {
-            let (r0, rows) = (g * rows + i * MR, panel_rows(i, rows));
-            for kk in 0..k {
-                data.extend((0..MR).map(|r| if r < rows { w[(r0 + r) * k + kk] } else { 0.0 }));
+    let mut data = vec![0.0; matrices * panels * panel_len];
+    if data.is_empty() {
+        return data;
+    }
+    for (g, matrix) in data.chunks_exact_mut(panels * panel_len).enumerate() {
+        for (i, panel) in matrix.chunks_exact_mut(panel_len).enumerate() {
+            let r0 = g * rows + i * MR;
+            for r in 0..panel_rows(i, rows) {
+                let row = &w[(r0 + r) * k..(r0 + r + 1) * k];
+                for (slot, &v) in panel[r..].iter_mut().step_by(MR).zip(row) {
+                    *slot = v;
+                }
             }
         }
     }
@@ -628,6 +639,38 @@ mod tests {
                     let spread = lens.iter().cloned().fold(0.0, f64::max)
                         - lens.iter().cloned().fold(f64::MAX, f64::min);
                     assert!(spread <= 1.0 + 1e-9, "{n}/{panels}/{runs}: {lens:?}");
+                }
+            }
+        }
+    }
+
+    /// Packing puts weight (matrix g, row r, step kk) at its panel's slot
+    /// and zero in the rows past the last; no rows or no steps pack to
+    /// nothing or to zeros.
+    #[test]
+    fn pack_lays_out_panels_of_six_rows() {
+        for (matrices, rows, k) in [(1, 6, 3), (2, 13, 5), (3, 1, 4), (2, 7, 0), (1, 0, 3)] {
+            let w: Vec<f32> = (0..matrices * rows * k).map(|i| i as f32 + 1.0).collect();
+            let packed = pack(matrices, rows, k, &w);
+            let panels = rows.div_ceil(MR);
+            assert_eq!(packed.len(), matrices * panels * k * MR);
+            for g in 0..matrices {
+                for i in 0..panels {
+                    for kk in 0..k {
+                        for r in 0..MR {
+                            let row = i * MR + r;
+                            let want = if row < rows {
+                                w[(g * rows + row) * k + kk]
+                            } else {
+                                0.0
+                            };
+                            let at = ((g * panels + i) * k + kk) * MR + r;
+                            assert_eq!(
+                                packed[at], want,
+                                "{matrices}×{rows}×{k}: g {g} row {row} kk {kk}"
+                            );
+                        }
+                    }
                 }
             }
         }

@@ -141,13 +141,14 @@ fn transform_weights<V: Variant, T: GemmFloat>(p: &ConvPlan, w: &[T]) -> Vec<T> 
     for (kc, g) in w.chunks_exact(9).take(stride).enumerate() {
         V::weight(g, &mut u[kc..], stride);
     }
-    match as_f32(&u).filter(|_| panels::takes::<T>()) {
-        Some(u) => panels::pack(V::POSITIONS * p.group, p.mg(), cg, u)
-            .into_iter()
-            .map(|v| T::from(v).unwrap_or_else(T::zero))
-            .collect(),
-        None => u,
+    if let Some(u32) = as_f32(&u).filter(|_| panels::takes::<T>()) {
+        // T is f32 here: the packed vector is handed back as it is.
+        let packed: Box<dyn Any> = Box::new(panels::pack(V::POSITIONS * p.group, p.mg(), cg, u32));
+        if let Ok(packed) = packed.downcast::<Vec<T>>() {
+            return *packed;
+        }
     }
+    u
 }
 
 /// The tile grid of one image and its bands.

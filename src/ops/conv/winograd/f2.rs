@@ -20,6 +20,7 @@ pub(crate) struct F2;
 impl Variant for F2 {
     const OUT: usize = OUT_TILE;
     const POSITIONS: usize = IN_TILE * IN_TILE;
+    #[inline]
     fn weight<T: Float>(g: &[T], u: &mut [T], stride: usize) {
         kernel(g, u, stride, g3)
     }

@@ -19,6 +19,7 @@ pub(crate) struct F4;
 impl Variant for F4 {
     const OUT: usize = OUT_TILE;
     const POSITIONS: usize = IN_TILE * IN_TILE;
+    #[inline]
     fn weight<T: Float>(g: &[T], u: &mut [T], stride: usize) {
         weight(g, u, stride)
     }
@@ -75,6 +76,7 @@ fn at<T: Float, const L: usize>(m: &Lanes<T, IN_TILE, L>) -> Lanes<T, OUT_TILE, 
 
 /// Transforms one 3×3 kernel `g` (row-major) into its 36 positions, each
 /// written to `u[p * stride]`.
+#[inline(always)]
 fn weight<T: Float>(g: &[T], u: &mut [T], stride: usize) {
     // G = [[1/4, 0, 0], [-1/6, -1/6, -1/6], [-1/6, 1/6, -1/6],
     //      [1/24, 1/12, 1/6], [1/24, -1/12, 1/6], [0, 0, 1]].

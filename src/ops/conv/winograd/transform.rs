@@ -125,12 +125,15 @@ pub(crate) fn read_segment<T: Float, const N: usize>(
 
 /// `U = G·g·Gᵀ` of one 3×3 kernel `g` (row-major), with `g3` applying G to
 /// one column or row: position (a, i) goes to `u[(a·N + i)·stride]`.
+#[inline(always)]
 pub(crate) fn kernel<T: Float, const N: usize>(
     g: &[T],
     u: &mut [T],
     stride: usize,
     g3: impl Fn([T; 3]) -> [T; N],
 ) {
+    // One bounds check for the N² stores below.
+    let u = &mut u[..=(N * N - 1) * stride];
     // Columns first (G·g), then rows ((G·g)·Gᵀ).
     let cols: [[T; N]; 3] = std::array::from_fn(|j| g3([g[j], g[3 + j], g[6 + j]]));
     for a in 0..N {
