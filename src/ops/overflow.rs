@@ -17,8 +17,10 @@ use std::cell::Cell;
 /// Which micro-kernel computes the int8 engine's tiles.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Int8Kernel {
-    /// The fastest exact one this CPU has: VNNI, else the guarded narrow
-    /// kernel (AVX2), else the portable one.
+    /// The fastest exact one this CPU has: on x86-64 VNNI, else the
+    /// guarded narrow kernel (AVX2); on aarch64 NEON `sdot` where the CPU
+    /// has dotprod, else NEON widening multiplies (both exact); else the
+    /// portable one.
     #[default]
     Auto,
     /// AVX-512 VNNI (`vpdpbusd`, exact); [`Auto`](Self::Auto)'s choice on
@@ -56,11 +58,27 @@ pub(crate) enum Resolved {
     Vnni,
     Narrow,
     Portable,
+    /// aarch64 with dotprod: `sdot` (exact).
+    #[cfg(target_arch = "aarch64")]
+    NeonDot,
+    /// aarch64 without dotprod: widening multiplies (exact).
+    #[cfg(target_arch = "aarch64")]
+    NeonWide,
 }
 
 impl Int8Kernel {
     /// What runs here: a kernel the CPU lacks falls back as documented.
     pub(crate) fn resolve(self) -> Resolved {
+        #[cfg(target_arch = "aarch64")]
+        if matches!(self, Int8Kernel::Auto | Int8Kernel::Vnni)
+            && crate::ops::gemm::simd::neon_kernels()
+        {
+            return if super::quant::engine::has_dotprod() {
+                Resolved::NeonDot
+            } else {
+                Resolved::NeonWide
+            };
+        }
         let (vnni, avx2) = cpu();
         match self {
             Int8Kernel::Auto | Int8Kernel::Vnni if vnni => Resolved::Vnni,

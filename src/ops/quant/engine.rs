@@ -3,7 +3,8 @@
 //! once ([`PackedS8`], the weights) and X a u8 operand packed per run in
 //! panels of [`NR`] columns ([`panel`]), accumulated exactly in i32 (AVX-512
 //! VNNI `vpdpbusd` where the CPU has it, else the narrow AVX2 kernel under
-//! the overflow guard, else a portable kernel: see [`kernel`]; integer
+//! the overflow guard; NEON `sdot` or widening multiplies on aarch64; else
+//! a portable kernel: see [`kernel`]; integer
 //! arithmetic, so every path and every split gives the same bits), then
 //! handed tile by tile to a [`Sink`] that requantizes or stores (or, on the
 //! VNNI kernel, requantized in registers when the sink allows it).
@@ -17,12 +18,16 @@
 
 mod kernel;
 pub(crate) mod matrix;
+#[cfg(target_arch = "aarch64")]
+mod neon;
 pub(crate) mod panel;
 pub(crate) mod sink;
 mod weights;
 
 #[cfg(target_arch = "x86_64")]
 pub(crate) use kernel::has_vnni512;
+#[cfg(target_arch = "aarch64")]
+pub(crate) use neon::has_dotprod;
 pub(crate) use sink::{QuantSink, Sink, WideSink};
 pub(crate) use weights::PackedS8;
 

@@ -6,7 +6,8 @@
 //! from its registers); the narrow AVX2 kernel (`vpmaddubsw` pair sums in
 //! saturating i16, which reports when a tile may have saturated so that the
 //! guard recomputes it); and a portable kernel (compiled for AVX2 as well).
-//! Where no pair sum saturates, all three compute the same integers.
+//! Where no pair sum saturates, all three compute the same integers. On
+//! aarch64 the NEON kernels of [`super::neon`] (exact) take their place.
 
 use super::sink::Requant;
 use super::{Tile, MR, NR};
@@ -30,6 +31,21 @@ pub(crate) fn tile(kind: Resolved, w: &[i8], x: &[u8], k4: usize, out: &mut Tile
         // SAFETY: as above.
         Resolved::Narrow => return unsafe { tile_narrow_avx2(w, x, k4, out) },
         Resolved::Portable => {}
+    }
+    #[cfg(target_arch = "aarch64")]
+    match kind {
+        // SAFETY: `NeonDot` is resolved only where the CPU has dotprod;
+        // the slices hold k4 groups of both operands (as above).
+        Resolved::NeonDot => {
+            unsafe { super::neon::tile_dot(w, x, k4, out) };
+            return true;
+        }
+        // SAFETY: NEON is part of the target; the slices as above.
+        Resolved::NeonWide => {
+            unsafe { super::neon::tile_widening(w, x, k4, out) };
+            return true;
+        }
+        _ => {}
     }
     let _ = kind;
     tile_portable(w, x, k4, out);

@@ -374,3 +374,46 @@ fn the_guard_recomputes_saturated_tiles_and_counts_them() {
     assert_ne!(unguarded, want);
     assert_eq!(unguarded[cols..], want[cols..], "only row 0 saturates");
 }
+
+/// Each aarch64 kernel this CPU runs gives the portable kernel's tile, bit
+/// for bit, on random bytes and at the extremes (u8 0 and 255 against s8
+/// −128 and 127), for several depths.
+#[cfg(target_arch = "aarch64")]
+#[test]
+fn neon_kernels_match_the_portable_kernel() {
+    let mut kernels = vec![(
+        "widening",
+        super::neon::tile_widening as unsafe fn(&[i8], &[u8], usize, &mut Tile),
+    )];
+    if super::neon::has_dotprod() {
+        kernels.push(("dot", super::neon::tile_dot));
+    }
+    let mut rng = Rng(99);
+    for k4 in [1, 3, 17, 64] {
+        let random = (rng.bytes(k4 * MR * 4), rng.bytes(k4 * NR * 4));
+        let cases = [
+            random,
+            (vec![0x80; k4 * MR * 4], vec![255; k4 * NR * 4]),
+            (vec![0x80; k4 * MR * 4], vec![0; k4 * NR * 4]),
+            (vec![0x7f; k4 * MR * 4], vec![255; k4 * NR * 4]),
+        ];
+        for (w, x) in &cases {
+            let w: Vec<i8> = w.iter().map(|&b| b as i8).collect();
+            let mut want: Tile = [0; MR * NR];
+            kernel::tile_portable(&w, x, k4, &mut want);
+            for (name, f) in &kernels {
+                let mut got: Tile = [7; MR * NR];
+                // SAFETY: the CPU has the kernel (dot only when detected);
+                // both operands hold k4 groups.
+                unsafe { f(&w, x, k4, &mut got) };
+                assert_eq!(got, want, "{name} kernel, k4 {k4}");
+            }
+        }
+    }
+    // Auto runs one of them here.
+    let auto = crate::ops::overflow::Int8Kernel::Auto.resolve();
+    assert!(matches!(
+        auto,
+        crate::ops::overflow::Resolved::NeonDot | crate::ops::overflow::Resolved::NeonWide
+    ));
+}
