@@ -211,10 +211,9 @@ impl Job<'_> {
                     bases.push((a * sw + b) * phase_len + dy * phase_w + dx);
                 }
             }
-            let taps: Vec<i32> = taps.iter().map(|&t| t as i32).collect();
             acc.clear();
             acc.resize(wide_len, 0);
-            accumulate_taps(acc, pad, &bases, &taps, bias);
+            accumulate_taps(acc, pad, &bases, taps, bias);
             emit(acc, phase_w);
         });
     }
@@ -226,8 +225,10 @@ const BLOCK: usize = 16;
 multiversion! {
     /// `acc[j] = bias + Σ_t pad[bases[t] + j] · taps[t]`, a block of
     /// outputs at a time held in registers across all taps (one pass over
-    /// the output instead of one per tap).
-    fn accumulate_taps(acc: &mut [i32], pad: &[i16], bases: &[usize], taps: &[i32], bias: i32) {
+    /// the output instead of one per tap). Both factors are i16 widened in
+    /// the product, which NEON does in one widening multiply-add
+    /// (`smlal`; exact: |product| ≤ 255²).
+    fn accumulate_taps(acc: &mut [i32], pad: &[i16], bases: &[usize], taps: &[i16], bias: i32) {
         let len = acc.len();
         let mut j = 0;
         while j + BLOCK <= len {
@@ -235,7 +236,7 @@ multiversion! {
             for (&base, &t) in bases.iter().zip(taps) {
                 let line = &pad[base + j..][..BLOCK];
                 for (a, &v) in block.iter_mut().zip(line) {
-                    *a += v as i32 * t;
+                    *a += v as i32 * t as i32;
                 }
             }
             acc[j..j + BLOCK].copy_from_slice(&block);
@@ -244,7 +245,7 @@ multiversion! {
         for (o, a) in acc[j..].iter_mut().enumerate() {
             *a = bias;
             for (&base, &t) in bases.iter().zip(taps) {
-                *a += pad[base + j + o] as i32 * t;
+                *a += pad[base + j + o] as i32 * t as i32;
             }
         }
     }

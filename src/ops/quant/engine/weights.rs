@@ -39,16 +39,31 @@ impl PackedS8 {
         let flip = if from_u8 { 0x80 } else { 0 };
         let mut data = vec![0i8; blocks * k4 * MR * 4];
         let mut row_sums = vec![0i32; rows];
-        for r in 0..rows {
+        let block_len = k4 * MR * 4;
+        for (r, row_sum) in row_sums.iter_mut().enumerate() {
             let (b, rr) = (r / MR, r % MR);
-            let base = b * k4 * MR * 4 + rr * 4;
+            let block = &mut data[b * block_len..][..block_len];
             let mut sum = 0i32;
-            for kk in 0..k {
-                let v = (src[r * row_stride + kk * k_stride] ^ flip) as i8;
-                data[base + (kk / 4) * MR * 4 + kk % 4] = v;
+            let mut put = |kk: usize, byte: u8| {
+                let v = (byte ^ flip) as i8;
+                block[(kk / 4) * MR * 4 + rr * 4 + kk % 4] = v;
                 sum += v as i32;
+            };
+            if k_stride == 1 && k > 0 {
+                // Rows of consecutive bytes (a convolution's weights): one
+                // bounds check per row, four bytes per slot.
+                let row = &src[r * row_stride..][..k];
+                for (g, quad) in row.chunks(4).enumerate() {
+                    for (j, &byte) in quad.iter().enumerate() {
+                        put(4 * g + j, byte);
+                    }
+                }
+            } else {
+                for kk in 0..k {
+                    put(kk, src[r * row_stride + kk * k_stride]);
+                }
             }
-            row_sums[r] = sum;
+            *row_sum = sum;
         }
         let shift = if from_u8 { 128 } else { 0 };
         let zero = (0..rows)
