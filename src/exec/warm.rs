@@ -24,6 +24,8 @@ pub(super) struct Warm {
     pool: Arc<Pool>,
     /// Workers spin while this is set.
     active: Arc<AtomicBool>,
+    /// How long a spinner waits for work before it sleeps.
+    idle: Duration,
 }
 
 thread_local! {
@@ -37,9 +39,17 @@ impl Warm {
     /// Starts every worker of `pool` but the calling one spinning; call it
     /// from a thread of `pool` (elsewhere nothing spins).
     pub(super) fn start(pool: &Arc<Pool>) -> Warm {
+        Self::start_idle(pool, IDLE_LIMIT)
+    }
+
+    /// [`Warm::start`] with spinners that sleep after `idle` without work
+    /// (tests on slow or emulated machines need more than [`IDLE_LIMIT`]
+    /// to look at them before they sleep).
+    fn start_idle(pool: &Arc<Pool>, idle: Duration) -> Warm {
         let warm = Warm {
             pool: Arc::clone(pool),
             active: Arc::new(AtomicBool::new(false)),
+            idle,
         };
         warm.resume();
         warm
@@ -60,9 +70,10 @@ impl Warm {
         }
         self.active.store(true, Ordering::Release);
         let active = Arc::clone(&self.active);
+        let idle = self.idle;
         self.pool.pool.spawn_broadcast(move |ctx| {
             if ctx.index() != caller {
-                spin(&active);
+                spin(&active, idle);
             }
         });
     }
@@ -75,8 +86,8 @@ impl Drop for Warm {
 }
 
 /// Runs the pool's pending tasks as they appear until `active` is cleared
-/// or no task has come for [`IDLE_LIMIT`].
-fn spin(active: &AtomicBool) {
+/// or no task has come for `idle`.
+fn spin(active: &AtomicBool, idle: Duration) {
     if SPINNING.with(|s| s.replace(true)) {
         return;
     }
@@ -84,7 +95,7 @@ fn spin(active: &AtomicBool) {
     while active.load(Ordering::Acquire) {
         match rayon::yield_now() {
             Some(rayon::Yield::Executed) => last_work = Instant::now(),
-            _ if last_work.elapsed() > IDLE_LIMIT => break,
+            _ if last_work.elapsed() > idle => break,
             _ => std::hint::spin_loop(),
         }
     }
@@ -106,10 +117,10 @@ mod tests {
         p.pool.broadcast(|_| SPINNING.with(Cell::get))
     }
 
-    /// Whether every worker of `p` has left `spin` within a second (a busy
-    /// test machine may leave a worker unscheduled for a while).
+    /// Whether every worker of `p` has left `spin` within 5 s (a busy or
+    /// emulated test machine may leave a worker unscheduled for a while).
     fn all_stop(p: &Pool) -> bool {
-        let deadline = Instant::now() + Duration::from_secs(1);
+        let deadline = Instant::now() + Duration::from_secs(5);
         while spinning(p).contains(&true) {
             if Instant::now() > deadline {
                 return false;
@@ -124,7 +135,9 @@ mod tests {
         let p = pool(3);
         p.pool.install(|| {
             let caller = p.pool.current_thread_index().unwrap();
-            let warm = Warm::start(&p);
+            // Spinners that stay up without work for the whole test: under
+            // qemu the 2 ms limit ran out before they were looked at.
+            let warm = Warm::start_idle(&p, Duration::from_secs(60));
             let want: Vec<bool> = (0..3).map(|i| i != caller).collect();
             assert_eq!(spinning(&p), want, "every worker but the caller spins");
             // Tasks pushed meanwhile are run, by the spinners among others.
