@@ -322,3 +322,41 @@ fn a_relu_before_quantization_is_absorbed_only_at_the_lowest_zero_point() {
     assert_eq!(fused, plain);
     assert!(plain.contains(&20) && !plain.iter().any(|&v| v < 20));
 }
+
+fn string_attr(name: &str, v: &str) -> AttributeProto {
+    let mut a = AttributeProto::new();
+    a.name = name.into();
+    a.s = v.as_bytes().to_vec();
+    a.type_ = onnx_protobuf::attribute_proto::AttributeType::STRING.into();
+    a
+}
+
+/// A model file cannot ask for a fusion: the attribute names the fusion
+/// passes once used internally (`activation`, `activation_min`,
+/// `residual`) are not ONNX's, and a Conv carrying them computes the plain
+/// convolution, negative outputs and all.
+#[test]
+fn attributes_in_the_model_file_do_not_fuse() {
+    let mut conv = node("Conv", &["x", "w", "cb"], &["y"]);
+    conv.attribute.push(string_attr("activation", "Clip"));
+    conv.attribute.push(floats_attr("activation_min", 0.0));
+    conv.attribute.push(floats_attr("activation_max", 0.0));
+    conv.attribute.push(int_attr("residual", 1));
+    let m = bytes(&model(
+        graph(
+            vec![conv],
+            vec![value_info("x", 1, &[1, 3, 6, 6])],
+            vec![value_info("y", 1, &[1, 4, 4, 4])],
+            vec![
+                initializer("w", &[4, 3, 3, 3], &seq(108, 1.0)),
+                initializer("cb", &[4], &seq(4, 0.2)),
+            ],
+        ),
+        13,
+    ));
+    let (y, nodes) = run(&m, true);
+    assert_eq!(nodes, 1);
+    assert!(y.iter().any(|&v| v < 0.0) && y.iter().any(|&v| v > 0.0));
+    let s = SessionBuilder::new().build_from_bytes(&m).unwrap();
+    assert_eq!(s.graph().nodes[0].fusion, ramify::ir::Fusion::NONE);
+}

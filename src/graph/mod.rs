@@ -22,7 +22,7 @@ pub use prune::prune;
 
 use crate::error::{Error, Result};
 use crate::ir::attributes::Attributes;
-use crate::ir::{BuildContext, Fact, Operator};
+use crate::ir::{BuildContext, Fact, Fusion, Operator};
 use crate::ops;
 use crate::tensor::{DType, Tensor};
 use std::fmt;
@@ -123,6 +123,8 @@ pub struct Node {
     pub outputs: Vec<Option<ValueId>>,
     /// Attributes.
     pub attrs: Attributes,
+    /// What load-time fusions gave the node (its operator is built with it).
+    pub fusion: Fusion,
     /// The built operator.
     pub op: Arc<dyn Operator>,
     /// Which inputs were constants when `op` was built (bit i = input i).
@@ -172,11 +174,13 @@ impl Graph {
             &node.inputs,
             node.outputs.len(),
             &node.attrs,
+            &node.fusion,
         )
     }
 
     /// Builds an operator for a node with these parts; returns it with the
     /// mask of inputs that were constant.
+    #[allow(clippy::too_many_arguments)]
     pub fn build_op_for(
         &self,
         op_type: &str,
@@ -185,6 +189,7 @@ impl Graph {
         inputs: &[Option<ValueId>],
         num_outputs: usize,
         attrs: &Attributes,
+        fusion: &Fusion,
     ) -> Result<(Arc<dyn Operator>, u64)> {
         let consts: Vec<Option<&Tensor>> = inputs
             .iter()
@@ -196,6 +201,7 @@ impl Graph {
             consts: &consts,
             num_inputs: inputs.len(),
             num_outputs,
+            fusion,
         };
         let op = ops::build(domain, op_type, &ctx)?;
         Ok((Arc::from(op), const_mask(&consts)))

@@ -4,7 +4,7 @@
 use super::{Node, ValueId};
 use crate::error::Result;
 use crate::ir::attributes::Attributes;
-use crate::ir::{Fact, InferInput, Operator};
+use crate::ir::{Fact, Fusion, InferInput, Operator};
 use crate::tensor::Tensor;
 use std::sync::Arc;
 
@@ -34,6 +34,7 @@ pub fn dummy_node(name: &str, inputs: &[ValueId], outputs: &[ValueId]) -> Node {
         inputs: inputs.iter().map(|&i| Some(i)).collect(),
         outputs: outputs.iter().map(|&o| Some(o)).collect(),
         attrs: Attributes::default(),
+        fusion: Fusion::NONE,
         op: Arc::new(Dummy),
         built_with_consts: 0,
     }

@@ -11,6 +11,9 @@ use attributes::Attributes;
 use std::fmt::Debug;
 
 pub mod attributes;
+pub mod fusion;
+
+pub use fusion::{Activation, Fusion, FusionKind, Scale};
 
 /// What is known about a value before running: its element type and, when
 /// fixed, its shape.
@@ -63,7 +66,8 @@ pub struct InferInput<'a> {
 }
 
 /// What an operator is built from: its attributes, the opset the model
-/// imports, and the inputs that are constants at load time.
+/// imports, the inputs that are constants at load time, and the neighbours
+/// a fusion gave it.
 #[derive(Debug, Clone, Copy)]
 pub struct BuildContext<'a> {
     /// The node's attributes.
@@ -76,6 +80,9 @@ pub struct BuildContext<'a> {
     pub num_inputs: usize,
     /// How many outputs the node has.
     pub num_outputs: usize,
+    /// What load-time fusions gave the node ([`Fusion::NONE`] for a node
+    /// as the model wrote it).
+    pub fusion: &'a Fusion,
 }
 
 impl BuildContext<'_> {
@@ -139,6 +146,19 @@ pub trait Operator: Send + Sync + Debug {
     /// reads the node's other outputs.
     fn is_view_of_input(&self, _later_inputs: bool) -> bool {
         false
+    }
+    /// Whether the operator, built as it is and given these inputs (facts
+    /// and constant values; absent optional ones have no fact), can absorb
+    /// a neighbour of this kind: the fusion passes ask before they hand it
+    /// over in [`BuildContext::fusion`].
+    fn accepts_fusion(&self, _kind: FusionKind, _inputs: &[InferInput]) -> bool {
+        false
+    }
+    /// The activation this operator computes on input 0, when a producer
+    /// may apply it in its place, given these inputs (a Clip's bounds must
+    /// be constants).
+    fn as_activation(&self, _inputs: &[InferInput]) -> Option<Activation> {
+        None
     }
 }
 

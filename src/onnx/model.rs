@@ -9,6 +9,7 @@ use super::tensor_proto::tensor_from_proto;
 use crate::error::{Error, Result};
 use crate::graph::{topological_sort, Declared, Dim, Graph, ModelMetadata, Node, Value, ValueId};
 use crate::ir::attributes::Attribute;
+use crate::ir::Fusion;
 use crate::tensor::DType;
 use onnx_protobuf::{
     tensor_shape_proto::dimension::Value as DimValue, type_proto::Value as TypeValue, GraphProto,
@@ -308,8 +309,15 @@ pub(super) fn convert_graph(
         metadata: Default::default(),
     };
     for (name, op_type, domain, opset, inputs, outputs, attrs) in raw_nodes {
-        let (op, built_with_consts) =
-            graph.build_op_for(&op_type, &domain, opset, &inputs, outputs.len(), &attrs)?;
+        let (op, built_with_consts) = graph.build_op_for(
+            &op_type,
+            &domain,
+            opset,
+            &inputs,
+            outputs.len(),
+            &attrs,
+            &Fusion::NONE,
+        )?;
         graph.nodes.push(Node {
             name,
             op_type,
@@ -318,6 +326,7 @@ pub(super) fn convert_graph(
             inputs,
             outputs,
             attrs,
+            fusion: Fusion::NONE,
             op,
             built_with_consts,
         });

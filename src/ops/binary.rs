@@ -112,7 +112,7 @@ fn build_bitshift(ctx: &BuildContext) -> Result<Box<dyn Operator>> {
 }
 
 pub(crate) fn register(r: &mut impl Registrar) {
-    r.add("Add", 7, |ctx| match activated::build("Add", ctx)? {
+    r.add("Add", 7, |ctx| match activated::build("Add", ctx) {
         Some(op) => Ok(op),
         None => arithmetic("Add", ArithKind::Add),
     });
@@ -121,7 +121,7 @@ pub(crate) fn register(r: &mut impl Registrar) {
     r.add("Div", 7, |_| arithmetic("Div", ArithKind::Div));
     r.add("Mod", 10, build_mod);
     r.add("Pow", 7, |_| Ok(Box::new(Pow)));
-    r.add("Sum", 1, |ctx| match activated::build("Sum", ctx)? {
+    r.add("Sum", 1, |ctx| match activated::build("Sum", ctx) {
         Some(op) => Ok(op),
         None => variadic("Sum", VarKind::Sum),
     });

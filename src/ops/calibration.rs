@@ -69,6 +69,7 @@ pub fn probes() -> Vec<Probe> {
                 consts: &consts,
                 num_inputs: inputs.len(),
                 num_outputs: 1,
+                fusion: &crate::ir::Fusion::NONE,
             };
             let op = super::build("", op_type, &ctx).ok()?;
             Some(Probe { op, inputs })
@@ -98,6 +99,7 @@ mod tests {
                 consts: &consts,
                 num_inputs: inputs,
                 num_outputs: 1,
+                fusion: &crate::ir::Fusion::NONE,
             };
             super::super::build("", op_type, &ctx).unwrap().cost_class()
         };

@@ -448,6 +448,7 @@ pub(crate) mod test_util {
             consts: &consts,
             num_inputs: inputs.len(),
             num_outputs,
+            fusion: &crate::ir::Fusion::NONE,
         };
         let operator = crate::ops::build("", op, &ctx)?;
         let facts: Vec<Option<Fact>> = inputs.iter().map(|x| x.as_ref().map(Fact::of)).collect();

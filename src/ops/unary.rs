@@ -337,6 +337,7 @@ mod tests {
             consts: &[],
             num_inputs: 1,
             num_outputs: 1,
+            fusion: &crate::ir::Fusion::NONE,
         };
         crate::ops::build("", op, &ctx)
     }

@@ -77,7 +77,7 @@ pub(super) fn try_fold_into_conv(graph: &mut Graph, conv: usize) -> Option<Strin
     if c.op_type != "Conv"
         || !c.domain.is_empty()
         || c.outputs.len() != 1
-        || c.attrs.has("activation")
+        || !c.fusion.kinds().is_empty()
     {
         return None;
     }
@@ -125,7 +125,7 @@ pub(super) fn try_fold_into_batch_norm(
         || !n.domain.is_empty()
         || n.inputs.len() != 5
         || n.outputs.iter().skip(1).any(|o| o.is_some())
-        || n.attrs.has("activation")
+        || !n.fusion.kinds().is_empty()
         || n.attrs.int("training_mode", 0).ok()? != 0
         || n.attrs.int("spatial", 1).ok()? != 1
     {

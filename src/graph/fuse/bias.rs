@@ -1,6 +1,6 @@
 //! A linear layer's bias, `Add(MatMul(x, W), b)` as the exporters write
 //! `nn.Linear` on inputs of rank above 2, fused into the MatMul: the bias
-//! becomes input 2 and the attribute `fused_bias = 1` (see
+//! becomes input 2 and the node's fusion gets `bias` (see
 //! `ops::gemm`), added to each output block while it is in cache instead
 //! of a second pass over the product. The activation fusion that runs
 //! after it can then extend the MatMul further (a GELU or Relu).
@@ -13,8 +13,8 @@
 //! sum `v + b` has the same bits as the separate Add.
 
 use super::gelu::producer;
-use super::{const_f32, readers, Facts, Graph, ValueId};
-use crate::ir::attributes::Attribute;
+use super::{accepts, const_f32, readers, Facts, Graph, ValueId};
+use crate::ir::FusionKind;
 use crate::tensor::DType;
 
 /// Fuses every eligible bias Add into its MatMul; returns the names of the
@@ -46,14 +46,7 @@ fn fusable_matmul(graph: &Graph, facts: &Facts, v: ValueId) -> Option<(usize, Ve
         return None;
     }
     let p = producer(graph, v)?;
-    let mm = &graph.nodes[p];
-    if mm.op_type != "MatMul"
-        || !mm.domain.is_empty()
-        || mm.inputs.len() != 2
-        || mm.outputs.len() != 1
-        || mm.attrs.has("fused_bias")
-        || mm.attrs.has("activation")
-    {
+    if !accepts(graph, facts, p, FusionKind::Bias) {
         return None;
     }
     Some((p, f32_shape(facts, v)?))
@@ -89,7 +82,7 @@ fn try_fuse(graph: &mut Graph, facts: &Facts, add: usize) -> Option<String> {
     })?;
     let node = &mut graph.nodes[mm];
     node.inputs.push(Some(bias));
-    node.attrs.insert("fused_bias", Attribute::Int(1));
+    node.fusion.bias = true;
     node.outputs[0] = Some(out);
     let name = node.name.clone();
     graph.nodes.remove(add);

@@ -20,8 +20,8 @@ mod softmax;
 
 use super::{Facts, Graph, Value, ValueId};
 use crate::error::Result;
-use crate::ir::attributes::Attribute;
-use crate::tensor::{DType, Tensor};
+use crate::ir::{Activation, FusionKind, InferInput};
+use crate::tensor::Tensor;
 use ndarray::{ArrayD, Axis};
 use std::sync::Arc;
 
@@ -87,14 +87,8 @@ fn take_f32(graph: &mut Graph, v: ValueId) -> Option<ArrayD<f32>> {
 /// Recognises QDQ groups as integer operators ([`qdq`]) and rebuilds
 /// them; runs before constant folding.
 pub fn fuse_quantized(graph: &mut Graph) -> Result<()> {
-    for name in qdq::fuse_qdq(graph) {
-        if let Some(i) = graph.nodes.iter().position(|n| n.name == name) {
-            let (op, mask) = graph.build_op(&graph.nodes[i])?;
-            graph.nodes[i].op = op;
-            graph.nodes[i].built_with_consts = mask;
-        }
-    }
-    Ok(())
+    let changed = qdq::fuse_qdq(graph);
+    rebuild(graph, changed)
 }
 
 /// Runs every fusion and rebuilds the operators of changed nodes. `facts`
@@ -103,13 +97,21 @@ pub fn fuse(graph: &mut Graph, facts: &Facts) -> Result<()> {
     let mut changed = fold_batch_norms(graph);
     changed.extend(fold_channel_affines(graph, facts));
     changed.extend(residual::fuse_residual_adds(graph, facts));
-    changed.extend(gelu::fuse_gelus(graph, facts));
+    // The new Gelu nodes get their operator now: the activation fusion
+    // below asks it what it computes.
+    let gelus = gelu::fuse_gelus(graph, facts);
+    rebuild(graph, gelus)?;
     changed.extend(softmax::fuse_softmax_inputs(graph, facts));
     changed.extend(bias::fuse_matmul_biases(graph, facts));
     changed.extend(fuse_activations(graph, facts));
-    changed.sort_unstable();
-    changed.dedup();
-    for name in changed {
+    rebuild(graph, changed)
+}
+
+/// Rebuilds the operators of the named nodes (once each).
+fn rebuild(graph: &mut Graph, mut names: Vec<String>) -> Result<()> {
+    names.sort_unstable();
+    names.dedup();
+    for name in names {
         if let Some(i) = graph.nodes.iter().position(|n| n.name == name) {
             let (op, mask) = graph.build_op(&graph.nodes[i])?;
             graph.nodes[i].op = op;
@@ -236,56 +238,11 @@ fn absorb(graph: &mut Graph, producer: usize, r: usize) -> Option<String> {
     Some(name)
 }
 
-/// The fused-activation attributes for an activation node, if fusable.
-fn activation_attrs(graph: &Graph, a: usize) -> Option<Vec<(String, Attribute)>> {
-    let node = &graph.nodes[a];
-    let name = |s: &str| {
-        (
-            "activation".to_string(),
-            Attribute::String(s.as_bytes().to_vec()),
-        )
-    };
-    Some(match node.op_type.as_str() {
-        "Relu" | "Sigmoid" | "HardSwish" | "Tanh" => vec![name(&node.op_type)],
-        "Gelu" if node.attrs.string("approximate", "none").ok()? == "none" => vec![name("Gelu")],
-        "LeakyRelu" => vec![
-            name("LeakyRelu"),
-            (
-                "activation_alpha".into(),
-                Attribute::Float(node.attrs.float("alpha", 0.01).ok()?),
-            ),
-        ],
-        "Clip" => {
-            let (lo, hi) = if node.opset < 11 {
-                (
-                    node.attrs.float("min", f32::NEG_INFINITY).ok()?,
-                    node.attrs.float("max", f32::INFINITY).ok()?,
-                )
-            } else {
-                let bound = |k: usize, default: f32| -> Option<f32> {
-                    match node.inputs.get(k).copied().flatten() {
-                        None => Some(default),
-                        Some(v) => {
-                            let t = graph.constant(v)?.array::<f32>()?;
-                            (t.len() == 1).then(|| t.iter().copied().next()).flatten()
-                        }
-                    }
-                };
-                (bound(1, f32::NEG_INFINITY)?, bound(2, f32::INFINITY)?)
-            };
-            vec![
-                name("Clip"),
-                ("activation_min".into(), Attribute::Float(lo)),
-                ("activation_max".into(), Attribute::Float(hi)),
-            ]
-        }
-        _ => return None,
-    })
-}
-
-/// Conv/Gemm/MatMul/BatchNormalization/Add/Sum → activation (the producer's output
-/// read only by it; see [`takes_activation`]) becomes
-/// one node with the activation as an attribute.
+/// An operator that accepts an activation (Conv, Gemm, MatMul,
+/// BatchNormalization, two-input Add/Sum on float32 data; see their
+/// `accepts_fusion`) → an activation operator (`as_activation`), the
+/// producer's output read only by it, becomes one node carrying the
+/// activation in its [`Fusion`](crate::ir::Fusion).
 fn fuse_activations(graph: &mut Graph, facts: &Facts) -> Vec<String> {
     let mut changed = Vec::new();
     let mut i = 0;
@@ -299,46 +256,50 @@ fn fuse_activations(graph: &mut Graph, facts: &Facts) -> Vec<String> {
     changed
 }
 
-/// Whether node `p` can take a fused activation: Conv, Gemm and
-/// BatchNormalization with float32 weights (the fused kernels apply
-/// activations to f32 data), and two-input Add/Sum and MatMul of float32
-/// values.
-fn takes_activation(graph: &Graph, facts: &Facts, p: usize) -> Option<()> {
-    let producer = &graph.nodes[p];
-    if !producer.domain.is_empty()
-        || producer.outputs.len() != 1
-        || producer.attrs.has("activation")
-    {
+/// The inputs of node `n` as its operator's fusion hooks see them: the
+/// fact of each present input (`None` where unknown or absent) and its
+/// value when constant.
+fn hook_inputs<'a>(graph: &'a Graph, facts: &'a Facts, n: usize) -> Vec<InferInput<'a>> {
+    graph.nodes[n]
+        .inputs
+        .iter()
+        .map(|i| InferInput {
+            fact: i.and_then(|id| facts.get(id)?.as_ref()),
+            value: i.and_then(|id| graph.constant(id)).map(|t| t.as_ref()),
+        })
+        .collect()
+}
+
+/// Whether node `n`'s operator accepts a fusion of `kind` (the node's
+/// single output not yet carrying one).
+fn accepts(graph: &Graph, facts: &Facts, n: usize, kind: FusionKind) -> bool {
+    let node = &graph.nodes[n];
+    node.outputs.len() == 1
+        && !node.fusion.has(kind)
+        && node.op.accepts_fusion(kind, &hook_inputs(graph, facts, n))
+}
+
+/// The activation node `a` computes, when a producer may apply it instead:
+/// every present input's fact known (so that an absent input is told from
+/// an unknown one) and the operator's hook naming the activation.
+fn activation_of(graph: &Graph, facts: &Facts, a: usize) -> Option<Activation> {
+    let inputs = hook_inputs(graph, facts, a);
+    let known = graph.nodes[a]
+        .inputs
+        .iter()
+        .zip(&inputs)
+        .all(|(i, h)| i.is_none() || h.fact.is_some() || h.value.is_some());
+    if !known || graph.nodes[a].outputs.len() != 1 {
         return None;
     }
-    match producer.op_type.as_str() {
-        "Conv" | "Gemm" | "BatchNormalization" => {
-            graph
-                .constant((*producer.inputs.get(1)?)?)?
-                .array::<f32>()?;
-        }
-        "MatMul" => {
-            let y = producer.outputs[0]?;
-            let fact = facts.get(y)?.as_ref()?;
-            (fact.dtype == DType::F32).then_some(())?;
-        }
-        "Add" | "Sum" => {
-            if producer.inputs.len() != 2 || producer.inputs.iter().any(Option::is_none) {
-                return None;
-            }
-            let y = producer.outputs[0]?;
-            let fact = facts.get(y)?.as_ref()?;
-            (fact.dtype == DType::F32).then_some(())?;
-        }
-        _ => return None,
-    }
-    Some(())
+    graph.nodes[a].op.as_activation(&inputs)
 }
 
 fn try_fuse_activation(graph: &mut Graph, facts: &Facts, p: usize) -> Option<String> {
-    takes_activation(graph, facts, p)?;
-    let producer = &graph.nodes[p];
-    let y = producer.outputs[0]?;
+    if !accepts(graph, facts, p, FusionKind::Activation) {
+        return None;
+    }
+    let y = graph.nodes[p].outputs[0]?;
     if readers(graph)[y] != 1 {
         return None;
     }
@@ -346,12 +307,10 @@ fn try_fuse_activation(graph: &mut Graph, facts: &Facts, p: usize) -> Option<Str
     if graph.nodes[a].inputs.first() != Some(&Some(y)) {
         return None;
     }
-    let attrs = activation_attrs(graph, a)?;
+    let act = activation_of(graph, facts, a)?;
     let out = graph.nodes[a].outputs.first().copied().flatten()?;
     let node = &mut graph.nodes[p];
-    for (k, v) in attrs {
-        node.attrs.insert(&k, v);
-    }
+    node.fusion.activation = Some(act);
     node.outputs[0] = Some(out);
     let name = node.name.clone();
     graph.nodes.remove(a);

@@ -1,13 +1,13 @@
 //! Residual connections fused into a convolution: `Conv → Add/Sum(conv
 //! output, other)` becomes one Conv that takes `other` as a fourth input
-//! (attribute `residual`) and adds it to each output block right after the
+//! (its fusion's `residual`) and adds it to each output block right after the
 //! bias, while the block is still in cache, instead of a separate pass that
 //! reads both tensors again. An activation after the Add then fuses into
 //! the Conv as usual, applied after the addition. Float32 only, with both
 //! addends of the output's exact shape (no broadcasting).
 
-use super::{readers, Facts, Graph};
-use crate::ir::attributes::Attribute;
+use super::{accepts, readers, Facts, Graph};
+use crate::ir::FusionKind;
 use crate::tensor::DType;
 
 /// Fuses every eligible residual Add into its Conv; returns the names of
@@ -29,10 +29,16 @@ fn f32_of_shape(facts: &Facts, v: usize, shape: &[usize]) -> bool {
     matches!(facts.get(v), Some(Some(f)) if f.dtype == DType::F32 && f.shape.as_deref() == Some(shape))
 }
 
-/// Index of the Conv whose output is input `k` of the Add at `add`, when
-/// that Conv can take the Add: its output read by the Add alone, no fused
-/// activation or residual yet, float32 constant weights.
-fn fusable_conv(graph: &Graph, add: usize, k: usize, readers: &[usize]) -> Option<usize> {
+/// Index of the producer (a Conv) of input `k` of the Add at `add`, when
+/// it can take the Add: its output read by the Add alone, and its operator
+/// accepting a residual (see `Conv::accepts_fusion`).
+fn fusable_conv(
+    graph: &Graph,
+    facts: &Facts,
+    add: usize,
+    k: usize,
+    readers: &[usize],
+) -> Option<usize> {
     let v = graph.nodes[add].inputs[k]?;
     if readers[v] != 1 {
         return None;
@@ -41,18 +47,7 @@ fn fusable_conv(graph: &Graph, add: usize, k: usize, readers: &[usize]) -> Optio
         .nodes
         .iter()
         .position(|n| n.outputs.first() == Some(&Some(v)))?;
-    let conv = &graph.nodes[c];
-    let fusable = conv.op_type == "Conv"
-        && conv.domain.is_empty()
-        && conv.outputs.len() == 1
-        && conv.inputs.len() <= 3
-        && !conv.attrs.has("activation")
-        && !conv.attrs.has("residual")
-        && graph
-            .constant((*conv.inputs.get(1)?)?)?
-            .array::<f32>()
-            .is_some();
-    fusable.then_some(c)
+    accepts(graph, facts, c, FusionKind::Residual).then_some(c)
 }
 
 fn try_fuse(graph: &mut Graph, facts: &Facts, add: usize) -> Option<String> {
@@ -75,12 +70,12 @@ fn try_fuse(graph: &mut Graph, facts: &Facts, add: usize) -> Option<String> {
     let readers = readers(graph);
     let (conv, other) = [(0, b), (1, a)]
         .into_iter()
-        .filter_map(|(k, other)| Some((fusable_conv(graph, add, k, &readers)?, other)))
+        .filter_map(|(k, other)| Some((fusable_conv(graph, facts, add, k, &readers)?, other)))
         .max_by_key(|&(c, _)| c)?;
     let mut node = graph.nodes.remove(conv);
     node.inputs.resize(3, None);
     node.inputs.push(Some(other));
-    node.attrs.insert("residual", Attribute::Int(1));
+    node.fusion.residual = true;
     node.outputs[0] = Some(out);
     let name = node.name.clone();
     // The Conv takes the Add's place: after both addends' producers, and

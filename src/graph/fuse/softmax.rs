@@ -1,8 +1,7 @@
 //! Attention's score normalisation, `Softmax(MatMul / √d + mask)` as the
 //! exporters write it, fused into the Softmax: the scaling Div (or Mul) by
-//! a one-element constant and the additive mask Add become attributes and a
-//! second input of the Softmax (`fused_scale`, `fused_divide`,
-//! `fused_mask`; see `ops::activation`), which applies them row by row
+//! a one-element constant and the additive mask Add become the Softmax's
+//! fusion (`scale`, `mask`) and its second input (see `ops::activation`), which applies them row by row
 //! while the row is in cache instead of two passes over the score tensor.
 //! Recognised: `Softmax(Add(Div|Mul(s, c), mask))`, `Softmax(Div|Mul(s, c))`
 //! and `Softmax(Add(s, mask))`, Add and Mul in either operand order.
@@ -15,8 +14,8 @@
 //! own rounding differs from the unfused graph.
 
 use super::gelu::{producer, scalar};
-use super::{readers, Facts, Graph, ValueId};
-use crate::ir::attributes::Attribute;
+use super::{accepts, readers, Facts, Graph, ValueId};
+use crate::ir::{FusionKind, Scale};
 use crate::tensor::DType;
 
 /// Fuses every eligible scale/mask chain into its Softmax; returns the
@@ -84,22 +83,13 @@ fn scaling(graph: &Graph, i: usize) -> Option<(ValueId, f32, bool)> {
 }
 
 fn try_fuse(graph: &mut Graph, facts: &Facts, sm: usize) -> Option<String> {
-    let node = &graph.nodes[sm];
-    if node.op_type != "Softmax"
-        || !node.domain.is_empty()
-        || node.opset < 13
-        || node.inputs.len() != 1
-        || node.attrs.has("fused_scale")
-        || node.attrs.has("fused_mask")
+    // The Softmax's operator checks its opset, axis and inputs.
+    if !accepts(graph, facts, sm, FusionKind::Scale) || !accepts(graph, facts, sm, FusionKind::Mask)
     {
         return None;
     }
-    let v = node.inputs[0]?;
+    let v = graph.nodes[sm].inputs[0]?;
     let shape = f32_shape(facts, v)?;
-    let axis = node.attrs.int("axis", -1).ok()?;
-    if shape.is_empty() || (axis != -1 && axis != shape.len() as i64 - 1) {
-        return None;
-    }
     let counts = readers(graph);
     let p = private_producer(graph, &counts, v)?;
     let mut removed = vec![p];
@@ -143,14 +133,12 @@ fn try_fuse(graph: &mut Graph, facts: &Facts, sm: usize) -> Option<String> {
     }
     let node = &mut graph.nodes[sm];
     node.inputs = vec![Some(scores)];
-    if let Some((c, divide)) = scale {
-        node.attrs.insert("fused_scale", Attribute::Float(c));
-        node.attrs
-            .insert("fused_divide", Attribute::Int(i64::from(divide)));
+    if let Some((factor, divide)) = scale {
+        node.fusion.scale = Some(Scale { factor, divide });
     }
     if let Some(m) = mask {
         node.inputs.push(Some(m));
-        node.attrs.insert("fused_mask", Attribute::Int(1));
+        node.fusion.mask = true;
     }
     let name = node.name.clone();
     removed.sort_unstable_by(|a, b| b.cmp(a));

@@ -4,7 +4,7 @@
 //! so `min > max` gives `max` as ONNX specifies, and NaN passes through.
 
 use crate::error::{Error, Result};
-use crate::ir::{BuildContext, Fact, InferInput, OpClass, Operator};
+use crate::ir::{Activation, BuildContext, Fact, InferInput, OpClass, Operator};
 use crate::numeric_map;
 use crate::ops::unary::kernel::par_map;
 use crate::ops::util::{fact, infer_same, input, opt_input, out_len};
@@ -78,6 +78,27 @@ impl Clip {
 }
 
 impl Operator for Clip {
+    /// With bounds from attributes, absent, or one-element float32 constants.
+    fn as_activation(&self, inputs: &[InferInput]) -> Option<Activation> {
+        if let Some((lo, hi)) = self.attr_bounds {
+            return Some(Activation::Clip(lo, hi));
+        }
+        let bound = |i: usize, default: f32| -> Option<f32> {
+            match inputs.get(i) {
+                None | Some(InferInput { fact: None, .. }) => Some(default),
+                Some(InferInput {
+                    value: Some(Tensor::F32(a)),
+                    ..
+                }) if a.len() == 1 => a.iter().next().copied(),
+                Some(_) => None,
+            }
+        };
+        Some(Activation::Clip(
+            bound(1, f32::NEG_INFINITY)?,
+            bound(2, f32::INFINITY)?,
+        ))
+    }
+
     fn cost_class(&self) -> OpClass {
         OpClass::Elementwise
     }

@@ -242,6 +242,19 @@ impl Pointwise {
 }
 
 impl Operator for Pointwise {
+    /// The kinds a producer's kernels apply in place (the erf GELU only).
+    fn as_activation(&self, _inputs: &[InferInput]) -> Option<Activation> {
+        Some(match self.kind {
+            Kind::Relu => Activation::Relu,
+            Kind::LeakyRelu(alpha) => Activation::LeakyRelu(alpha),
+            Kind::Sigmoid => Activation::Sigmoid,
+            Kind::HardSwish => Activation::HardSwish,
+            Kind::Tanh => Activation::Tanh,
+            Kind::Gelu { tanh: false } => Activation::Gelu,
+            _ => return None,
+        })
+    }
+
     fn cost_class(&self) -> OpClass {
         OpClass::Elementwise
     }

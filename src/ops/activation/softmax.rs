@@ -7,15 +7,15 @@
 //! Float32 rows along the last axis run the vectorised `softmax_row`.
 //!
 //! Attention's `Softmax(MatMul / √d + mask)` fused at load (see
-//! `graph::fuse`) is a Softmax with attributes `fused_scale` (a float) and
-//! `fused_divide` (1: divide by it, as the Div node did), and with
-//! `fused_mask = 1` the mask as a second input: float32 only, normalising along the last axis,
+//! `graph::fuse`) is a Softmax whose `Fusion::scale` multiplies (or, as
+//! the Div node did, divides) its input by a constant, and with
+//! `Fusion::mask` the mask as a second input: float32 only, normalising along the last axis,
 //! the mask's last dimension that axis's length and its shape broadcasting
 //! to the input's.
 
 use super::softmax_row::{softmax_row, Pre};
 use crate::error::{Error, Result};
-use crate::ir::{BuildContext, Fact, InferInput, OpClass, Operator};
+use crate::ir::{BuildContext, Fact, FusionKind, InferInput, OpClass, Operator};
 use crate::ops::unary::kernel::{array_from, contiguous, exp_f32};
 use crate::ops::util::{axis, fact, input, out_len, par_rows};
 use crate::ops::Registrar;
@@ -217,6 +217,24 @@ impl Normalise {
 }
 
 impl Operator for Normalise {
+    /// A constant scale and an additive mask of the input, on a Softmax
+    /// (opset 13 on) over the last axis of its one input.
+    fn accepts_fusion(&self, kind: FusionKind, inputs: &[InferInput]) -> bool {
+        let last_axis = |shape: &Vec<usize>| {
+            !shape.is_empty() && (self.axis == -1 || self.axis == shape.len() as i64 - 1)
+        };
+        matches!(kind, FusionKind::Scale | FusionKind::Mask)
+            && matches!(self.kind, Kind::Softmax)
+            && !self.coerce_2d
+            && self.scale.is_none()
+            && !self.masked
+            && inputs.len() == 1
+            && inputs[0]
+                .fact
+                .and_then(|f| f.shape.as_ref())
+                .is_some_and(last_axis)
+    }
+
     fn cost_class(&self) -> OpClass {
         OpClass::Window
     }
@@ -291,19 +309,14 @@ impl Operator for Normalise {
 fn build(name: &'static str, kind: Kind, ctx: &BuildContext) -> Result<Box<dyn Operator>> {
     let coerce_2d = ctx.opset < 13;
     let axis = ctx.attrs.int("axis", if coerce_2d { 1 } else { -1 })?;
-    let scale = if ctx.attrs.has("fused_scale") {
-        Some(ctx.attrs.float("fused_scale", 1.0)?)
-    } else {
-        None
-    };
     Ok(Box::new(Normalise {
         name,
         kind,
         axis,
         coerce_2d,
-        scale,
-        divide: ctx.attrs.int("fused_divide", 0)? != 0,
-        masked: ctx.attrs.int("fused_mask", 0)? != 0,
+        scale: ctx.fusion.scale.map(|s| s.factor),
+        divide: ctx.fusion.scale.is_some_and(|s| s.divide),
+        masked: ctx.fusion.mask,
     }))
 }
 

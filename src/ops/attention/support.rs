@@ -167,6 +167,7 @@ pub(crate) mod testing {
             consts: &[],
             num_inputs: inputs,
             num_outputs: outputs,
+            fusion: &crate::ir::Fusion::NONE,
         };
         crate::ops::build(domain, op, &ctx)
     }

@@ -36,6 +36,7 @@ fn build(attrs: &[(&str, Attribute)], outputs: usize) -> crate::Result<Box<dyn O
         consts: &[],
         num_inputs: 7,
         num_outputs: outputs,
+        fusion: &crate::ir::Fusion::NONE,
     };
     crate::ops::build("", "Attention", &ctx)
 }

@@ -6,7 +6,7 @@
 
 use super::broadcast::zip2;
 use crate::error::{Error, Result};
-use crate::ir::{BuildContext, Fact, InferInput, OpClass, Operator};
+use crate::ir::{BuildContext, Fact, FusionKind, InferInput, OpClass, Operator};
 use crate::ops::gemm::fused::{Activation, ActivationFloat};
 use crate::ops::util::out_len;
 use crate::tensor::{DType, Tensor};
@@ -19,10 +19,21 @@ pub(crate) struct ActivatedAdd {
     act: Activation,
 }
 
-/// The fused operator when the node carries an `activation` attribute.
-pub(crate) fn build(name: &'static str, ctx: &BuildContext) -> Result<Option<Box<dyn Operator>>> {
-    Ok(Activation::from_attrs(ctx.attrs)?
-        .map(|act| Box::new(ActivatedAdd { name, act }) as Box<dyn Operator>))
+/// The fused operator when a fusion gave the node an activation.
+pub(crate) fn build(name: &'static str, ctx: &BuildContext) -> Option<Box<dyn Operator>> {
+    ctx.fusion
+        .activation
+        .map(|act| Box::new(ActivatedAdd { name, act }) as Box<dyn Operator>)
+}
+
+/// Whether a two-input Add or Sum with these inputs can take an
+/// activation: both present and float32 (the fused kernels' type).
+pub(crate) fn accepts(kind: FusionKind, inputs: &[InferInput]) -> bool {
+    kind == FusionKind::Activation
+        && inputs.len() == 2
+        && inputs
+            .iter()
+            .all(|i| i.fact.is_some_and(|f| f.dtype == DType::F32))
 }
 
 fn add_then<T: ActivationFloat + Clone + Default + Send + Sync + 'static>(

@@ -6,7 +6,7 @@
 
 use super::broadcast::zip2;
 use crate::error::{Error, Result};
-use crate::ir::{Fact, InferInput, OpClass, Operator};
+use crate::ir::{Fact, FusionKind, InferInput, OpClass, Operator};
 use crate::ops::unary::kernel::{array_from, par_map, Float};
 use crate::ops::util::{fact, input, out_len, par_rows};
 use crate::tensor::{DType, Tensor};
@@ -188,6 +188,11 @@ pub(crate) struct Arithmetic {
 }
 
 impl Operator for Arithmetic {
+    /// Add takes an activation (see `activated`).
+    fn accepts_fusion(&self, kind: FusionKind, inputs: &[InferInput]) -> bool {
+        matches!(self.kind, ArithKind::Add) && super::activated::accepts(kind, inputs)
+    }
+
     fn cost_class(&self) -> OpClass {
         OpClass::Elementwise
     }
@@ -260,6 +265,11 @@ impl Variadic {
 }
 
 impl Operator for Variadic {
+    /// A two-input Sum takes an activation (see `activated`).
+    fn accepts_fusion(&self, kind: FusionKind, inputs: &[InferInput]) -> bool {
+        matches!(self.kind, VarKind::Sum) && super::activated::accepts(kind, inputs)
+    }
+
     fn cost_class(&self) -> OpClass {
         OpClass::Elementwise
     }

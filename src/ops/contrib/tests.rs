@@ -21,6 +21,7 @@ fn build(op: &str, attrs: &[(&str, Attribute)]) -> crate::Result<Box<dyn Operato
         consts: &[],
         num_inputs: 0,
         num_outputs: 1,
+        fusion: &crate::ir::Fusion::NONE,
     };
     crate::ops::build(MS_DOMAIN, op, &ctx)
 }
@@ -157,6 +158,7 @@ fn unknown_or_misplaced_operators_are_unsupported() {
         consts: &[],
         num_inputs: 0,
         num_outputs: 1,
+        fusion: &crate::ir::Fusion::NONE,
     };
     assert!(matches!(
         crate::ops::build("", "QLinearAdd", &ctx),

@@ -7,7 +7,7 @@
 //! machine's implicit-GEMM kernel is faster (few output channels); that kernel
 //! also takes the other 2-D stride-1 layers there; everything else is im2col
 //! followed by a GEMM per group. A residual Add fused in at load (input 3,
-//! attribute `residual`) is added to each output block after the bias and
+//! the node's `Fusion::residual`) is added to each output block after the bias and
 //! before the activation.
 
 use super::geom::{Window, WindowAttrs};
@@ -15,7 +15,7 @@ use super::implicit::{self, PackCache};
 use super::winograd::{self, WeightCache};
 use super::{check_bias, finish_row, parse_group, run_float, FloatKernel};
 use crate::error::{Error, Result};
-use crate::ir::{BuildContext, Fact, InferInput, OpClass, Operator};
+use crate::ir::{BuildContext, Fact, FusionKind, InferInput, OpClass, Operator};
 use crate::ops::gemm::checked_product;
 use crate::ops::gemm::engine::{Batched, Block, GemmFloat, Mat};
 use crate::ops::gemm::fused::Activation;
@@ -48,8 +48,8 @@ pub(super) fn build(ctx: &BuildContext) -> Result<Box<dyn Operator>> {
     Ok(Box::new(Conv {
         window: WindowAttrs::parse(ctx.attrs, true)?,
         group: parse_group(ctx.attrs)?,
-        act: Activation::from_attrs(ctx.attrs)?,
-        residual: ctx.attrs.int("residual", 0)? != 0,
+        act: ctx.fusion.activation,
+        residual: ctx.fusion.residual,
         w_constant: ctx.constant(1).is_some(),
         winograd_weights: WeightCache::default(),
         implicit_weights: PackCache::default(),
@@ -152,6 +152,25 @@ pub(super) fn plan(
 impl Operator for Conv {
     fn cost_class(&self) -> OpClass {
         OpClass::Conv
+    }
+
+    /// An activation or a residual addend, with float32 constant weights
+    /// (the residual as input 3, so at most three inputs before it).
+    fn accepts_fusion(&self, kind: FusionKind, inputs: &[InferInput]) -> bool {
+        let f32_weights = matches!(
+            inputs.get(1),
+            Some(InferInput {
+                value: Some(Tensor::F32(_)),
+                ..
+            })
+        );
+        match kind {
+            FusionKind::Activation => f32_weights && self.act.is_none(),
+            FusionKind::Residual => {
+                f32_weights && inputs.len() <= 3 && !self.residual && self.act.is_none()
+            }
+            _ => false,
+        }
     }
 
     fn infer(&self, inputs: &[InferInput]) -> Result<Vec<Fact>> {

@@ -2,9 +2,10 @@
 //! ONNX specification examples, error cases and thread-count bit identity.
 
 use crate::ir::attributes::Attribute;
+use crate::ir::{Activation, Fusion};
 use crate::ops::gemm::testutil::{
-    assert_close, assert_tensor_close, bits, build_op, int, ints, rand_vec, run, string,
-    with_threads,
+    activation, assert_close, assert_tensor_close, bits, build_fused, build_op, int, ints,
+    rand_vec, run, run_fused, string, with_threads,
 };
 use crate::tensor::Tensor;
 use half::f16;
@@ -390,7 +391,7 @@ fn conv_groups_and_depthwise() {
     );
 }
 
-/// A fused residual (input 3, attribute `residual`) gives the bits of the
+/// A fused residual (input 3, `Fusion::residual`) gives the bits of the
 /// unfused Conv → Add → Relu on every kernel path; a wrong residual is a
 /// typed error.
 #[test]
@@ -455,25 +456,29 @@ fn conv_fused_residual_matches_conv_then_add() {
             want.contains(&0) && want.iter().any(|&v| v != 0),
             "{what}: Relu exercised"
         );
-        let mut fused_attrs = attrs.clone();
-        fused_attrs.push(("residual", int(1)));
-        fused_attrs.push(("activation", string("Relu")));
+        let fused = Fusion {
+            residual: true,
+            ..activation(Activation::Relu)
+        };
         for threads in [1, 2] {
             let inputs = [Some(&x), Some(&w), Some(&b), Some(&z)];
-            let y = with_threads(threads, || run("Conv", 13, &fused_attrs, &inputs).unwrap());
+            let y = with_threads(threads, || {
+                run_fused("Conv", 13, &attrs, &fused, &inputs).unwrap()
+            });
             assert_eq!(bits(&y[0]), want, "{what}, {threads} threads");
         }
         // The residual must have the output's shape and type.
         let short =
             Tensor::from_vec(&[shape[0], shape[1], 1], vec![0f32; shape[0] * shape[1]]).unwrap();
-        let err = run(
+        let err = run_fused(
             "Conv",
             13,
-            &fused_attrs,
+            &attrs,
+            &fused,
             &[Some(&x), Some(&w), Some(&b), Some(&short)],
         );
         assert!(err.unwrap_err().to_string().contains("residual"), "{what}");
-        assert!(run("Conv", 13, &fused_attrs, &[Some(&x), Some(&w), Some(&b)]).is_err());
+        assert!(run_fused("Conv", 13, &attrs, &fused, &[Some(&x), Some(&w), Some(&b)]).is_err());
     }
 }
 
@@ -698,24 +703,21 @@ fn conv_fused_activations() {
     };
     let plain = ref_conv(&x, &[2, 3, 6, 6], &w, &[4, 3, 3, 3], Some(&b), &g, &[6, 6]);
     let pads = ("pads", ints(&[1, 1, 1, 1]));
-    let y = run(
+    let y = run_fused(
         "Conv",
         13,
-        &[pads.clone(), ("activation", string("Relu"))],
+        std::slice::from_ref(&pads),
+        &activation(Activation::Relu),
         &[Some(&xt), Some(&wt), Some(&bt)],
     )
     .unwrap();
     let relu: Vec<f64> = plain.iter().map(|v| v.max(0.0)).collect();
     assert_tensor_close(&y[0], &relu, 1e-4, 1e-4);
-    let y = run(
+    let y = run_fused(
         "Conv",
         13,
-        &[
-            pads,
-            ("activation", string("Clip")),
-            ("activation_min", Attribute::Float(-0.5)),
-            ("activation_max", Attribute::Float(0.25)),
-        ],
+        &[pads],
+        &activation(Activation::Clip(-0.5, 0.25)),
         &[Some(&xt), Some(&wt), Some(&bt)],
     )
     .unwrap();
@@ -723,14 +725,11 @@ fn conv_fused_activations() {
     assert_tensor_close(&y[0], &clip, 1e-4, 1e-4);
     // Three input channels take the direct kernel on AVX-512, which clamps
     // Relu and Clip in registers; other activations run as a pass.
-    let y = run(
+    let y = run_fused(
         "Conv",
         13,
-        &[
-            ("pads", ints(&[1, 1, 1, 1])),
-            ("activation", string("LeakyRelu")),
-            ("activation_alpha", Attribute::Float(0.125)),
-        ],
+        &[("pads", ints(&[1, 1, 1, 1]))],
+        &activation(Activation::LeakyRelu(0.125)),
         &[Some(&xt), Some(&wt), Some(&bt)],
     )
     .unwrap();
@@ -743,10 +742,11 @@ fn conv_fused_activations() {
     let w1 = rand64(3 * 9, 8);
     let wt1 = t32(&[3, 1, 3, 3], &w1);
     let xs1 = [2, 3, 6, 6];
-    let y = run(
+    let y = run_fused(
         "Conv",
         13,
-        &[("group", int(3)), ("activation", string("Relu"))],
+        &[("group", int(3))],
+        &activation(Activation::Relu),
         &[Some(&xt), Some(&wt1)],
     )
     .unwrap();
@@ -758,10 +758,11 @@ fn conv_fused_activations() {
     assert_tensor_close(&y[0], &want, 1e-4, 1e-4);
     let w2 = rand64(5 * 3, 9);
     let wt2 = t32(&[5, 3, 1, 1], &w2);
-    let y = run(
+    let y = run_fused(
         "Conv",
         13,
-        &[("activation", string("Relu"))],
+        &[],
+        &activation(Activation::Relu),
         &[Some(&xt), Some(&wt2)],
     )
     .unwrap();
@@ -786,14 +787,9 @@ fn conv_fused_activations() {
     for bias in [true, false] {
         let bb = bias.then_some(&b3[..]);
         let plain = ref_conv(&x3, &xs3, &w3, &ws3, bb, &g3, &[7, 9]);
-        let attrs = [
-            pads.clone(),
-            ("activation", string("Clip")),
-            ("activation_min", Attribute::Float(-0.5)),
-            ("activation_max", Attribute::Float(0.25)),
-        ];
+        let clip = activation(Activation::Clip(-0.5, 0.25));
         let inputs = [Some(&xt3), Some(&wt3), bias.then_some(&bt3)];
-        let y = run("Conv", 13, &attrs, &inputs).unwrap();
+        let y = run_fused("Conv", 13, std::slice::from_ref(&pads), &clip, &inputs).unwrap();
         let clip: Vec<f64> = plain.iter().map(|v| v.clamp(-0.5, 0.25)).collect();
         assert_tensor_close(&y[0], &clip, 1e-4, 1e-4);
     }
@@ -838,40 +834,46 @@ fn conv_f64_and_f16() {
 #[test]
 fn conv_bits_identical_across_thread_counts() {
     // Large enough to split into many tasks on every path.
-    type Case<'a> = (Vec<usize>, Vec<usize>, Vec<(&'a str, Attribute)>);
+    type Case<'a> = (Vec<usize>, Vec<usize>, Vec<(&'a str, Attribute)>, Fusion);
     let cases: Vec<Case> = vec![
         (
             vec![2, 16, 40, 40],
             vec![32, 16, 3, 3],
             vec![("pads", ints(&[1, 1, 1, 1]))],
+            Fusion::NONE,
         ),
         (
             vec![2, 32, 40, 40],
             vec![32, 1, 3, 3],
             vec![("group", int(32)), ("pads", ints(&[1, 1, 1, 1]))],
+            Fusion::NONE,
         ),
         (
             vec![2, 64, 30, 30],
             vec![64, 64, 1, 1],
-            vec![("activation", string("Relu"))],
+            vec![],
+            activation(Activation::Relu),
         ),
         // k = 1152 spans several reduction blocks of the GEMM kernel.
         (
             vec![1, 128, 28, 28],
             vec![96, 128, 3, 3],
             vec![("pads", ints(&[1, 1, 1, 1]))],
+            Fusion::NONE,
         ),
         // 40 output channels: two full 16-channel blocks and a tail.
         (
             vec![1, 24, 19, 23],
             vec![40, 24, 3, 3],
             vec![("pads", ints(&[1, 1, 1, 1]))],
+            Fusion::NONE,
         ),
         // RGB stem: few input channels, 7×7, stride 2.
         (
             vec![1, 3, 64, 64],
             vec![14, 3, 7, 7],
             vec![("strides", ints(&[2, 2])), ("pads", ints(&[3, 3, 3, 3]))],
+            Fusion::NONE,
         ),
         // Strided, dilated depthwise.
         (
@@ -883,13 +885,14 @@ fn conv_bits_identical_across_thread_counts() {
                 ("dilations", ints(&[2, 1])),
                 ("pads", ints(&[2, 1, 2, 1])),
             ],
+            Fusion::NONE,
         ),
     ];
-    for (xs, ws, attrs) in cases {
+    for (xs, ws, attrs, fusion) in cases {
         let x = t32(&xs, &rand64(xs.iter().product(), 21));
         let w = t32(&ws, &rand64(ws.iter().product(), 22));
         let b = t32(&[ws[0]], &rand64(ws[0], 23));
-        let op = build_op("Conv", 13, &attrs, &[], 3, 1).unwrap();
+        let op = build_fused("Conv", 13, &attrs, &fusion, &[], 3, 1).unwrap();
         let one = with_threads(1, || op.run(&[Some(&x), Some(&w), Some(&b)]).unwrap());
         for threads in [2, 3, 5] {
             let other = with_threads(threads, || op.run(&[Some(&x), Some(&w), Some(&b)]).unwrap());

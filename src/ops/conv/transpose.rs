@@ -48,7 +48,7 @@ pub(super) fn build(ctx: &BuildContext) -> Result<Box<dyn Operator>> {
         group: parse_group(ctx.attrs)?,
         output_padding: non_negative(ctx.attrs, "output_padding")?,
         output_shape: non_negative(ctx.attrs, "output_shape")?,
-        act: Activation::from_attrs(ctx.attrs)?,
+        act: ctx.fusion.activation,
     }))
 }
 

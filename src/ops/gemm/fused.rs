@@ -1,10 +1,9 @@
-//! The activation a load-time fusion may attach to Conv, Gemm or MatMul through the
-//! internal string attribute `activation` (with `activation_alpha`,
-//! `activation_min`, `activation_max`), applied in place to each output block
-//! right after it is computed, while it is still in cache.
+//! The kernels of the activation a load-time fusion may give Conv, Gemm,
+//! MatMul and the others ([`Activation`], carried in the node's typed
+//! `Fusion`), applied in place to each output block right after it is
+//! computed, while it is still in cache.
 
-use crate::error::Result;
-use crate::ir::attributes::Attributes;
+pub(crate) use crate::ir::Activation;
 use crate::ops::activation::gelu::gelu_erf_f32;
 use crate::ops::gemm::simd::multiversion;
 use crate::ops::unary::kernel::{sigmoid_f32, tanh_f32};
@@ -26,55 +25,7 @@ macro_rules! by_kind {
     };
 }
 
-/// A fused activation.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub(crate) enum Activation {
-    /// `max(x, 0)`.
-    Relu,
-    /// `x` for `x >= 0`, else `alpha * x`.
-    LeakyRelu(f32),
-    /// `min(max(x, lo), hi)`.
-    Clip(f32, f32),
-    /// `1 / (1 + exp(-x))`.
-    Sigmoid,
-    /// `x * clamp(x / 6 + 1/2, 0, 1)`.
-    HardSwish,
-    /// `tanh(x)`.
-    Tanh,
-    /// The exact (erf) GELU, `x · ½ · (1 + erf(x / √2))`.
-    Gelu,
-}
-
 impl Activation {
-    /// The fused activation named by the node's attributes, if any.
-    pub(crate) fn from_attrs(attrs: &Attributes) -> Result<Option<Activation>> {
-        let Some(name) = attrs.string_opt("activation")? else {
-            return Ok(None);
-        };
-        Ok(Some(match name.as_str() {
-            "Relu" => Activation::Relu,
-            "LeakyRelu" => Activation::LeakyRelu(attrs.float("activation_alpha", 0.01)?),
-            "Clip" => {
-                let lo = attrs.float("activation_min", f32::NEG_INFINITY)?;
-                let hi = attrs.float("activation_max", f32::INFINITY)?;
-                Activation::Clip(lo, hi)
-            }
-            "Sigmoid" => Activation::Sigmoid,
-            "HardSwish" => Activation::HardSwish,
-            "Tanh" => Activation::Tanh,
-            "Gelu" => Activation::Gelu,
-            other => {
-                return Err(attrs.error(
-                    "activation",
-                    format!(
-                        "unsupported fused activation {other:?} \
-                         (expected Relu, LeakyRelu, Clip, Sigmoid, HardSwish, Tanh or Gelu)"
-                    ),
-                ))
-            }
-        }))
-    }
-
     /// The activation of one element. The standalone activation operators
     /// call this too, so a fused and an unfused graph agree bit for bit.
     #[inline(always)]

@@ -7,7 +7,7 @@ use super::fused::Activation;
 use super::int::{int_matmul, IntElem};
 use super::{contiguous, from_f32_vec, to_f32_vec};
 use crate::error::{Error, Result};
-use crate::ir::{BuildContext, Fact, InferInput, OpClass, Operator};
+use crate::ir::{BuildContext, Fact, FusionKind, InferInput, OpClass, Operator};
 use crate::ops::parallel::SendPtr;
 use crate::ops::util::{fact, input, opt_fact, opt_input, out_len};
 use crate::tensor::{DType, Tensor};
@@ -62,7 +62,7 @@ pub(super) fn build(ctx: &BuildContext) -> Result<Box<dyn Operator>> {
         beta: at.float("beta", 1.0)?,
         trans_a: at.int("transA", 0)? != 0,
         trans_b,
-        act: Activation::from_attrs(at)?,
+        act: ctx.fusion.activation,
         b_f32,
         #[cfg(target_arch = "x86_64")]
         packed,
@@ -306,6 +306,19 @@ fn wrap<T: crate::tensor::Element>(shape: &[usize], v: Vec<T>) -> Result<Tensor>
 }
 
 impl Operator for GemmOp {
+    /// An activation, with a float32 constant B.
+    fn accepts_fusion(&self, kind: FusionKind, inputs: &[InferInput]) -> bool {
+        kind == FusionKind::Activation
+            && self.act.is_none()
+            && matches!(
+                inputs.get(1),
+                Some(InferInput {
+                    value: Some(Tensor::F32(_)),
+                    ..
+                })
+            )
+    }
+
     fn cost_class(&self) -> OpClass {
         OpClass::MatMul
     }

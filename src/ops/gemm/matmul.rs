@@ -3,7 +3,7 @@
 //! A batch that shares one B is folded into a single taller product.
 //!
 //! A load-time fusion (`graph::fuse`) may give a float32 MatMul a bias
-//! along the last axis (attribute `fused_bias = 1`, the bias as input 2:
+//! along the last axis (`Fusion::bias`, the bias as input 2:
 //! the `Add` after a linear layer) and an activation (see `fused`), both
 //! applied to each output block right after it is computed, with the same
 //! roundings as the separate nodes.
@@ -13,7 +13,7 @@ use super::fused::Activation;
 use super::int::{int_matmul, IntElem};
 use super::{checked_product, contiguous, from_f32_vec, to_f32_vec};
 use crate::error::{Error, Result};
-use crate::ir::{BuildContext, Fact, InferInput, OpClass, Operator};
+use crate::ir::{BuildContext, Fact, FusionKind, InferInput, OpClass, Operator};
 use crate::ops::parallel::SendPtr;
 use crate::ops::util::{broadcast_shapes, fact, input};
 use crate::tensor::{DType, Element, Tensor};
@@ -49,8 +49,8 @@ pub(super) fn build(ctx: &BuildContext) -> Result<Box<dyn Operator>> {
             }
             _ => None,
         },
-        bias: ctx.attrs.int("fused_bias", 0)? != 0,
-        act: Activation::from_attrs(ctx.attrs)?,
+        bias: ctx.fusion.bias,
+        act: ctx.fusion.activation,
     }))
 }
 
@@ -401,6 +401,22 @@ impl MatMulOp {
 }
 
 impl Operator for MatMulOp {
+    /// A bias (input 2, before any activation) and an activation, on a
+    /// float32 product.
+    fn accepts_fusion(&self, kind: FusionKind, inputs: &[InferInput]) -> bool {
+        let f32_data = inputs
+            .first()
+            .and_then(|i| i.fact)
+            .is_some_and(|f| f.dtype == DType::F32);
+        f32_data
+            && self.act.is_none()
+            && match kind {
+                FusionKind::Bias => inputs.len() == 2 && !self.bias,
+                FusionKind::Activation => true,
+                _ => false,
+            }
+    }
+
     fn cost_class(&self) -> OpClass {
         OpClass::MatMul
     }

@@ -5,6 +5,7 @@
 use super::fused::Activation;
 use super::packed::{Kernel, PackedEpilogue, PackedWeights};
 use super::testutil::*;
+use crate::ir::Fusion;
 use crate::tensor::Tensor;
 
 /// `act(Σ_kk a[i,kk]·b[kk,j] (one rounding per step, in order) + bias[j])`.
@@ -218,8 +219,12 @@ fn matmul_with_a_constant_b_gives_the_chain_bits() {
         let out = infer_and_run(plain.as_ref(), &[Some(&a), Some(&w2)]).unwrap();
         assert_eq!(out[0].len(), m * 3);
 
-        let attrs = [("fused_bias", int(1)), ("activation", string("Gelu"))];
-        let fused = build_op("MatMul", 13, &attrs, &[None, Some(&w), Some(&bias)], 3, 1).unwrap();
+        let fusion = Fusion {
+            bias: true,
+            ..activation(Activation::Gelu)
+        };
+        let consts = [None, Some(&w), Some(&bias)];
+        let fused = build_fused("MatMul", 13, &[], &fusion, &consts, 3, 1).unwrap();
         let out = infer_and_run(fused.as_ref(), &[Some(&a), Some(&w), Some(&bias)]).unwrap();
         let want = reference(
             &values(&a),
@@ -265,12 +270,10 @@ fn gemm_with_a_constant_b_gives_the_chain_bits() {
             (None, None),
         ];
         for (cm, bias) in cases {
-            let attrs = [
-                ("transB", int(trans_b as i64)),
-                ("beta", float(beta)),
-                ("activation", string("Relu")),
-            ];
-            let op = build_op("Gemm", 13, &attrs, &[None, Some(&w), cm.as_ref()], 3, 1).unwrap();
+            let attrs = [("transB", int(trans_b as i64)), ("beta", float(beta))];
+            let fusion = activation(Activation::Relu);
+            let consts = [None, Some(&w), cm.as_ref()];
+            let op = build_fused("Gemm", 13, &attrs, &fusion, &consts, 3, 1).unwrap();
             let out = infer_and_run(op.as_ref(), &[Some(&a), Some(&w), cm.as_ref()]).unwrap();
             let want = reference(&av, &b, (m, k, n), bias.as_deref(), Some(Activation::Relu));
             assert_eq!(

@@ -2,6 +2,7 @@
 
 use super::engine::Tiling;
 use super::testutil::*;
+use crate::ir::Activation;
 use crate::tensor::Tensor;
 use half::{bf16, f16};
 
@@ -110,54 +111,32 @@ fn gemm_fused_activations() {
     let c = rand_tensor(&[5], 22);
     let plain = run("Gemm", 13, &[], &[Some(&a), Some(&b), Some(&c)]).unwrap();
     let base = plain[0].to_f64_vec().unwrap();
-    let cases: Vec<(
-        Vec<(&str, crate::ir::attributes::Attribute)>,
-        Box<dyn Fn(f64) -> f64>,
-    )> = vec![
+    let cases: Vec<(Activation, Box<dyn Fn(f64) -> f64>)> = vec![
+        (Activation::Relu, Box::new(|x: f64| x.max(0.0))),
         (
-            vec![("activation", string("Relu"))],
-            Box::new(|x: f64| x.max(0.0)),
-        ),
-        (
-            vec![
-                ("activation", string("LeakyRelu")),
-                ("activation_alpha", float(0.2)),
-            ],
+            Activation::LeakyRelu(0.2),
             Box::new(|x: f64| if x < 0.0 { 0.2 * x } else { x }),
         ),
         (
-            vec![
-                ("activation", string("Clip")),
-                ("activation_min", float(-0.5)),
-                ("activation_max", float(0.25)),
-            ],
+            Activation::Clip(-0.5, 0.25),
             Box::new(|x: f64| x.clamp(-0.5, 0.25)),
         ),
         (
-            vec![("activation", string("Sigmoid"))],
+            Activation::Sigmoid,
             Box::new(|x: f64| 1.0 / (1.0 + (-x).exp())),
         ),
         (
-            vec![("activation", string("HardSwish"))],
+            Activation::HardSwish,
             Box::new(|x: f64| x * (x / 6.0 + 0.5).clamp(0.0, 1.0)),
         ),
-        (
-            vec![("activation", string("Tanh"))],
-            Box::new(|x: f64| x.tanh()),
-        ),
+        (Activation::Tanh, Box::new(|x: f64| x.tanh())),
     ];
-    for (attrs, f) in cases {
-        let out = run("Gemm", 13, &attrs, &[Some(&a), Some(&b), Some(&c)]).unwrap();
+    for (act, f) in cases {
+        let fusion = activation(act);
+        let out = run_fused("Gemm", 13, &[], &fusion, &[Some(&a), Some(&b), Some(&c)]).unwrap();
         let want: Vec<f64> = base.iter().map(|&x| f(x)).collect();
         assert_tensor_close(&out[0], &want, 1e-5, 1e-6);
     }
-    let bad = run(
-        "Gemm",
-        13,
-        &[("activation", string("Swish"))],
-        &[Some(&a), Some(&b)],
-    );
-    assert!(bad.unwrap_err().to_string().contains("activation"));
 }
 
 #[test]

@@ -4,7 +4,7 @@
 
 use crate::error::Result;
 use crate::ir::attributes::{Attribute, Attributes};
-use crate::ir::{BuildContext, Fact, InferInput, Operator};
+use crate::ir::{Activation, BuildContext, Fact, Fusion, InferInput, Operator};
 use crate::ops::build;
 use crate::tensor::Tensor;
 use std::collections::BTreeMap;
@@ -35,6 +35,35 @@ pub(crate) fn build_op(
     num_inputs: usize,
     num_outputs: usize,
 ) -> Result<Box<dyn Operator>> {
+    build_fused(
+        op,
+        opset,
+        attrs,
+        &Fusion::NONE,
+        consts,
+        num_inputs,
+        num_outputs,
+    )
+}
+
+/// The fusion of activation `a` alone.
+pub(crate) fn activation(a: Activation) -> Fusion {
+    Fusion {
+        activation: Some(a),
+        ..Fusion::NONE
+    }
+}
+
+/// Builds `op` as a fusion pass leaves it: with `fusion`.
+pub(crate) fn build_fused(
+    op: &str,
+    opset: i64,
+    attrs: &[(&str, Attribute)],
+    fusion: &Fusion,
+    consts: &[Option<&Tensor>],
+    num_inputs: usize,
+    num_outputs: usize,
+) -> Result<Box<dyn Operator>> {
     let map: BTreeMap<String, Attribute> = attrs
         .iter()
         .map(|(k, v)| (k.to_string(), v.clone()))
@@ -46,6 +75,7 @@ pub(crate) fn build_op(
         consts,
         num_inputs,
         num_outputs,
+        fusion,
     };
     build("", op, &ctx)
 }
@@ -83,7 +113,18 @@ pub(crate) fn run(
     attrs: &[(&str, Attribute)],
     inputs: &[Option<&Tensor>],
 ) -> Result<Vec<Tensor>> {
-    let built = build_op(op, opset, attrs, &[], inputs.len(), 1)?;
+    run_fused(op, opset, attrs, &Fusion::NONE, inputs)
+}
+
+/// Builds `op` with `fusion` (no constants) and runs it, checking inference.
+pub(crate) fn run_fused(
+    op: &str,
+    opset: i64,
+    attrs: &[(&str, Attribute)],
+    fusion: &Fusion,
+    inputs: &[Option<&Tensor>],
+) -> Result<Vec<Tensor>> {
+    let built = build_fused(op, opset, attrs, fusion, &[], inputs.len(), 1)?;
     infer_and_run(built.as_ref(), inputs)
 }
 

@@ -51,6 +51,7 @@ fn build(
         consts: &[],
         num_inputs: 3,
         num_outputs: outputs,
+        fusion: &crate::ir::Fusion::NONE,
     };
     crate::ops::build("", op, &ctx)
 }

@@ -7,7 +7,7 @@
 
 use super::{check_float, check_rank, dispatch, epsilon, param, Kernel, Out, Real};
 use crate::error::{Error, Result};
-use crate::ir::{BuildContext, Fact, InferInput, OpClass, Operator};
+use crate::ir::{BuildContext, Fact, FusionKind, InferInput, OpClass, Operator};
 use crate::ops::gemm::fused::Activation;
 use crate::ops::unary::kernel::Float;
 use crate::ops::util::{fact, input, out_len, par_rows};
@@ -46,7 +46,7 @@ pub(super) fn build(ctx: &BuildContext) -> Result<Box<dyn Operator>> {
         Some(c) => Some(fold(&c, eps)?),
         None => None,
     };
-    let act = Activation::from_attrs(a)?;
+    let act = ctx.fusion.activation;
     Ok(Box::new(BatchNorm { eps, folded, act }))
 }
 
@@ -135,6 +135,19 @@ impl Kernel for BnKernel<'_> {
 }
 
 impl Operator for BatchNorm {
+    /// An activation, with a float32 constant scale.
+    fn accepts_fusion(&self, kind: FusionKind, inputs: &[InferInput]) -> bool {
+        kind == FusionKind::Activation
+            && self.act.is_none()
+            && matches!(
+                inputs.get(1),
+                Some(InferInput {
+                    value: Some(Tensor::F32(_)),
+                    ..
+                })
+            )
+    }
+
     fn cost_class(&self) -> OpClass {
         OpClass::Window
     }

@@ -18,7 +18,7 @@
 
 use super::{check_float, epsilon, param};
 use crate::error::{Error, Result};
-use crate::ir::{BuildContext, Fact, InferInput, OpClass, Operator};
+use crate::ir::{BuildContext, Fact, FusionKind, InferInput, OpClass, Operator};
 use crate::ops::gemm::fused::Activation;
 use crate::ops::parallel::{par_chunks, par_collect};
 use crate::ops::quant::float_tensor;
@@ -66,7 +66,7 @@ pub(super) fn build(ctx: &BuildContext) -> Result<Box<dyn Operator>> {
         eps: epsilon(a, 1e-5)?,
         momentum: momentum as f64,
         outputs: ctx.num_outputs.max(1),
-        act: Activation::from_attrs(a)?,
+        act: ctx.fusion.activation,
     }))
 }
 
@@ -100,6 +100,19 @@ fn batch_stats(x: &[f64], n: usize, c: usize, s: usize) -> (Vec<f64>, Vec<f64>) 
 }
 
 impl Operator for BatchNormTrain {
+    /// An activation, with a float32 constant scale.
+    fn accepts_fusion(&self, kind: FusionKind, inputs: &[InferInput]) -> bool {
+        kind == FusionKind::Activation
+            && self.act.is_none()
+            && matches!(
+                inputs.get(1),
+                Some(InferInput {
+                    value: Some(Tensor::F32(_)),
+                    ..
+                })
+            )
+    }
+
     fn cost_class(&self) -> OpClass {
         OpClass::Window
     }
@@ -202,7 +215,10 @@ impl Operator for BatchNormTrain {
 #[cfg(test)]
 mod tests {
     use crate::ir::attributes::Attribute;
-    use crate::ops::gemm::testutil::{build_op, float, infer_and_run, int, rand_vec, string};
+    use crate::ir::{Activation, Fusion};
+    use crate::ops::gemm::testutil::{
+        activation, build_fused, float, infer_and_run, int, rand_vec,
+    };
     use crate::tensor::Tensor;
 
     fn run(
@@ -212,9 +228,20 @@ mod tests {
         outputs: usize,
         opset: i64,
     ) -> crate::error::Result<Vec<Tensor>> {
+        run_fused(x, params, attrs, &Fusion::NONE, outputs, opset)
+    }
+
+    fn run_fused(
+        x: &Tensor,
+        params: [&Tensor; 4],
+        attrs: &[(&str, Attribute)],
+        fusion: &Fusion,
+        outputs: usize,
+        opset: i64,
+    ) -> crate::error::Result<Vec<Tensor>> {
         let mut a = vec![("training_mode", int(1))];
         a.extend(attrs.iter().cloned());
-        let op = build_op("BatchNormalization", opset, &a, &[], 5, outputs)?;
+        let op = build_fused("BatchNormalization", opset, &a, fusion, &[], 5, outputs)?;
         let mut ins = vec![Some(x)];
         ins.extend(params.iter().map(|t| Some(*t)));
         infer_and_run(op.as_ref(), &ins)
@@ -276,14 +303,11 @@ mod tests {
         close(&v(&out[1]), &want_m);
         close(&v(&out[2]), &want_v);
         // A fused activation applies to Y.
-        let relu = run(
+        let relu = run_fused(
             &x,
             [&scale, &bias, &mean_in, &var_in],
-            &[
-                ("epsilon", float(0.01)),
-                ("momentum", float(0.8)),
-                ("activation", string("Relu")),
-            ],
+            &[("epsilon", float(0.01)), ("momentum", float(0.8))],
+            &activation(Activation::Relu),
             1,
             15,
         )

@@ -69,6 +69,7 @@ fn build_n(
         consts: &[],
         num_inputs: 3,
         num_outputs: n,
+        fusion: &crate::ir::Fusion::NONE,
     };
     crate::ops::build("", op, &ctx)
 }

@@ -391,6 +391,7 @@ fn build_two_outputs(op: &str, attrs: &[(&str, Attribute)], opset: i64) -> Box<d
         consts: &[],
         num_inputs: 1,
         num_outputs: 2,
+        fusion: &crate::ir::Fusion::NONE,
     };
     crate::ops::build("", op, &ctx).unwrap()
 }

@@ -509,6 +509,7 @@ mod tests {
             consts: &[],
             num_inputs: 1,
             num_outputs: 1,
+            fusion: &crate::ir::Fusion::NONE,
         };
         crate::ops::build("", "Cast", &ctx).unwrap()
     }
@@ -777,6 +778,7 @@ mod tests {
             consts: &[],
             num_inputs: 2,
             num_outputs: 1,
+            fusion: &crate::ir::Fusion::NONE,
         };
         let o = crate::ops::build("", "CastLike", &ctx).unwrap();
         let x = v(vec![1.5f64, -2.5]);
@@ -819,6 +821,7 @@ mod tests {
                 consts: &[],
                 num_inputs: 1,
                 num_outputs: 1,
+                fusion: &crate::ir::Fusion::NONE,
             };
             assert!(crate::ops::build("", "Cast", &ctx).is_err());
         }
@@ -829,6 +832,7 @@ mod tests {
             consts: &[],
             num_inputs: 1,
             num_outputs: 1,
+            fusion: &crate::ir::Fusion::NONE,
         };
         assert!(crate::ops::build("", "Cast", &ctx).is_err(), "missing `to`");
         let o = cast_op(DType::F32);

@@ -240,6 +240,7 @@ pub(crate) mod tests {
             consts,
             num_inputs: consts.len(),
             num_outputs: 1,
+            fusion: &crate::ir::Fusion::NONE,
         };
         crate::ops::build("", op, &ctx)
     }

@@ -5,8 +5,8 @@
 //! and each fused activation.
 
 use super::{check_conv, geo, rand64, ref_conv, t32, Geo};
-use crate::ir::attributes::Attribute;
-use crate::ops::gemm::testutil::{assert_tensor_close, int, run, string};
+use crate::ir::Activation;
+use crate::ops::gemm::testutil::{activation, assert_tensor_close, int, run_fused};
 
 #[test]
 fn pointwise_blocks_cover_every_output() {
@@ -36,25 +36,20 @@ fn pointwise_applies_each_fused_activation() {
     let b = rand64(ws[0], 43);
     let plain = ref_conv(&x, &xs, &w, &ws, Some(&b), &geo(2), &[6, 7]);
     let inputs = (t32(&xs, &x), t32(&ws, &w), t32(&[ws[0]], &b));
-    type Case = (&'static str, Vec<(&'static str, Attribute)>, fn(f64) -> f64);
+    type Case = (&'static str, Activation, fn(f64) -> f64);
     let cases: [Case; 3] = [
-        ("Relu", vec![], |v| v.max(0.0)),
-        (
-            "Clip",
-            vec![
-                ("activation_min", Attribute::Float(-0.5)),
-                ("activation_max", Attribute::Float(0.25)),
-            ],
-            |v| v.clamp(-0.5, 0.25),
-        ),
-        ("Sigmoid", vec![], |v| 1.0 / (1.0 + (-v).exp())),
+        ("Relu", Activation::Relu, |v| v.max(0.0)),
+        ("Clip", Activation::Clip(-0.5, 0.25), |v| {
+            v.clamp(-0.5, 0.25)
+        }),
+        ("Sigmoid", Activation::Sigmoid, |v| 1.0 / (1.0 + (-v).exp())),
     ];
-    for (name, mut attrs, f) in cases {
-        attrs.push(("activation", string(name)));
-        let y = run(
+    for (name, act, f) in cases {
+        let y = run_fused(
             "Conv",
             13,
-            &attrs,
+            &[],
+            &activation(act),
             &[Some(&inputs.0), Some(&inputs.1), Some(&inputs.2)],
         )
         .unwrap();

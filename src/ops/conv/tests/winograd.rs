@@ -9,7 +9,7 @@ use super::super::winograd::transform::{self, Variant};
 use super::super::winograd::{self, Algo, WeightCache, F2, F4};
 use super::{check_conv, geo, rand64, ref_conv, t32, Geo};
 use crate::ops::gemm::fused::Activation;
-use crate::ops::gemm::testutil::{assert_close, bits, build_op, ints, string};
+use crate::ops::gemm::testutil::{activation, assert_close, bits, build_fused, ints};
 
 /// The three transforms of one tile equal the m×m direct correlation, in
 /// a block of `tiles` (the others reading zero padding): a full block of
@@ -237,12 +237,10 @@ fn transformed_weights_are_kept_for_a_constant_w() {
         let x = t32(&xs, &rand64(xs.iter().product(), 61));
         let w = t32(&ws, &rand64(ws.iter().product(), 62));
         let w2 = t32(&ws, &rand64(ws.iter().product(), 63));
-        let attrs = [
-            ("pads", ints(&[1, 1, 1, 1])),
-            ("activation", string("Relu")),
-        ];
-        let fixed = build_op("Conv", 13, &attrs, &[None, Some(&w)], 2, 1).unwrap();
-        let free = build_op("Conv", 13, &attrs, &[], 2, 1).unwrap();
+        let attrs = [("pads", ints(&[1, 1, 1, 1]))];
+        let relu = activation(Activation::Relu);
+        let fixed = build_fused("Conv", 13, &attrs, &relu, &[None, Some(&w)], 2, 1).unwrap();
+        let free = build_fused("Conv", 13, &attrs, &relu, &[], 2, 1).unwrap();
         let first = fixed.run(&[Some(&x), Some(&w)]).unwrap();
         let again = fixed.run(&[Some(&x), Some(&w)]).unwrap();
         assert_eq!(bits(&first[0]), bits(&again[0]));
