@@ -2,7 +2,7 @@
 //! broadcast rules, float-type dispatch, and deterministic work splitting.
 
 use crate::error::{Error, Result};
-use crate::ir::{Fact, InferInput};
+use crate::ir::{Activation, Fact, FusionKind, InferInput};
 use crate::tensor::Tensor;
 
 // Work splitting lives in `ops::parallel`; operators import it from here
@@ -195,6 +195,28 @@ pub(crate) fn as_f32_mut<T: 'static>(out: &mut [T]) -> Option<&mut [f32]> {
         .then(|| unsafe {
             std::slice::from_raw_parts_mut(out.as_mut_ptr().cast::<f32>(), out.len())
         })
+}
+
+/// Whether input `i` is a float32 constant.
+pub(crate) fn is_f32_constant(inputs: &[InferInput], i: usize) -> bool {
+    matches!(
+        inputs.get(i),
+        Some(InferInput {
+            value: Some(Tensor::F32(_)),
+            ..
+        })
+    )
+}
+
+/// The fusion rule of the weighted operators (Conv, Gemm,
+/// BatchNormalization): one activation, with float32 constant weights as
+/// input 1.
+pub(crate) fn takes_weighted_activation(
+    kind: FusionKind,
+    act: Option<Activation>,
+    inputs: &[InferInput],
+) -> bool {
+    kind == FusionKind::Activation && act.is_none() && is_f32_constant(inputs, 1)
 }
 
 #[cfg(test)]

@@ -20,7 +20,9 @@ use crate::ops::gemm::checked_product;
 use crate::ops::gemm::engine::{Batched, Block, GemmFloat, Mat};
 use crate::ops::gemm::fused::Activation;
 use crate::ops::parallel::SendPtr;
-use crate::ops::util::{fact, input, opt_fact, opt_input, par_spans};
+use crate::ops::util::{
+    fact, input, is_f32_constant, opt_fact, opt_input, par_spans, takes_weighted_activation,
+};
 use crate::tensor::Tensor;
 
 const OP: &str = "Conv";
@@ -157,17 +159,13 @@ impl Operator for Conv {
     /// An activation or a residual addend, with float32 constant weights
     /// (the residual as input 3, so at most three inputs before it).
     fn accepts_fusion(&self, kind: FusionKind, inputs: &[InferInput]) -> bool {
-        let f32_weights = matches!(
-            inputs.get(1),
-            Some(InferInput {
-                value: Some(Tensor::F32(_)),
-                ..
-            })
-        );
         match kind {
-            FusionKind::Activation => f32_weights && self.act.is_none(),
+            FusionKind::Activation => takes_weighted_activation(kind, self.act, inputs),
             FusionKind::Residual => {
-                f32_weights && inputs.len() <= 3 && !self.residual && self.act.is_none()
+                is_f32_constant(inputs, 1)
+                    && inputs.len() <= 3
+                    && !self.residual
+                    && self.act.is_none()
             }
             _ => false,
         }

@@ -9,7 +9,7 @@ use super::{contiguous, from_f32_vec, to_f32_vec};
 use crate::error::{Error, Result};
 use crate::ir::{BuildContext, Fact, FusionKind, InferInput, OpClass, Operator};
 use crate::ops::parallel::SendPtr;
-use crate::ops::util::{fact, input, opt_fact, opt_input, out_len};
+use crate::ops::util::{fact, input, opt_fact, opt_input, out_len, takes_weighted_activation};
 use crate::tensor::{DType, Tensor};
 use ndarray::{ArrayD, IxDyn};
 
@@ -308,15 +308,7 @@ fn wrap<T: crate::tensor::Element>(shape: &[usize], v: Vec<T>) -> Result<Tensor>
 impl Operator for GemmOp {
     /// An activation, with a float32 constant B.
     fn accepts_fusion(&self, kind: FusionKind, inputs: &[InferInput]) -> bool {
-        kind == FusionKind::Activation
-            && self.act.is_none()
-            && matches!(
-                inputs.get(1),
-                Some(InferInput {
-                    value: Some(Tensor::F32(_)),
-                    ..
-                })
-            )
+        takes_weighted_activation(kind, self.act, inputs)
     }
 
     fn cost_class(&self) -> OpClass {

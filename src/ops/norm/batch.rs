@@ -10,7 +10,7 @@ use crate::error::{Error, Result};
 use crate::ir::{BuildContext, Fact, FusionKind, InferInput, OpClass, Operator};
 use crate::ops::gemm::fused::Activation;
 use crate::ops::unary::kernel::Float;
-use crate::ops::util::{fact, input, out_len, par_rows};
+use crate::ops::util::{fact, input, out_len, par_rows, takes_weighted_activation};
 use crate::tensor::recycle::take_or_default;
 use crate::tensor::Tensor;
 
@@ -137,15 +137,7 @@ impl Kernel for BnKernel<'_> {
 impl Operator for BatchNorm {
     /// An activation, with a float32 constant scale.
     fn accepts_fusion(&self, kind: FusionKind, inputs: &[InferInput]) -> bool {
-        kind == FusionKind::Activation
-            && self.act.is_none()
-            && matches!(
-                inputs.get(1),
-                Some(InferInput {
-                    value: Some(Tensor::F32(_)),
-                    ..
-                })
-            )
+        takes_weighted_activation(kind, self.act, inputs)
     }
 
     fn cost_class(&self) -> OpClass {

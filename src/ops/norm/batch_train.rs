@@ -22,7 +22,7 @@ use crate::ir::{BuildContext, Fact, FusionKind, InferInput, OpClass, Operator};
 use crate::ops::gemm::fused::Activation;
 use crate::ops::parallel::{par_chunks, par_collect};
 use crate::ops::quant::float_tensor;
-use crate::ops::util::{fact, input, out_len};
+use crate::ops::util::{fact, input, out_len, takes_weighted_activation};
 use crate::tensor::Tensor;
 
 const OP: &str = "BatchNormalization";
@@ -102,15 +102,7 @@ fn batch_stats(x: &[f64], n: usize, c: usize, s: usize) -> (Vec<f64>, Vec<f64>) 
 impl Operator for BatchNormTrain {
     /// An activation, with a float32 constant scale.
     fn accepts_fusion(&self, kind: FusionKind, inputs: &[InferInput]) -> bool {
-        kind == FusionKind::Activation
-            && self.act.is_none()
-            && matches!(
-                inputs.get(1),
-                Some(InferInput {
-                    value: Some(Tensor::F32(_)),
-                    ..
-                })
-            )
+        takes_weighted_activation(kind, self.act, inputs)
     }
 
     fn cost_class(&self) -> OpClass {
