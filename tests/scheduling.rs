@@ -178,9 +178,9 @@ fn parallel_forks_measure_their_overhead() {
     let overhead_after = |mode: Mode| {
         let (session, plan) = unpinned_two_cpus(&model, mode);
         session.run([("x", chains_input())]).expect("runs");
-        let first = plan.fork_overhead(0);
+        let first = plan.forks.overhead(0);
         session.run([("x", chains_input())]).expect("runs");
-        (first, plan.fork_overhead(0))
+        (first, plan.forks.overhead(0))
     };
     let (first, second) = overhead_after(Mode::Parallel);
     assert!(

@@ -20,7 +20,9 @@ use crate::ops::interrupt::{with_interrupt, Interrupt};
 use crate::ops::overflow::{self as guard, Int8Settings};
 use crate::ops::util::with_thread_cap;
 use crate::sched::makespan::parallel_makespan;
-use crate::sched::{Band, Decision, ForkReport, Pool, PoolPlan, Scheduler};
+use crate::sched::{
+    Band, Choice, Decision, ForkReport, ForkSite, Observation, Pool, PoolPlan, Scheduler,
+};
 use crate::tensor::{budget, Tensor};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -88,8 +90,8 @@ pub fn run(
     control: Control,
     int8: Int8Settings,
 ) -> Result<RunResult> {
-    let (n, band) = sched.observe();
-    let threads = sched.serial_threads(band);
+    let obs = sched.observation();
+    let threads = sched.serial_threads(obs.band);
     let policy = &sched.config().policy;
     let speedup = |k: usize| policy.speedup(k);
     let watch = Watch::start(
@@ -105,7 +107,7 @@ pub fn run(
         store: ValueStore::new(plan),
         sched,
         reports: Mutex::new(Vec::new()),
-        explores: plan.explores(),
+        explores: plan.forks.explores(),
         error: Mutex::new(None),
         trace: traced.then(Recorder::new),
         interrupt,
@@ -116,9 +118,8 @@ pub fn run(
     for (id, t) in inputs {
         run.store.put(id, t);
     }
-    let pin = sched.pins(n, band);
-    let cpus = sched.cpus_for(threads, pin);
-    let pool = sched.pool(0, 0, threads, pin, &cpus)?;
+    let cpus = sched.cpus_for(threads, obs.pin);
+    let pool = sched.pool(0, 0, threads, obs.pin, &cpus)?;
     pool.pool.install(|| {
         let warm = Warm::start(&pool);
         let lane = Lane {
@@ -130,7 +131,7 @@ pub fn run(
         };
         run_steps(&run, &plan.structure.steps, &lane)
     })?;
-    plan.finish_run();
+    plan.forks.finish_run();
     let outputs = collect_outputs(plan, &run.store)?;
     let forks = run.reports.into_inner().unwrap_or_else(|p| p.into_inner());
     let trace = run.trace.map(Recorder::finish);
@@ -160,23 +161,26 @@ fn run_steps(run: &Run, steps: &[Step], lane: &Lane) -> Result<()> {
             Step::Fork { fork, siblings } => {
                 // Events and the deadline first: they may change the decision.
                 run.watch.checkpoint()?;
-                let (n, band) = if run.watch.hurrying() {
-                    (0.0, Band::Low)
+                let obs = if run.watch.hurrying() {
+                    run.sched.observation_at(0.0, Band::Low)
                 } else {
-                    run.sched.observe()
+                    run.sched.observation()
                 };
-                run.watch.fork_started(n);
-                let (decision, explored_from) = decide_fork(run, *fork, n, band, lane)?;
+                run.watch.fork_started(obs.load);
+                let Choice {
+                    decision,
+                    explored_from,
+                } = choose(run, *fork, &obs, lane)?;
                 let start = Instant::now();
                 let speedup = |k: usize| run.sched.config().policy.speedup(k);
                 let seconds_at =
                     |s: usize, k: usize| run.plan.sibling_seconds_at(*fork, s, k, &speedup);
-                let pin = run.sched.pins(n, band);
+                let pin = obs.pin;
                 let cpus = fork_cpus(run, &decision, lane, pin);
                 let report = ForkReport {
                     fork: *fork,
-                    load: n,
-                    band,
+                    load: obs.load,
+                    band: obs.band,
                     decision: decision.clone(),
                     explored_from,
                     placement: run.sched.placement_now(),
@@ -216,7 +220,7 @@ fn run_steps(run: &Run, steps: &[Step], lane: &Lane) -> Result<()> {
                         let busy = parallel_makespan(plans, &seconds_at, 0.0);
                         let wall = start.elapsed().as_secs_f64();
                         let over = ((wall - busy).max(0.0) * 1e9) as u64;
-                        run.plan.record_fork_overhead(*fork, over);
+                        run.plan.forks.record_overhead(*fork, over);
                     }
                 }
                 if let (false, Some(w)) = (same_pool, warm) {
@@ -272,83 +276,36 @@ impl Lane<'_> {
     }
 }
 
-/// The decision at `fork`: the scheduler's, or on an exploring run (see
-/// [`Plan::explores`]) the option it turned down, with the scheduler's
-/// beside it. Before the fork's
-/// overhead has been measured, a parallel decision first forks once with
-/// no work (waking the pools and joining them, as a real fork does) and is
-/// then taken again with that overhead: on a 2-vCPU VM a fork on sibling
-/// pools costs 200-700 µs, against the policy's 20 µs, and the first runs
-/// of a session otherwise forked when running serially was faster.
-fn decide_fork(
-    run: &Run,
-    fork: usize,
-    n: f64,
-    band: Band,
-    lane: &Lane,
-) -> Result<(Decision, Option<Decision>)> {
-    let decision = checked_decision(run, fork, n, band, lane)?;
-    if !run.explores {
-        return Ok((decision, None));
-    }
+/// The scheduler's choice at `fork` (see [`Scheduler::choose_fork`]),
+/// probing the fork's overhead where the scheduler asks: the policy's
+/// pools forked with no work from this lane, as a real fork would be.
+fn choose(run: &Run, fork: usize, obs: &Observation, lane: &Lane) -> Result<Choice> {
     let speedup = |k: usize| run.sched.config().policy.speedup(k);
     let times = run.plan.sibling_times(fork, &speedup);
-    let other = run
-        .sched
-        .alternative(n, band, lane.threads, lane.nested, &times, &decision);
-    Ok(match other {
-        Some(other) => (other, Some(decision)),
-        None => (decision, None),
-    })
-}
-
-/// The scheduler's decision at `fork`, probing the fork's overhead first
-/// where it is unknown (see [`decide_fork`]).
-fn checked_decision(run: &Run, fork: usize, n: f64, band: Band, lane: &Lane) -> Result<Decision> {
-    let policy = &run.sched.config().policy;
-    let speedup = |k: usize| policy.speedup(k);
-    let times = run.plan.sibling_times(fork, &speedup);
     let seconds_at = |s: usize, k: usize| run.plan.sibling_seconds_at(fork, s, k, &speedup);
-    let decide = |overhead| {
-        run.sched.decide(
-            n,
-            band,
-            lane.threads,
-            lane.nested,
-            &times,
-            &seconds_at,
-            overhead,
-        )
+    let site = ForkSite {
+        fork,
+        available: lane.threads,
+        nested: lane.nested,
+        times: &times,
+        seconds_at: &seconds_at,
+        memory: &run.plan.forks,
+        explores: run.explores,
     };
-    let decision = decide(run.plan.fork_overhead(fork));
-    let Decision::Parallel(plans) = &decision else {
-        return Ok(decision);
-    };
-    if run.plan.fork_overhead(fork).is_some() {
-        return Ok(decision);
-    }
-    let idle: Vec<PoolPlan> = plans
-        .iter()
-        .map(|p| PoolPlan {
-            cpus: p.cpus,
-            siblings: Vec::new(),
-        })
-        .collect();
-    let start = Instant::now();
-    let paused = lane.warm.filter(|_| !lane.hosts(&idle));
-    if let Some(w) = paused {
-        w.pause();
-    }
-    let pin = run.sched.pins(n, band);
-    let cpus = fork_cpus(run, &decision, lane, pin);
-    let probed = run_fork(run, &idle, &[], lane, pin, &cpus);
-    if let Some(w) = paused {
-        w.resume();
-    }
-    probed?;
-    run.plan
-        .probe_fork_overhead(fork, start.elapsed().as_nanos() as u64);
-    Ok(decide(run.plan.fork_overhead(fork)))
+    run.sched.choose_fork(obs, &site, |decision, idle| {
+        let start = Instant::now();
+        let paused = lane.warm.filter(|_| !lane.hosts(idle));
+        if let Some(w) = paused {
+            w.pause();
+        }
+        let cpus = fork_cpus(run, decision, lane, obs.pin);
+        let probed = run_fork(run, idle, &[], lane, obs.pin, &cpus);
+        if let Some(w) = paused {
+            w.resume();
+        }
+        probed?;
+        Ok(start.elapsed().as_nanos() as u64)
+    })
 }
 
 /// The CPUs a fork's decision runs on, in pool order (see

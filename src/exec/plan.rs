@@ -9,8 +9,9 @@ use crate::error::{Error, Result};
 use crate::graph::pipeline::{optimize, Stage};
 use crate::graph::{Facts, Graph, ValueId};
 use crate::ir::Fact;
+use crate::sched::fork::{smooth_into, ForkMemory};
 use crate::tensor::budget;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Everything a run needs that depends only on the input shapes.
 #[derive(Debug)]
@@ -28,18 +29,14 @@ pub struct Plan {
     measured: Vec<AtomicU64>,
     /// Thread counts measured per node.
     slots: usize,
-    /// Whether a run of this plan has finished: the first run is a warm-up
-    /// (freshly allocated buffers fault in, caches are cold) and its node
-    /// times are not recorded, so that one cold outlier cannot steer the
-    /// makespan check for good.
-    warmed: AtomicBool,
-    /// Runs finished.
-    runs: AtomicU64,
-    /// Measured cost of forking in parallel, per fork, in nanoseconds
-    /// (smoothed; 0 = none yet): a parallel fork's wall time less the
-    /// makespan its pools' node times account for (waking the pools'
-    /// threads, handing the results back).
-    fork_overhead: Vec<AtomicU64>,
+    /// Runs finished, the exploring runs, and each fork's measured cost of
+    /// forking in parallel (a parallel fork's wall time less the makespan
+    /// its pools' node times account for: waking the pools' threads,
+    /// handing the results back). The first run is a warm-up (freshly
+    /// allocated buffers fault in, caches are cold) and neither its node
+    /// times nor its fork overheads are recorded, so that one cold outlier
+    /// cannot steer the makespan check for good.
+    pub forks: ForkMemory,
     /// How many times each value is read by nodes or returned as an output.
     pub uses: Vec<u32>,
     /// Forks, siblings and the step tree.
@@ -110,7 +107,7 @@ impl Plan {
             uses[o] += 1;
         }
         let structure = find_structure(&graph);
-        let fork_overhead = structure.forks.iter().map(|_| AtomicU64::new(0)).collect();
+        let forks = ForkMemory::new(structure.forks.len());
         let slots = max_threads.clamp(1, MAX_MEASURED_THREADS);
         let measured = (0..graph.nodes.len() * slots)
             .map(|_| AtomicU64::new(0))
@@ -122,9 +119,7 @@ impl Plan {
             estimate,
             measured,
             slots,
-            warmed: AtomicBool::new(false),
-            runs: AtomicU64::new(0),
-            fork_overhead,
+            forks,
             uses,
             structure,
             memory_limit,
@@ -135,22 +130,6 @@ impl Plan {
     /// Total FLOPs of one run.
     pub fn total_flops(&self) -> u64 {
         self.flops.iter().sum()
-    }
-
-    /// Marks a run of the plan as finished: node times are recorded from
-    /// the next run on.
-    pub fn finish_run(&self) {
-        self.warmed.store(true, Ordering::Relaxed);
-        self.runs.fetch_add(1, Ordering::Relaxed);
-    }
-
-    /// Whether a run starting now explores: every [`EXPLORE_EVERY`]-th
-    /// run after the first, each fork takes the option the makespan check
-    /// turned down, so that its times stay measured. All forks explore in
-    /// the same run, which leaves the other runs untouched.
-    pub fn explores(&self) -> bool {
-        let runs = self.runs.load(Ordering::Relaxed);
-        runs > 0 && runs % EXPLORE_EVERY == EXPLORE_EVERY - 1
     }
 
     /// Records a run of node `i` on `threads` threads that took `nanos`
@@ -169,50 +148,10 @@ impl Plan {
             } else {
                 nanos
             };
-            self.smooth_into(slot, nanos);
+            if self.forks.warmed() {
+                smooth_into(slot, nanos);
+            }
         }
-    }
-
-    /// Records the overhead of a parallel run of fork `f`: `nanos` of its
-    /// wall time that its pools' node times do not account for (smoothed
-    /// like node times; not kept before the first run has finished).
-    pub fn record_fork_overhead(&self, f: usize, nanos: u64) {
-        if let Some(slot) = self.fork_overhead.get(f) {
-            self.smooth_into(slot, nanos);
-        }
-    }
-
-    /// Records the overhead of fork `f` measured by a fork with no work,
-    /// kept only while no real one has been recorded (on any run: it stands
-    /// for the fork before the first real measurement).
-    pub fn probe_fork_overhead(&self, f: usize, nanos: u64) {
-        if let Some(slot) = self.fork_overhead.get(f) {
-            let _ = slot.compare_exchange(0, nanos.max(1), Ordering::Relaxed, Ordering::Relaxed);
-        }
-    }
-
-    /// The measured overhead of running fork `f` in parallel, in seconds;
-    /// `None` before one was recorded.
-    pub fn fork_overhead(&self, f: usize) -> Option<f64> {
-        let ns = self.fork_overhead.get(f)?.load(Ordering::Relaxed);
-        (ns > 0).then_some(ns as f64 * 1e-9)
-    }
-
-    /// Folds `nanos` into `slot`: a faster run counts three quarters, a
-    /// slower one a quarter. Other processes and the host only ever slow a
-    /// run down, so the estimate follows the fast runs and a slow outlier
-    /// fades after one good run.
-    fn smooth_into(&self, slot: &AtomicU64, nanos: u64) {
-        if !self.warmed.load(Ordering::Relaxed) {
-            return;
-        }
-        let old = slot.load(Ordering::Relaxed);
-        let new = match old {
-            0 => nanos,
-            old if nanos < old => (old.saturating_add(nanos.saturating_mul(3))) / 4,
-            old => (old.saturating_mul(3).saturating_add(nanos)) / 4,
-        };
-        slot.store(new.max(1), Ordering::Relaxed);
     }
 
     fn slot(&self, i: usize, threads: usize) -> Option<&AtomicU64> {
@@ -269,9 +208,6 @@ impl Plan {
         })
     }
 }
-
-/// One run in this many explores (see [`Plan::explores`]).
-pub const EXPLORE_EVERY: u64 = 8;
 
 /// Node times are kept for runs on at most this many threads.
 pub const MAX_MEASURED_THREADS: usize = 64;

@@ -1,10 +1,12 @@
 //! Scheduling: the method's policy (bands, pool sizing), the makespan check
 //! that keeps a fork serial when parallel siblings would not finish sooner,
 //! the thread pools siblings run on, and the scheduler that combines them with the device
-//! load at every fork.
+//! load at every fork ([`fork`]: the whole decision, from observing the
+//! device to exploring the option not taken).
 
 mod affinity;
 pub mod deadline;
+pub mod fork;
 pub mod makespan;
 pub mod placement;
 mod policy;
@@ -12,6 +14,7 @@ mod pools;
 mod scheduler;
 
 pub use deadline::{DeadlineRule, GroupedWork, Verdict, DEFAULT_DELAY_RATIO};
+pub use fork::{Choice, ForkMemory, ForkSite, Observation};
 pub use placement::Placement;
 pub use policy::{apportion, band, decide, Band, Decision, PolicyConfig, PoolPlan};
 pub use pools::{Pool, Pools};
