@@ -32,6 +32,7 @@ mod resize;
 mod rnn;
 mod shape;
 mod signal;
+mod text;
 mod unary;
 mod vision;
 
@@ -267,6 +268,7 @@ fn operators() -> &'static Operators {
         family!(ops, "rnn", "ops-rnn", rnn);
         family!(ops, "shape", "ops-shape", shape);
         family!(ops, "signal", "ops-signal", signal);
+        family!(ops, "text", "ops-text", text);
         family!(ops, "unary", "ops-unary", unary);
         family!(ops, "vision", "ops-vision", vision);
         ops
