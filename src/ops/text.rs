@@ -1,7 +1,8 @@
 //! String operators: StringNormalizer (stop words and case), StringConcat
 //! (elementwise with broadcasting), StringSplit (on a delimiter or on
 //! whitespace, padded to a common count), RegexFullMatch (RE2 syntax through
-//! the `regex` crate).
+//! the `regex` crate) and TfIdfVectorizer (n-gram counts over int or string
+//! tokens, weighted as TF, IDF or TF-IDF).
 
 use super::Registrar;
 use crate::error::{Error, Result};
@@ -30,12 +31,14 @@ mod regex_match {
     }
 }
 mod split;
+mod tfidf;
 
 pub(crate) fn register(r: &mut impl Registrar) {
     r.add("StringNormalizer", 10, normalizer::build);
     r.add("StringConcat", 20, concat::build);
     r.add("StringSplit", 20, split::build);
     r.add("RegexFullMatch", 20, regex_match::build);
+    r.add("TfIdfVectorizer", 9, tfidf::build);
 }
 
 /// Nominal bytes per string for cost estimates: facts do not know string
