@@ -6,7 +6,7 @@
 use crate::error::{Error, Result};
 use crate::ir::{BuildContext, Fact, InferInput, Operator};
 use crate::ops::util::{fact, input, out_len};
-use crate::tensor::{DType, Tensor};
+use crate::tensor::{budget, DType, Tensor};
 use ndarray::{ArrayD, IxDyn};
 
 const OP: &str = "ArrayFeatureExtractor";
@@ -89,6 +89,7 @@ impl Operator for ArrayFeatureExtractor {
             })
             .collect::<Result<Vec<usize>>>()?;
         let shape = out_shape(x.shape(), idx.len())?;
+        budget::check("ArrayFeatureExtractor output", x.dtype(), &shape)?;
         let out = match x {
             Tensor::F32(a) => Tensor::F32(gather(a, &idx, &shape)?),
             Tensor::F64(a) => Tensor::F64(gather(a, &idx, &shape)?),

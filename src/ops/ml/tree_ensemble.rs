@@ -12,7 +12,7 @@ use crate::error::{Error, Result};
 use crate::ir::{BuildContext, Fact, InferInput, Operator};
 use crate::ops::parallel::par_rows;
 use crate::ops::util::{fact, input};
-use crate::tensor::{DType, Tensor};
+use crate::tensor::{budget, DType, Tensor};
 use half::f16;
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -203,13 +203,14 @@ impl Operator for TreeEnsemble {
         let trees = self.model.roots.len().max(1) as u64;
         let per_tree = (self.model.nodes.len() as u64 / trees).max(1);
         let depth = 64 - u64::from(per_tree.leading_zeros());
-        rows * (trees * 2 * depth + self.model.n_targets as u64)
+        rows.saturating_mul((trees * 2 * depth).saturating_add(self.model.n_targets as u64))
     }
 
     fn run(&self, inputs: &[Option<&Tensor>]) -> Result<Vec<Tensor>> {
         let x = input(OP, inputs, 0)?;
         self.check_input(x.dtype(), Some(x.shape()))?;
         let (n, f, t) = (x.shape()[0], x.shape()[1], self.model.n_targets);
+        budget::check("TreeEnsemble output", self.model.dtype, &[n, t])?;
         let data = x.to_f64_vec()?;
         let mut out = vec![0.0f64; n * t];
         if t > 0 {

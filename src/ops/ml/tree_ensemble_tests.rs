@@ -200,3 +200,17 @@ fn malformed_ensembles_are_refused() {
         ("nodes_falseleafs", ints(&[0, 1]))
     ]));
 }
+
+#[test]
+fn a_huge_target_count_is_refused_by_the_budget() {
+    let op = build_ml(
+        "TreeEnsemble",
+        5,
+        &two_trees(0, &[("n_targets", int(1 << 50))]),
+        1,
+    )
+    .unwrap();
+    let x = Tensor::from_vec(&[2, 2], vec![0f64; 4]).unwrap();
+    let e = crate::tensor::budget::with_limit(1 << 20, || op.run(&[Some(&x)])).unwrap_err();
+    assert!(matches!(e, crate::Error::MemoryLimit { .. }), "{e}");
+}

@@ -5,7 +5,7 @@ use super::{fact_len, string_fact, string_flops, strings};
 use crate::error::{Error, Result};
 use crate::ir::{BuildContext, Fact, InferInput, Operator};
 use crate::ops::util::{broadcast_shapes, input};
-use crate::tensor::{DType, Tensor};
+use crate::tensor::{budget, DType, Tensor};
 use ndarray::{IxDyn, Zip};
 
 const OP: &str = "StringConcat";
@@ -38,7 +38,9 @@ impl Operator for StringConcat {
     fn run(&self, inputs: &[Option<&Tensor>]) -> Result<Vec<Tensor>> {
         let a = strings(OP, "X", input(OP, inputs, 0)?)?;
         let b = strings(OP, "Y", input(OP, inputs, 1)?)?;
-        let shape = IxDyn(&broadcast_shapes(OP, a.shape(), b.shape())?);
+        let shape = broadcast_shapes(OP, a.shape(), b.shape())?;
+        budget::check("StringConcat output", DType::String, &shape)?;
+        let shape = IxDyn(&shape);
         let internal = || Error::op(OP, "internal: broadcast failed");
         let (a, b) = (
             a.broadcast(shape.clone()).ok_or_else(internal)?,

@@ -10,7 +10,7 @@ use super::{fact_len, string_fact, string_flops, strings};
 use crate::error::{Error, Result};
 use crate::ir::{BuildContext, Fact, InferInput, Operator};
 use crate::ops::util::input;
-use crate::tensor::{DType, Tensor};
+use crate::tensor::{budget, DType, Tensor};
 
 const OP: &str = "StringSplit";
 
@@ -104,15 +104,16 @@ impl Operator for StringSplit {
         let x = strings(OP, "X", input(OP, inputs, 0)?)?;
         let split: Vec<Vec<&str>> = x.iter().map(|s| self.pieces(s)).collect();
         let width = split.iter().map(Vec::len).max().unwrap_or(0);
+        let mut shape = x.shape().to_vec();
+        shape.push(width);
+        budget::check("StringSplit output", DType::String, &shape)?;
         let mut data = Vec::with_capacity(split.len() * width);
         for pieces in &split {
             data.extend(pieces.iter().map(|p| p.to_string()));
             data.extend(std::iter::repeat_n(String::new(), width - pieces.len()));
         }
-        let mut shape = x.shape().to_vec();
         let counts: Vec<i64> = split.iter().map(|p| p.len() as i64).collect();
-        let counts = Tensor::from_vec(&shape, counts)?;
-        shape.push(width);
+        let counts = Tensor::from_vec(x.shape(), counts)?;
         Ok(vec![Tensor::from_vec(&shape, data)?, counts])
     }
 }

@@ -13,7 +13,7 @@ use crate::error::{Error, Result};
 use crate::ir::attributes::Attributes;
 use crate::ir::{BuildContext, Fact, InferInput, Operator};
 use crate::ops::util::{fact, input};
-use crate::tensor::{DType, Tensor};
+use crate::tensor::{budget, DType, Tensor};
 use std::collections::HashMap;
 
 const OP: &str = "TfIdfVectorizer";
@@ -217,8 +217,10 @@ impl TfIdfVectorizer {
 
     /// Adds one row's n-gram counts into `freq` (one row of the output).
     fn count_row(&self, row: &[u32], freq: &mut [f32]) {
-        let mut gram = Vec::with_capacity(self.max_len);
-        for d in 1..=self.max_skip + 1 {
+        let mut gram = Vec::with_capacity(self.max_len.min(row.len()));
+        // A distance past the row's end gathers no n-gram of two or more.
+        let farthest = self.max_skip.saturating_add(1).min(row.len().max(1));
+        for d in 1..=farthest {
             // Unigrams are the same for every distance: count them once.
             let shortest = if d == 1 {
                 self.min_len
@@ -288,13 +290,18 @@ impl Operator for TfIdfVectorizer {
 
     fn flops(&self, inputs: &[Option<&Fact>], _outputs: &[Fact]) -> u64 {
         // A hash lookup (about 8 operations) per n-gram tried.
-        let tries = (self.max_skip + 1) * self.max_len;
-        (fact_len(inputs, 0) * tries) as u64 * 8 + self.width as u64
+        let n = fact_len(inputs, 0);
+        let tries = self.max_skip.saturating_add(1).min(n.max(1)) * self.max_len.min(n.max(1));
+        (n as u64)
+            .saturating_mul(tries as u64)
+            .saturating_mul(8)
+            .saturating_add(self.width as u64)
     }
 
     fn run(&self, inputs: &[Option<&Tensor>]) -> Result<Vec<Tensor>> {
         let x = input(OP, inputs, 0)?;
         let shape = self.out_shape(x.shape())?;
+        budget::check("TfIdfVectorizer output", DType::F32, &shape)?;
         let ids = self.ids(x)?;
         let c = x.shape().last().copied().unwrap_or(0);
         let rows = if x.shape().len() == 2 {

@@ -121,3 +121,17 @@ fn malformed_attributes_are_refused() {
     let x2 = Tensor::from_vec(&[1, 1, 1], vec![1i64]).unwrap();
     assert!(vectorize(&attrs("TF", 1, 2, 0), &x2).is_err());
 }
+
+#[test]
+fn huge_coordinates_and_skips_stay_in_budget() {
+    let x = Tensor::from_vec(&[3], vec![1i64, 2, 1]).unwrap();
+    let mut a = attrs("TF", 1, 2, 0);
+    a.retain(|(n, _)| *n != "ngram_indexes");
+    a.push(("ngram_indexes", ints(&[0, 1, 2, 1 << 60])));
+    let op = build_op("TfIdfVectorizer", 9, &a, &[], 1, 1).unwrap();
+    let e = crate::tensor::budget::with_limit(1 << 20, || op.run(&[Some(&x)])).unwrap_err();
+    assert!(matches!(e, crate::Error::MemoryLimit { .. }), "{e}");
+    // A skip count far past the row ends at once, with the same counts.
+    let far = vectorize(&attrs("TF", 1, 2, i64::MAX - 1), &x).unwrap();
+    assert_eq!(far, vectorize(&attrs("TF", 1, 2, 2), &x).unwrap());
+}
