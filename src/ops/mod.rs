@@ -24,6 +24,7 @@ mod extra;
 mod gemm;
 mod loss;
 mod misc;
+mod ml;
 mod norm;
 mod pool;
 mod quant;
@@ -32,6 +33,7 @@ mod resize;
 mod rnn;
 mod shape;
 mod signal;
+mod text;
 mod unary;
 mod vision;
 
@@ -47,6 +49,9 @@ pub const MS_DOMAIN: &str = "com.microsoft";
 
 /// ONNX's preview domain (FlexAttention; its opset version is 1).
 pub const PREVIEW_DOMAIN: &str = "ai.onnx.preview";
+
+/// ONNX's classical machine-learning domain (LabelEncoder, TreeEnsemble, ...).
+pub const ML_DOMAIN: &str = "ai.onnx.ml";
 
 /// The registry entry of one operator type.
 #[derive(Clone, Copy)]
@@ -259,6 +264,7 @@ fn operators() -> &'static Operators {
         family!(ops, "gemm", "ops-gemm", gemm);
         family!(ops, "loss", "ops-loss", loss);
         family!(ops, "misc", "ops-misc", misc);
+        family!(ops, "ml", "ops-ml", ml);
         family!(ops, "norm", "ops-norm", norm);
         family!(ops, "pool", "ops-pool", pool);
         family!(ops, "quant", "ops-quant", quant);
@@ -267,6 +273,7 @@ fn operators() -> &'static Operators {
         family!(ops, "rnn", "ops-rnn", rnn);
         family!(ops, "shape", "ops-shape", shape);
         family!(ops, "signal", "ops-signal", signal);
+        family!(ops, "text", "ops-text", text);
         family!(ops, "unary", "ops-unary", unary);
         family!(ops, "vision", "ops-vision", vision);
         ops
@@ -285,7 +292,10 @@ pub fn catalog() -> &'static Catalog {
 
 /// The domains whose operators ramify implements.
 pub fn is_supported_domain(domain: &str) -> bool {
-    matches!(domain, "" | "ai.onnx" | MS_DOMAIN | PREVIEW_DOMAIN)
+    matches!(
+        domain,
+        "" | "ai.onnx" | MS_DOMAIN | PREVIEW_DOMAIN | ML_DOMAIN
+    )
 }
 
 /// Builds the operator for a node of type `op_type` in `domain` at `opset`.
