@@ -26,6 +26,7 @@ pub(super) fn build_ml(
         consts: &[],
         num_inputs,
         num_outputs: 1,
+        fusion: &crate::ir::Fusion::NONE,
     };
     build(ML_DOMAIN, op, &ctx)
 }
