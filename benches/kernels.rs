@@ -5,6 +5,9 @@
 //!
 //! Run with `cargo bench --bench kernels`.
 
+// `criterion_main!` below writes an undocumented `main`.
+#![allow(missing_docs)]
+
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
 use onnx_protobuf::{
     tensor_shape_proto::{dimension::Value as DimValue, Dimension},

@@ -356,9 +356,9 @@ pub(super) fn epilogue<'a, T: GemmFloat>(
         let row0 = first_row(blk.batch);
         for r in blk.r0..blk.r1 {
             let row = row0 + r;
+            let (at, len) = (row * plane + blk.c0, blk.c1 - blk.c0);
             // SAFETY: the block's rows and columns lie inside this batch's C,
             // which the engine hands to exactly one task.
-            let (at, len) = (row * plane + blk.c0, blk.c1 - blk.c0);
             let out = unsafe { y.slice(at, len) };
             finish_row(out, b.map(|b| b[row % m]), z.map(|z| &z[at..at + len]), act);
         }

@@ -366,15 +366,15 @@ impl Products<'_> {
                         (rows.as_ptr(), self.x_pitch)
                     }
                 };
+                let ys = yp.offset(y_at).0;
+                let args = (xp, xs, self.y_pitch, k, w, bias, resid, ys, epi);
+                let packed = matches!(x, Strips::Packed(_));
                 // SAFETY: the CPU has the kernel (AVX2 and FMA, or NEON:
                 // the caller of `run` checked); the strip holds k rows of `wide` at pitch `xs`
                 // (sliced above), the block's `rows` rows × `wide` columns
                 // lie inside Y (and Z; `run` checked the extents), and no
                 // other task writes them (the ranges split strips and
                 // panels disjointly, and products do not overlap).
-                let ys = yp.offset(y_at).0;
-                let args = (xp, xs, self.y_pitch, k, w, bias, resid, ys, epi);
-                let packed = matches!(x, Strips::Packed(_));
                 unsafe { dispatch(rows, wide == NR, zmm, packed, args) };
             }
         }

@@ -21,10 +21,10 @@ pub(crate) fn tile(kind: Resolved, w: &[i8], x: &[u8], k4: usize, out: &mut Tile
     debug_assert!(w.len() >= k4 * MR * 4 && x.len() >= k4 * NR * 4);
     #[cfg(target_arch = "x86_64")]
     match kind {
-        // SAFETY: `Resolved` names a kernel only when the CPU has its
-        // features, and the slices hold k4 groups of both operands
-        // (asserted by the callers' packing).
         Resolved::Vnni => {
+            // SAFETY: `Resolved` names a kernel only when the CPU has its
+            // features, and the slices hold k4 groups of both operands
+            // (asserted by the callers' packing).
             unsafe { tile_vnni512(w, x, k4, out) };
             return true;
         }
@@ -34,14 +34,14 @@ pub(crate) fn tile(kind: Resolved, w: &[i8], x: &[u8], k4: usize, out: &mut Tile
     }
     #[cfg(target_arch = "aarch64")]
     match kind {
-        // SAFETY: `NeonDot` is resolved only where the CPU has dotprod;
-        // the slices hold k4 groups of both operands (as above).
         Resolved::NeonDot => {
+            // SAFETY: `NeonDot` is resolved only where the CPU has dotprod;
+            // the slices hold k4 groups of both operands (as above).
             unsafe { super::neon::tile_dot(w, x, k4, out) };
             return true;
         }
-        // SAFETY: NEON is part of the target; the slices as above.
         Resolved::NeonWide => {
+            // SAFETY: NEON is part of the target; the slices as above.
             unsafe { super::neon::tile_widening(w, x, k4, out) };
             return true;
         }

@@ -69,6 +69,8 @@ struct Shared<T>(*mut T);
 // SAFETY: tasks write disjoint elements (see the module header), and the
 // buffer outlives the product (it is borrowed for the sink's lifetime).
 unsafe impl<T> Sync for Shared<T> {}
+// SAFETY: as for Sync: the pointer is only written through at disjoint
+// elements of a buffer that outlives every task.
 unsafe impl<T> Send for Shared<T> {}
 
 /// Stores i32 results.

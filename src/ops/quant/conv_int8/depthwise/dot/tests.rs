@@ -64,8 +64,8 @@ fn the_vnni_kernel_gives_the_portable_sums() {
         let mut want = vec![0; oh * ow + LANES];
         let mut got = vec![0; oh * ow + LANES];
         plane_portable(&g, &pad, &quads, -77, &mut want);
-        // SAFETY: checked features; buffers sized as `plane` sizes them.
         let cover = g.cover();
+        // SAFETY: checked features; buffers sized as `plane` sizes them.
         unsafe {
             plane_vnni(
                 &g,
