@@ -526,25 +526,29 @@ mod tests {
 
     /// A CPU our own pinned thread keeps busy does not look busy: its
     /// time comes off that CPU's use (without this it read about 1.0).
+    /// Where other processes take that CPU from the thread, what it did
+    /// get bounds what may be left for them, so a busy machine loosens the
+    /// bound instead of failing the test.
+    #[cfg(any(target_os = "linux", target_os = "android"))]
     #[test]
     fn own_pinned_thread_leaves_its_cpu_idle_for_others() {
         let Some(cpu) = core_affinity::get_core_ids().and_then(|ids| ids.last().copied()) else {
             return;
         };
-        if !cfg!(target_os = "linux") {
-            return;
-        }
         let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
         let flag = stop.clone();
         let busy = std::thread::spawn(move || {
             if !core_affinity::set_for_current(cpu) {
-                return;
+                return None;
             }
+            let start = (std::time::Instant::now(), thread_cpu_time());
             let mut x = 0u64;
             while !flag.load(std::sync::atomic::Ordering::Relaxed) {
                 x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
                 std::hint::black_box(x);
             }
+            let wall = start.0.elapsed().as_secs_f64();
+            Some((thread_cpu_time() - start.1) / wall.max(1e-9))
         });
         let mut s = Sampler::new();
         std::thread::sleep(Duration::from_millis(50));
@@ -552,9 +556,29 @@ mod tests {
         std::thread::sleep(Duration::from_millis(300));
         let x = s.sample();
         stop.store(true, std::sync::atomic::Ordering::Relaxed);
-        let _ = busy.join();
+        let Some(share) = busy.join().expect("busy thread") else {
+            return;
+        };
         let others = x.per_cpu.get(cpu.id).copied().expect("per-CPU sample");
-        assert!(others < 0.6, "CPU {}: {x:?}", cpu.id);
+        // On a quiet machine `share` is about 1 and `others` about 0.
+        assert!(
+            others < (1.0 - share) + 0.4,
+            "CPU {}: own share {share:.2}, {x:?}",
+            cpu.id
+        );
+    }
+
+    /// The calling thread's CPU time in seconds.
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    fn thread_cpu_time() -> f64 {
+        let mut ts = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: `ts` is a valid, writable timespec for the call's duration.
+        let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+        assert_eq!(rc, 0, "clock_gettime(CLOCK_THREAD_CPUTIME_ID)");
+        ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
     }
 
     #[test]

@@ -20,8 +20,6 @@ mod packed_tests;
 pub(crate) mod simd;
 #[cfg(test)]
 mod tests;
-#[cfg(test)]
-pub(crate) mod testutil;
 
 pub(crate) fn register(r: &mut impl Registrar) {
     r.add("Gemm", 7, gemm_op::build);

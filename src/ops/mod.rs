@@ -37,6 +37,9 @@ mod text;
 mod unary;
 mod vision;
 
+#[cfg(test)]
+pub(crate) mod testutil;
+
 /// Builds an operator for one node.
 pub type Builder = fn(&BuildContext) -> Result<Box<dyn Operator>>;
 

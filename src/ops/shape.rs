@@ -385,11 +385,11 @@ pub(crate) mod test_util {
     //! Helpers for operator tests: build through the registry, check `infer`
     //! against `run`, and compare results across thread counts.
 
-    use crate::ir::attributes::{Attribute, Attributes};
-    use crate::ir::{BuildContext, Fact, InferInput};
+    use crate::ir::attributes::Attribute;
+    use crate::ir::{Fact, InferInput};
+    use crate::ops::testutil::build_op;
     use crate::tensor::{Element, Tensor};
     use crate::Result;
-    use std::collections::BTreeMap;
 
     /// A tensor from a shape and data.
     pub fn t<T: Element>(shape: &[usize], data: Vec<T>) -> Tensor {
@@ -422,14 +422,6 @@ pub(crate) mod test_util {
         Attribute::String(v.as_bytes().to_vec())
     }
 
-    fn attrs(op: &str, list: &[(&str, Attribute)]) -> Attributes {
-        let map: BTreeMap<String, Attribute> = list
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.clone()))
-            .collect();
-        Attributes::new("node", op, map)
-    }
-
     /// Builds `op` at `opset`, checks `infer` (with and without constant
     /// values) against the real outputs, checks FLOPs, and runs it on one and
     /// on three threads, which must agree exactly.
@@ -440,17 +432,7 @@ pub(crate) mod test_util {
         inputs: &[Option<Tensor>],
         num_outputs: usize,
     ) -> Result<Vec<Tensor>> {
-        let a = attrs(op, list);
-        let consts: Vec<Option<&Tensor>> = vec![None; inputs.len()];
-        let ctx = BuildContext {
-            attrs: &a,
-            opset,
-            consts: &consts,
-            num_inputs: inputs.len(),
-            num_outputs,
-            fusion: &crate::ir::Fusion::NONE,
-        };
-        let operator = crate::ops::build("", op, &ctx)?;
+        let operator = build_op(op, opset, list, &[], inputs.len(), num_outputs)?;
         let facts: Vec<Option<Fact>> = inputs.iter().map(|x| x.as_ref().map(Fact::of)).collect();
         let with_values: Vec<InferInput> = facts
             .iter()

@@ -321,25 +321,12 @@ pub(crate) fn register(r: &mut impl Registrar) {
 mod tests {
     use super::kernel::tests::rel_err;
     use super::*;
-    use crate::ir::attributes::{Attribute, Attributes};
+    use crate::ir::attributes::Attribute;
+    use crate::ops::testutil::build_op;
     use half::{bf16, f16};
-    use std::collections::BTreeMap;
 
     fn build(op: &str, attrs: &[(&str, Attribute)], opset: i64) -> Result<Box<dyn Operator>> {
-        let map: BTreeMap<String, Attribute> = attrs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.clone()))
-            .collect();
-        let attrs = Attributes::new("n", op, map);
-        let ctx = BuildContext {
-            attrs: &attrs,
-            opset,
-            consts: &[],
-            num_inputs: 1,
-            num_outputs: 1,
-            fusion: &crate::ir::Fusion::NONE,
-        };
-        crate::ops::build("", op, &ctx)
+        build_op(op, opset, attrs, &[], 1, 1)
     }
 
     fn run1(op: &str, t: Tensor) -> Result<Tensor> {

@@ -533,7 +533,7 @@ mod tests {
     use super::super::conv_op::plan;
     use super::super::geom::WindowAttrs;
     use super::*;
-    use crate::ops::gemm::testutil::rand_vec;
+    use crate::ops::testutil::rand_vec;
 
     /// On a CPU with the kernel it takes the layer and matches im2col's
     /// sums (to rounding: the order of the products differs).
@@ -602,7 +602,7 @@ mod tests {
     /// im2col's sums on any pool, and the same bits on every pool.
     #[test]
     fn bands_match_im2col_on_any_pool() {
-        use crate::ops::gemm::testutil::with_threads;
+        use crate::ops::testutil::with_threads;
         let attrs = crate::ir::attributes::Attributes::default();
         let mut window = WindowAttrs::parse(&attrs, true).unwrap();
         window.pads = Some(vec![2, 1, 2, 1]);
@@ -651,7 +651,7 @@ mod tests {
     /// and on bands that start inside a row.
     #[test]
     fn wide_and_narrow_blocks_give_the_same_bits() {
-        use crate::ops::gemm::testutil::with_threads;
+        use crate::ops::testutil::with_threads;
         if !wide_kernel() {
             return;
         }

@@ -681,7 +681,7 @@ mod tests {
     #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
     #[test]
     fn products_match_naive_sums() {
-        use crate::ops::gemm::testutil::rand_vec;
+        use crate::ops::testutil::rand_vec;
         if !available() {
             return;
         }

@@ -98,7 +98,7 @@ mod tests {
     use super::super::conv_op::plan;
     use super::super::geom::WindowAttrs;
     use super::*;
-    use crate::ops::gemm::testutil::rand_vec;
+    use crate::ops::testutil::rand_vec;
 
     /// On a CPU with the kernel it takes the layer (with residual and Relu)
     /// and matches the `gemm` crate's path to rounding, whatever the rows

@@ -3,7 +3,7 @@
 
 use crate::ir::attributes::Attribute;
 use crate::ir::{Activation, Fusion};
-use crate::ops::gemm::testutil::{
+use crate::ops::testutil::{
     activation, assert_close, assert_tensor_close, bits, build_fused, build_op, int, ints,
     rand_vec, run, run_fused, string, with_threads,
 };

@@ -230,7 +230,7 @@ impl Operator for Col2Im {
 
 #[cfg(test)]
 mod tests {
-    use crate::ops::gemm::testutil::{ints, run};
+    use crate::ops::testutil::{ints, run};
     use crate::tensor::Tensor;
 
     fn shape(v: &[i64]) -> Tensor {

@@ -109,7 +109,7 @@ impl Operator for Det {
 
 #[cfg(test)]
 mod tests {
-    use crate::ops::gemm::testutil::{assert_tensor_close, run};
+    use crate::ops::testutil::{assert_tensor_close, run};
     use crate::tensor::Tensor;
 
     /// Laplace expansion: the textbook definition.
@@ -134,7 +134,7 @@ mod tests {
     #[test]
     fn matches_laplace_expansion_batched() {
         let n = 4;
-        let v: Vec<f64> = crate::ops::gemm::testutil::rand_vec(3 * n * n, 9)
+        let v: Vec<f64> = crate::ops::testutil::rand_vec(3 * n * n, 9)
             .into_iter()
             .map(|x| x as f64)
             .collect();

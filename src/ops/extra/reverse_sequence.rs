@@ -131,7 +131,7 @@ impl Operator for ReverseSequence {
 
 #[cfg(test)]
 mod tests {
-    use crate::ops::gemm::testutil::{int, run};
+    use crate::ops::testutil::{int, run};
     use crate::tensor::Tensor;
 
     #[test]

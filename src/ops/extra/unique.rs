@@ -199,7 +199,7 @@ impl Operator for Unique {
 
 #[cfg(test)]
 mod tests {
-    use crate::ops::gemm::testutil::{build_op, int};
+    use crate::ops::testutil::{build_op, int};
     use crate::tensor::Tensor;
 
     fn unique(x: &Tensor, attrs: &[(&str, crate::ir::attributes::Attribute)]) -> Vec<Tensor> {

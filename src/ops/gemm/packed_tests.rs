@@ -4,8 +4,8 @@
 
 use super::fused::Activation;
 use super::packed::{Kernel, PackedEpilogue, PackedWeights};
-use super::testutil::*;
 use crate::ir::Fusion;
+use crate::ops::testutil::*;
 use crate::tensor::Tensor;
 
 /// `act(Σ_kk a[i,kk]·b[kk,j] (one rounding per step, in order) + bias[j])`.

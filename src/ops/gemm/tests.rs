@@ -1,8 +1,8 @@
 //! Tests for Gemm, MatMul and the GEMM engine against naive products.
 
 use super::engine::Tiling;
-use super::testutil::*;
 use crate::ir::Activation;
+use crate::ops::testutil::*;
 use crate::tensor::Tensor;
 use half::{bf16, f16};
 

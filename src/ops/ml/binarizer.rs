@@ -62,7 +62,7 @@ impl Operator for Binarizer {
 #[cfg(test)]
 mod tests {
     use super::super::testutil::build_ml;
-    use crate::ops::gemm::testutil::{float, infer_and_run};
+    use crate::ops::testutil::{float, infer_and_run};
     use crate::tensor::Tensor;
 
     fn binarize(x: &Tensor, threshold: f32) -> crate::Result<Tensor> {

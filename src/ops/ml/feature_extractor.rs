@@ -110,7 +110,7 @@ impl Operator for ArrayFeatureExtractor {
 #[cfg(test)]
 mod tests {
     use super::super::testutil::build_ml;
-    use crate::ops::gemm::testutil::infer_and_run;
+    use crate::ops::testutil::infer_and_run;
     use crate::tensor::Tensor;
 
     fn extract(x: &Tensor, idx: &[usize], y: Vec<i64>) -> crate::Result<Tensor> {

@@ -3,7 +3,7 @@
 
 use super::super::testutil::{build_ml, strings};
 use crate::ir::attributes::Attribute;
-use crate::ops::gemm::testutil::{infer_and_run, int, ints, string};
+use crate::ops::testutil::{infer_and_run, int, ints, string};
 use crate::tensor::Tensor;
 
 fn encode(opset: i64, attrs: &[(&str, Attribute)], x: &Tensor) -> crate::Result<Tensor> {
@@ -148,8 +148,7 @@ fn lives_in_the_ml_domain_only() {
     ];
     assert!(build_ml("LabelEncoder", 2, &attrs, 1).is_ok());
     // Not an operator of the default domain; and opset 5 has TreeEnsemble only from 5.
-    let e =
-        crate::ops::gemm::testutil::build_op("LabelEncoder", 20, &attrs, &[], 1, 1).unwrap_err();
+    let e = crate::ops::testutil::build_op("LabelEncoder", 20, &attrs, &[], 1, 1).unwrap_err();
     assert!(matches!(e, crate::Error::UnsupportedOperator { .. }), "{e}");
     assert!(build_ml("TreeEnsemble", 4, &[], 1).is_err());
 }

@@ -5,7 +5,7 @@
 use super::super::testutil::build_ml;
 use super::erfinv;
 use crate::ir::attributes::Attribute;
-use crate::ops::gemm::testutil::{infer_and_run, int, ints};
+use crate::ops::testutil::{infer_and_run, int, ints};
 use crate::tensor::Tensor;
 
 fn f64s(v: &[f64]) -> Attribute {

@@ -208,9 +208,7 @@ impl Operator for BatchNormTrain {
 mod tests {
     use crate::ir::attributes::Attribute;
     use crate::ir::{Activation, Fusion};
-    use crate::ops::gemm::testutil::{
-        activation, build_fused, float, infer_and_run, int, rand_vec,
-    };
+    use crate::ops::testutil::{activation, build_fused, float, infer_and_run, int, rand_vec};
     use crate::tensor::Tensor;
 
     fn run(

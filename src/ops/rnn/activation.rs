@@ -154,16 +154,13 @@ pub(super) fn parse(attrs: &Attributes, defaults: &[&str], dirs: usize) -> Resul
 mod tests {
     use super::*;
     use crate::ir::attributes::Attribute;
+    use crate::ops::testutil::strings;
     use std::collections::BTreeMap;
 
     fn attrs(pairs: Vec<(&str, Attribute)>) -> Attributes {
         let map: BTreeMap<String, Attribute> =
             pairs.into_iter().map(|(k, v)| (k.to_string(), v)).collect();
         Attributes::new("n", "LSTM", map)
-    }
-
-    fn strings(v: &[&str]) -> Attribute {
-        Attribute::Strings(v.iter().map(|s| s.as_bytes().to_vec()).collect())
     }
 
     #[test]

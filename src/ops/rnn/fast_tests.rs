@@ -7,7 +7,7 @@
 //! per run, and bit-identical results on pools of 1 and 2 threads.
 
 use crate::ir::attributes::Attribute;
-use crate::ops::gemm::testutil::{
+use crate::ops::testutil::{
     assert_close, bits, build_op, infer_and_run, int, rand_vec, string, with_threads,
 };
 use crate::tensor::Tensor;

@@ -4,7 +4,7 @@
 //! FLOPs and input errors.
 
 use crate::ir::attributes::Attribute;
-use crate::ops::gemm::testutil::{build_op, infer_and_run, int, rand_vec, string};
+use crate::ops::testutil::{build_op, infer_and_run, int, rand_vec, string};
 use crate::tensor::Tensor;
 
 #[derive(Clone, Copy, PartialEq)]
@@ -240,10 +240,10 @@ fn check(c: &Case, f64_: bool) {
     let got = infer_and_run(op.as_ref(), &inputs).unwrap();
     assert_eq!(got.len(), outs);
     let tol = if f64_ { 1e-12 } else { 1e-5 };
-    crate::ops::gemm::testutil::assert_tensor_close(&got[0], &y, tol, tol);
-    crate::ops::gemm::testutil::assert_tensor_close(&got[1], &yh, tol, tol);
+    crate::ops::testutil::assert_tensor_close(&got[0], &y, tol, tol);
+    crate::ops::testutil::assert_tensor_close(&got[1], &yh, tol, tol);
     if outs == 3 {
-        crate::ops::gemm::testutil::assert_tensor_close(&got[2], &yc, tol, tol);
+        crate::ops::testutil::assert_tensor_close(&got[2], &yc, tol, tol);
     }
 }
 
@@ -383,7 +383,7 @@ fn spec_example_rnn_defaults() {
         .iter()
         .flat_map(|&v| std::iter::repeat_n(v.tanh(), 4))
         .collect();
-    crate::ops::gemm::testutil::assert_tensor_close(&y[1], &want, 1e-6, 1e-6);
+    crate::ops::testutil::assert_tensor_close(&y[1], &want, 1e-6, 1e-6);
 }
 
 #[test]

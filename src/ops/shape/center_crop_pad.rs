@@ -124,7 +124,7 @@ impl Operator for CenterCropPad {
 mod tests {
     use crate::error::Error;
     use crate::ir::attributes::Attribute;
-    use crate::ops::gemm::testutil::{build_op, infer_and_run, ints};
+    use crate::ops::testutil::{build_op, infer_and_run, ints};
     use crate::tensor::Tensor;
     use ndarray::{ArrayD, IxDyn};
 

@@ -210,7 +210,7 @@ impl Operator for TensorScatter {
 mod tests {
     use crate::error::{Error, Result};
     use crate::ir::attributes::Attribute;
-    use crate::ops::gemm::testutil::{build_op, infer_and_run, int, string};
+    use crate::ops::testutil::{build_op, infer_and_run, int, string};
     use crate::tensor::Tensor;
     use ndarray::{ArrayD, Dimension, IxDyn};
 

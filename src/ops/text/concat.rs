@@ -58,7 +58,7 @@ impl Operator for StringConcat {
 
 #[cfg(test)]
 mod tests {
-    use crate::ops::gemm::testutil::{build_op, infer_and_run};
+    use crate::ops::testutil::{build_op, infer_and_run};
     use crate::tensor::Tensor;
 
     fn strs(shape: &[usize], v: &[&str]) -> Tensor {

@@ -143,7 +143,7 @@ impl Operator for StringNormalizer {
 #[cfg(test)]
 mod tests {
     use crate::ir::attributes::Attribute;
-    use crate::ops::gemm::testutil::{build_op, infer_and_run, int, string};
+    use crate::ops::testutil::{build_op, infer_and_run, int, string};
     use crate::tensor::Tensor;
 
     fn strs(shape: &[usize], v: &[&str]) -> Tensor {

@@ -141,7 +141,7 @@ impl Operator for RegexFullMatch {
 #[cfg(test)]
 mod tests {
     use super::translate;
-    use crate::ops::gemm::testutil::{build_op, infer_and_run, string};
+    use crate::ops::testutil::{build_op, infer_and_run, string};
     use crate::tensor::Tensor;
 
     fn matches(pattern: &str, v: &[&str]) -> Vec<bool> {

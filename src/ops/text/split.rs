@@ -122,7 +122,7 @@ impl Operator for StringSplit {
 mod tests {
     use super::{split_on, split_whitespace};
     use crate::ir::attributes::Attribute;
-    use crate::ops::gemm::testutil::{build_op, infer_and_run, int, string};
+    use crate::ops::testutil::{build_op, infer_and_run, int, string};
     use crate::tensor::Tensor;
 
     fn strs(shape: &[usize], v: &[&str]) -> Tensor {

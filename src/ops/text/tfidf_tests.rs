@@ -2,7 +2,7 @@
 //! string pools, coordinate mapping, empty inputs and malformed attributes.
 
 use crate::ir::attributes::Attribute;
-use crate::ops::gemm::testutil::{build_op, infer_and_run, int, ints, string};
+use crate::ops::testutil::{build_op, infer_and_run, int, ints, string};
 use crate::tensor::Tensor;
 
 fn attrs(mode: &str, min: i64, max: i64, skip: i64) -> Vec<(&'static str, Attribute)> {

@@ -206,7 +206,7 @@ impl Operator for BitCast {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ops::gemm::testutil::{build_op, infer_and_run, int};
+    use crate::ops::testutil::{build_op, infer_and_run, int};
 
     fn op(to: DType) -> Box<dyn Operator> {
         build_op(

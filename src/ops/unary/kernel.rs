@@ -219,8 +219,8 @@ pub fn tanh_f32(x: f32) -> f32 {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::ir::attributes::{Attribute, Attributes};
-    use crate::ir::{BuildContext, Fact, InferInput, Operator};
+    use crate::ir::attributes::Attribute;
+    use crate::ir::{Fact, InferInput, Operator};
 
     /// Builds `op` (default domain) with attributes, opset and constant inputs.
     pub(crate) fn build_op(
@@ -229,20 +229,7 @@ pub(crate) mod tests {
         opset: i64,
         consts: &[Option<&Tensor>],
     ) -> Result<Box<dyn Operator>> {
-        let map = attrs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.clone()))
-            .collect();
-        let attrs = Attributes::new("node", op, map);
-        let ctx = BuildContext {
-            attrs: &attrs,
-            opset,
-            consts,
-            num_inputs: consts.len(),
-            num_outputs: 1,
-            fusion: &crate::ir::Fusion::NONE,
-        };
-        crate::ops::build("", op, &ctx)
+        crate::ops::testutil::build_op(op, opset, attrs, consts, consts.len(), 1)
     }
 
     /// Runs `o` and checks that `infer` (without constant values) predicted

@@ -522,7 +522,7 @@ impl Operator for DeformConv {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ops::gemm::testutil::{build_op, infer_and_run, int, ints, rand_vec};
+    use crate::ops::testutil::{build_op, infer_and_run, int, ints, rand_vec};
 
     /// Bilinear sample of a zero-padded 2-D plane (the reference's GridSample).
     fn sample(x: &[f64], h: usize, w: usize, py: f64, px: f64) -> f64 {

@@ -6,7 +6,7 @@
 
 use super::{check_conv, geo, rand64, ref_conv, t32, Geo};
 use crate::ir::Activation;
-use crate::ops::gemm::testutil::{activation, assert_tensor_close, int, run_fused};
+use crate::ops::testutil::{activation, assert_tensor_close, int, run_fused};
 
 #[test]
 fn pointwise_blocks_cover_every_output() {

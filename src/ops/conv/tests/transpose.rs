@@ -3,7 +3,7 @@
 
 use super::{geo, rand64, ravel, t32, unravel, Geo};
 use crate::ir::attributes::Attribute;
-use crate::ops::gemm::testutil::{
+use crate::ops::testutil::{
     assert_tensor_close, bits, build_op, int, ints, run, string, with_threads,
 };
 use crate::tensor::Tensor;

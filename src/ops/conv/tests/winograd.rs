@@ -9,7 +9,7 @@ use super::super::winograd::transform::{self, Variant};
 use super::super::winograd::{self, Algo, WeightCache, F2, F4};
 use super::{check_conv, geo, rand64, ref_conv, t32, Geo};
 use crate::ops::gemm::fused::Activation;
-use crate::ops::gemm::testutil::{activation, assert_close, bits, build_fused, ints};
+use crate::ops::testutil::{activation, assert_close, bits, build_fused, ints};
 
 /// The three transforms of one tile equal the m×m direct correlation, in
 /// a block of `tiles` (the others reading zero padding): a full block of

@@ -1,11 +1,11 @@
-//! Test helpers shared by the NN operator tests: building and running a node
+//! Test helpers shared by the operator tests of every family: building and running a node
 //! through the registry (checking its inferred facts against the actual
 //! outputs), seeded random data, tolerance checks and fixed-size thread pools.
 
 use crate::error::Result;
 use crate::ir::attributes::{Attribute, Attributes};
 use crate::ir::{Activation, BuildContext, Fact, Fusion, InferInput, Operator};
-use crate::ops::build;
+use crate::ops::{build, DEFAULT_DOMAIN};
 use crate::tensor::Tensor;
 use std::collections::BTreeMap;
 
@@ -24,6 +24,10 @@ pub(crate) fn float(v: f32) -> Attribute {
 /// A string attribute.
 pub(crate) fn string(v: &str) -> Attribute {
     Attribute::String(v.as_bytes().to_vec())
+}
+/// A strings attribute.
+pub(crate) fn strings(v: &[&str]) -> Attribute {
+    Attribute::Strings(v.iter().map(|s| s.as_bytes().to_vec()).collect())
 }
 
 /// Builds `op` at `opset` with attributes and constant inputs.
@@ -64,6 +68,21 @@ pub(crate) fn build_fused(
     num_inputs: usize,
     num_outputs: usize,
 ) -> Result<Box<dyn Operator>> {
+    let arity = (num_inputs, num_outputs);
+    build_in(DEFAULT_DOMAIN, op, opset, attrs, fusion, consts, arity)
+}
+
+/// Builds `op` of `domain`: the one place a test node's [`BuildContext`] is
+/// made; `arity` is (inputs, outputs).
+pub(crate) fn build_in(
+    domain: &str,
+    op: &str,
+    opset: i64,
+    attrs: &[(&str, Attribute)],
+    fusion: &Fusion,
+    consts: &[Option<&Tensor>],
+    (num_inputs, num_outputs): (usize, usize),
+) -> Result<Box<dyn Operator>> {
     let map: BTreeMap<String, Attribute> = attrs
         .iter()
         .map(|(k, v)| (k.to_string(), v.clone()))
@@ -77,7 +96,7 @@ pub(crate) fn build_fused(
         num_outputs,
         fusion,
     };
-    build("", op, &ctx)
+    build(domain, op, &ctx)
 }
 
 /// Infers, runs, and checks the outputs against the inferred facts.
