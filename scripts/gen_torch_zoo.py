@@ -10,7 +10,10 @@ from PyTorch the way a new user would, with seeded random weights:
                         hard-sigmoid, squeeze-excite, depthwise)
   resnext50_32x4d/      torchvision resnext50_32x4d, 1x3x224x224 (grouped conv)
   gpt2_tiny/            transformers GPT2LMHeadModel, GPT2Config(n_layer=2, n_embd=128,
-                        n_head=2), input_ids 1x32, eager (causal-mask) attention, no cache
+                        n_head=2), input_ids 1x32, eager (causal-mask) attention, no cache;
+                        TorchScript fails on its mask code (aten::diff, transformers 5),
+                        so this one comes from the dynamo exporter (opset 18), whose
+                        node names vary from run to run (the outputs do not)
   transformer_encoder/  torch.nn.TransformerEncoder: 4 post-LN layers, d_model 256,
                         4 heads, feed-forward 1024, batch_first, input 1x64x256
 
@@ -32,7 +35,8 @@ holding torch, torchvision, transformers, onnx, onnxruntime (and onnxscript for 
 dynamo fallback), e.g.
 
   python3 -m venv /work/torchvenv
-  /work/torchvenv/bin/pip install torch torchvision transformers onnx onnxruntime onnxscript
+  /work/torchvenv/bin/pip install torch torchvision transformers onnx==1.23.2 \
+      onnxruntime==1.31.1 onnxscript
   /work/torchvenv/bin/python scripts/gen_torch_zoo.py [OUTDIR] [--only NAME ...]
 """
 
