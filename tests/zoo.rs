@@ -103,7 +103,18 @@ fn zoo_parallel_and_serial_runs_are_bit_identical() {
                 .oversubscribe(true)
                 .build_from_file(dir.join("model.onnx"))
                 .unwrap();
-            let out = s.run(inputs(&s, &dir)).unwrap();
+            let (out, report) = s.run_with_report(inputs(&s, &dir)).unwrap();
+            if mode == Mode::Parallel && name == "vit_small_like" {
+                // Q, K and V are sibling branches: the comparison means something
+                // only if they really ran side by side.
+                assert!(
+                    report
+                        .forks
+                        .iter()
+                        .any(|f| matches!(f.decision, ramify::sched::Decision::Parallel(_))),
+                    "{name}: parallel mode ran no fork in parallel"
+                );
+            }
             outputs.push(out.iter().map(|(_, t)| bits(t)).collect::<Vec<_>>());
         }
         for o in &outputs[1..] {
