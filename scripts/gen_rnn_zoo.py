@@ -12,8 +12,11 @@ Each model is built with onnx.helper the way PyTorch's TorchScript exporter
 - rnn_tanh: nn.RNN(64, 128) (tanh) on X [20, 1, 64], one RNN node.
 
 Initial states are zero initializers (what the exporter builds when no state
-is passed) and sequence_lens is left out. Deterministic and fast: the same
-bytes on every run.
+is passed) and sequence_lens is left out. Beside each model,
+test_data_set_0/input_0.pb holds a seeded standard-normal input (numpy
+default_rng(1)) and output_0.pb onnxruntime's output on it (graph
+optimisations off, one thread), the layout gen_transformer_zoo.py writes.
+Deterministic and fast: the same bytes on every run.
 
 Usage: .venv/bin/python scripts/gen_rnn_zoo.py [--out DIR]
 """
@@ -23,6 +26,7 @@ import pathlib
 
 import numpy as np
 import onnx
+import onnxruntime as ort
 from onnx import TensorProto, helper, numpy_helper
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
@@ -106,6 +110,26 @@ MODELS = {
 }
 
 
+def write_reference(path: pathlib.Path, model) -> None:
+    """test_data_set_0 beside PATH: a seeded input and onnxruntime's output."""
+    graph_input = model.graph.input[0]
+    shape = [d.dim_value for d in graph_input.type.tensor_type.shape.dim]
+    x = np.random.default_rng(1).standard_normal(shape).astype(np.float32)
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    options.intra_op_num_threads = 1
+    sess = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+    (y,) = sess.run(None, {graph_input.name: x})
+    if not np.all(np.isfinite(y)):
+        raise SystemExit(f"{path}: onnxruntime gave a non-finite output")
+    data = path.parent / "test_data_set_0"
+    data.mkdir(exist_ok=True)
+    (data / "input_0.pb").write_bytes(numpy_helper.from_array(x, graph_input.name)
+                                      .SerializeToString())
+    (data / "output_0.pb").write_bytes(numpy_helper.from_array(y, model.graph.output[0].name)
+                                       .SerializeToString())
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=pathlib.Path, default=REPO / "tests/data/generated/zoo")
@@ -113,7 +137,9 @@ def main():
     for name, make in MODELS.items():
         path = args.out / name / "model.onnx"
         path.parent.mkdir(parents=True, exist_ok=True)
-        onnx.save(make(), str(path))
+        model = make()
+        onnx.save(model, str(path))
+        write_reference(path, model)
         print(f"wrote {path.relative_to(REPO) if path.is_relative_to(REPO) else path}")
 
 

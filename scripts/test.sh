@@ -16,6 +16,10 @@ scripts/ensure_venv.sh
 .venv/bin/python scripts/gen_test_data.py
 .venv/bin/python scripts/gen_node_tests.py
 .venv/bin/python scripts/gen_quant_models.py
+# The benchmark zoo's onnx.helper models (tests/zoo.rs); the torch-exported
+# part (gen_torch_zoo.py) is for benchmarks only and needs no place here.
+.venv/bin/python scripts/gen_transformer_zoo.py
+.venv/bin/python scripts/gen_rnn_zoo.py
 
 # The C API test runs its program under valgrind.
 if ! command -v valgrind >/dev/null 2>&1; then
