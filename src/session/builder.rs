@@ -321,20 +321,41 @@ impl SessionBuilder {
 
     /// Parses with `parse` and builds the session, within the memory budget;
     /// a panic on the way (a bug) becomes [`Error::Internal`].
+    ///
+    /// The scheduler (its pools, the device topology and the load monitor's
+    /// synchronous baseline, about 6 ms of mostly waiting) is made on a
+    /// second thread while this one parses, so it adds nothing to a cold
+    /// start that parsing takes longer than. That thread inherits this
+    /// one's CPU affinity, which the monitor reads as the allowed CPUs.
     fn build(self, parse: impl FnOnce() -> Result<Graph>) -> Result<Session> {
         let limit = self
             .memory_limit
             .unwrap_or_else(crate::tensor::budget::default_limit);
         let interrupt = Interrupt::new(None, self.time_limit);
-        catch_unwind(AssertUnwindSafe(|| {
-            crate::tensor::budget::with_limit(limit, || {
-                with_interrupt(&interrupt, || {
-                    let graph = parse()?;
-                    let sched = self.scheduler()?;
-                    Session::new(graph, sched, !self.no_fusion, limit, self.time_limit)
+        std::thread::scope(|scope| {
+            let scheduler = std::thread::Builder::new()
+                .name("ramify-setup".into())
+                .spawn_scoped(scope, || self.scheduler());
+            let built = catch_unwind(AssertUnwindSafe(|| {
+                crate::tensor::budget::with_limit(limit, || {
+                    with_interrupt(&interrupt, || parse())
                 })
-            })
-        }))
-        .map_err(|p| Error::Internal(panic_message("loading", &p)))?
+            }));
+            // Without a second thread, the scheduler is made here instead.
+            let sched = match scheduler {
+                Ok(handle) => handle.join(),
+                Err(_) => catch_unwind(AssertUnwindSafe(|| self.scheduler())),
+            };
+            let graph = built.map_err(|p| Error::Internal(panic_message("loading", &p)))??;
+            let sched = sched.map_err(|p| Error::Internal(panic_message("loading", &p)))??;
+            catch_unwind(AssertUnwindSafe(|| {
+                crate::tensor::budget::with_limit(limit, || {
+                    with_interrupt(&interrupt, || {
+                        Session::new(graph, sched, !self.no_fusion, limit, self.time_limit)
+                    })
+                })
+            }))
+            .map_err(|p| Error::Internal(panic_message("loading", &p)))?
+        })
     }
 }
