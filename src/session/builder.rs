@@ -337,9 +337,7 @@ impl SessionBuilder {
                 .name("ramify-setup".into())
                 .spawn_scoped(scope, || self.scheduler());
             let built = catch_unwind(AssertUnwindSafe(|| {
-                crate::tensor::budget::with_limit(limit, || {
-                    with_interrupt(&interrupt, || parse())
-                })
+                crate::tensor::budget::with_limit(limit, || with_interrupt(&interrupt, parse))
             }));
             // Without a second thread, the scheduler is made here instead.
             let sched = match scheduler {
