@@ -5,9 +5,9 @@
 
 mod common;
 
-use common::generated;
+use common::{assert_serial_equals_parallel, assert_within_scaled, generated};
 use ramify::onnx::read_tensor_file;
-use ramify::{Mode, Session, SessionBuilder, Tensor};
+use ramify::Session;
 use std::path::Path;
 
 const MODELS: [&str; 9] = [
@@ -75,24 +75,8 @@ fn random_weight_light_models_match_onnxruntime_logits() {
         let dir = case_dir("light_random", name);
         let session = Session::from_file(dir.join("model.onnx")).unwrap();
         let (got, want, _) = run_case(&session, &dir);
-        let scale = want.iter().fold(0.0f64, |m, v| m.max(v.abs()));
-        let worst = got
-            .iter()
-            .zip(&want)
-            .fold(0.0f64, |m, (g, w)| m.max((g - w).abs()));
-        assert!(
-            worst <= 1e-4 * scale,
-            "{name}: max |diff| {worst:e} > 1e-4 x max |ref| {scale:e}"
-        );
+        assert_within_scaled(name, &got, &want, 1e-4);
     }
-}
-
-fn bits(t: &Tensor) -> Vec<u32> {
-    t.array::<f32>()
-        .expect("float output")
-        .iter()
-        .map(|v| v.to_bits())
-        .collect()
 }
 
 #[test]
@@ -100,34 +84,7 @@ fn parallel_and_serial_runs_are_bit_identical() {
     for name in ["inception_v1", "squeezenet", "densenet121", "resnet50"] {
         let dir = case_dir("light_random", name);
         let input = read_tensor_file(&dir.join("test_data_set_0/input_0.pb")).unwrap();
-        let mut outputs = Vec::new();
-        for (mode, cpus) in [
-            (Mode::Serial, 1),
-            (Mode::Serial, 3),
-            (Mode::Parallel, 4),
-            (Mode::Parallel, 2),
-        ] {
-            let s = SessionBuilder::new()
-                .mode(mode)
-                .cpus(cpus)
-                .oversubscribe(true)
-                .build_from_file(dir.join("model.onnx"))
-                .unwrap();
-            let in_name = s.inputs()[0].name.clone();
-            let (out, report) = s.run_with_report([(in_name, input.clone())]).unwrap();
-            if mode == Mode::Parallel && name == "inception_v1" {
-                assert!(
-                    report
-                        .forks
-                        .iter()
-                        .any(|f| matches!(f.decision, ramify::sched::Decision::Parallel(_))),
-                    "{name}: parallel mode ran no fork in parallel"
-                );
-            }
-            outputs.push(bits(&out[0].1));
-        }
-        for o in &outputs[1..] {
-            assert_eq!(o, &outputs[0], "{name}: outputs differ between modes");
-        }
+        let inputs = |s: &Session| vec![(s.inputs()[0].name.clone(), input.clone())];
+        assert_serial_equals_parallel(&dir.join("model.onnx"), inputs, name == "inception_v1");
     }
 }

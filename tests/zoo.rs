@@ -9,9 +9,9 @@
 
 mod common;
 
-use common::generated;
+use common::{assert_serial_equals_parallel, assert_within_scaled, generated};
 use ramify::onnx::read_tensor_file;
-use ramify::{Mode, Session, SessionBuilder, Tensor};
+use ramify::{Session, Tensor};
 use std::path::{Path, PathBuf};
 
 const MODELS: [&str; 5] = [
@@ -64,61 +64,18 @@ fn zoo_models_match_onnxruntime_outputs() {
             let want = read_tensor_file(&path).unwrap();
             assert_eq!(got.shape(), want.shape(), "{name}: {out_name}: shape");
             let (got, want) = (got.to_f64_vec().unwrap(), want.to_f64_vec().unwrap());
-            let scale = want.iter().fold(0.0f64, |m, v| m.max(v.abs()));
-            assert!(scale > 0.0, "{name}: {out_name}: reference is all zeros");
-            let worst = got
-                .iter()
-                .zip(&want)
-                .fold(0.0f64, |m, (g, w)| m.max((g - w).abs()));
-            assert!(
-                worst <= TOL * scale,
-                "{name}: {out_name}: max |diff| {worst:e} > {TOL:e} x max |ref| {scale:e}"
-            );
+            assert_within_scaled(&format!("{name}: {out_name}"), &got, &want, TOL);
         }
     }
-}
-
-fn bits(t: &Tensor) -> Vec<u32> {
-    t.array::<f32>()
-        .expect("float output")
-        .iter()
-        .map(|v| v.to_bits())
-        .collect()
 }
 
 #[test]
 fn zoo_parallel_and_serial_runs_are_bit_identical() {
     for name in MODELS {
         let dir = case_dir(name);
-        let mut outputs = Vec::new();
-        for (mode, cpus) in [
-            (Mode::Serial, 1),
-            (Mode::Serial, 3),
-            (Mode::Parallel, 4),
-            (Mode::Parallel, 2),
-        ] {
-            let s = SessionBuilder::new()
-                .mode(mode)
-                .cpus(cpus)
-                .oversubscribe(true)
-                .build_from_file(dir.join("model.onnx"))
-                .unwrap();
-            let (out, report) = s.run_with_report(inputs(&s, &dir)).unwrap();
-            if mode == Mode::Parallel && name == "vit_small_like" {
-                // Q, K and V are sibling branches: the comparison means something
-                // only if they really ran side by side.
-                assert!(
-                    report
-                        .forks
-                        .iter()
-                        .any(|f| matches!(f.decision, ramify::sched::Decision::Parallel(_))),
-                    "{name}: parallel mode ran no fork in parallel"
-                );
-            }
-            outputs.push(out.iter().map(|(_, t)| bits(t)).collect::<Vec<_>>());
-        }
-        for o in &outputs[1..] {
-            assert!(o == &outputs[0], "{name}: outputs differ between modes");
-        }
+        // In vit_small_like, Q, K and V are sibling branches: the comparison
+        // means something only if they really ran side by side.
+        let fork = name == "vit_small_like";
+        assert_serial_equals_parallel(&dir.join("model.onnx"), |s| inputs(s, &dir), fork);
     }
 }

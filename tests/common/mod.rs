@@ -215,3 +215,74 @@ pub fn vm_hwm_bytes() -> Option<usize> {
     let kb: usize = line.split_whitespace().nth(1)?.parse().ok()?;
     Some(kb * 1024)
 }
+
+/// The f32 output's bit patterns, for bit-for-bit comparisons.
+pub fn f32_bits(t: &ramify::Tensor) -> Vec<u32> {
+    t.array::<f32>()
+        .expect("float output")
+        .iter()
+        .map(|v| v.to_bits())
+        .collect()
+}
+
+/// Fails unless every |got − want| ≤ `tol` × the largest |want| (the
+/// criterion for random weights against onnxruntime: summation order
+/// differs, so the error scales with the values' size).
+pub fn assert_within_scaled(label: &str, got: &[f64], want: &[f64], tol: f64) {
+    let scale = want.iter().fold(0.0f64, |m, v| m.max(v.abs()));
+    assert!(scale > 0.0, "{label}: reference is all zeros");
+    let worst = got
+        .iter()
+        .zip(want)
+        .fold(0.0f64, |m, (g, w)| m.max((g - w).abs()));
+    assert!(
+        worst <= tol * scale,
+        "{label}: max |diff| {worst:e} > {tol:e} x max |ref| {scale:e}"
+    );
+}
+
+/// Runs `model` serially on 1 and 3 CPUs and in parallel on 4 and 2
+/// (oversubscribed), with `inputs(session)` each time, and fails unless all
+/// four give the same outputs bit for bit. With `fork_runs_parallel`, the
+/// parallel runs must also have run a fork in parallel, so that the
+/// comparison cannot pass trivially.
+pub fn assert_serial_equals_parallel(
+    model: &std::path::Path,
+    inputs: impl Fn(&ramify::Session) -> Vec<(String, ramify::Tensor)>,
+    fork_runs_parallel: bool,
+) {
+    use ramify::{Mode, SessionBuilder};
+    let mut outputs = Vec::new();
+    for (mode, cpus) in [
+        (Mode::Serial, 1),
+        (Mode::Serial, 3),
+        (Mode::Parallel, 4),
+        (Mode::Parallel, 2),
+    ] {
+        let s = SessionBuilder::new()
+            .mode(mode)
+            .cpus(cpus)
+            .oversubscribe(true)
+            .build_from_file(model)
+            .unwrap();
+        let (out, report) = s.run_with_report(inputs(&s)).unwrap();
+        if mode == Mode::Parallel && fork_runs_parallel {
+            assert!(
+                report
+                    .forks
+                    .iter()
+                    .any(|f| matches!(f.decision, ramify::sched::Decision::Parallel(_))),
+                "{}: parallel mode ran no fork in parallel",
+                model.display()
+            );
+        }
+        outputs.push(out.iter().map(|(_, t)| f32_bits(t)).collect::<Vec<_>>());
+    }
+    for o in &outputs[1..] {
+        assert!(
+            o == &outputs[0],
+            "{}: outputs differ between modes",
+            model.display()
+        );
+    }
+}
