@@ -20,6 +20,7 @@ mod im2col;
 mod implicit;
 mod lines;
 mod panels;
+mod patches;
 mod phases;
 mod pointwise;
 #[cfg(test)]

@@ -5,13 +5,16 @@
 //! (RGB stems) on AVX-512 machines; 3×3 stride-1 kernels with enough channels and output
 //! tiles go through Winograd F(4×4, 3×3) or F(2×2, 3×3), except where an AVX2
 //! machine's implicit-GEMM kernel is faster (few output channels); that kernel
-//! also takes the other 2-D stride-1 layers there; everything else is im2col
+//! also takes the other 2-D stride-1 layers there; non-overlapping 2-D
+//! layers (kernel = stride, unpadded: patch embeddings) are a copy of the
+//! patches and one product by the packed weights on x86-64; everything else is im2col
 //! followed by a GEMM per group. A residual Add fused in at load (input 3,
 //! the node's `Fusion::residual`) is added to each output block after the bias and
 //! before the activation.
 
 use super::geom::{Window, WindowAttrs};
 use super::implicit::{self, PackCache};
+use super::patches::PatchCache;
 use super::winograd::{self, WeightCache};
 use super::{check_bias, finish_row, parse_group, run_float, FloatKernel};
 use crate::error::{Error, Result};
@@ -44,6 +47,9 @@ struct Conv {
     /// W packed for the AVX2 panel GEMM (1×1 and im2col paths, which pack
     /// it alike), on the first run that takes it.
     panel_weights: PackCache,
+    /// W packed for the non-overlapping (patch) path, on the first run
+    /// that takes it.
+    patch_weights: PatchCache,
 }
 
 pub(super) fn build(ctx: &BuildContext) -> Result<Box<dyn Operator>> {
@@ -56,6 +62,7 @@ pub(super) fn build(ctx: &BuildContext) -> Result<Box<dyn Operator>> {
         winograd_weights: WeightCache::default(),
         implicit_weights: PackCache::default(),
         panel_weights: PackCache::default(),
+        patch_weights: PatchCache::default(),
     }))
 }
 
@@ -301,6 +308,18 @@ impl FloatKernel for ConvKernel<'_> {
             ) {
                 pointwise_gemm(p, x, w, b, z, act, &mut y);
             }
+        } else if super::patches::try_patches(
+            p,
+            x,
+            w,
+            b,
+            z,
+            act,
+            &mut y,
+            &self.op.patch_weights,
+            self.op.w_constant,
+        ) {
+            // A non-overlapping (patch-embedding) layer on the packed GEMM.
         } else if super::direct::try_direct(p, x, w, b, inner_act, &mut y) {
             // A few-channel layer on the AVX-512 direct kernel.
             add_residual(&mut y, z, act);

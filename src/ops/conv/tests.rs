@@ -10,6 +10,7 @@ use crate::ops::testutil::{
 use crate::tensor::Tensor;
 use half::f16;
 
+mod patches;
 mod pointwise;
 mod transpose;
 mod winograd;
@@ -436,6 +437,12 @@ fn conv_fused_residual_matches_conv_then_add() {
             vec![1, 3, 20, 20],
             vec![8, 3, 3, 3],
             vec![pad1()],
+        ),
+        (
+            "patches (kernel = stride)",
+            vec![1, 3, 32, 16],
+            vec![12, 3, 8, 8],
+            vec![("strides", ints(&[8, 8]))],
         ),
     ];
     for (what, xs, ws, attrs) in cases {
@@ -873,6 +880,13 @@ fn conv_bits_identical_across_thread_counts() {
             vec![1, 3, 64, 64],
             vec![14, 3, 7, 7],
             vec![("strides", ints(&[2, 2])), ("pads", ints(&[3, 3, 3, 3]))],
+            Fusion::NONE,
+        ),
+        // Patch embedding: kernel = stride, no padding.
+        (
+            vec![2, 3, 64, 48],
+            vec![40, 3, 8, 8],
+            vec![("strides", ints(&[8, 8]))],
             Fusion::NONE,
         ),
         // Strided, dilated depthwise.
