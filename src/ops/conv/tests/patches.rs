@@ -10,7 +10,7 @@
 use super::{check_conv, geo, rand64, ref_conv, t32, Geo};
 use crate::ir::attributes::Attribute;
 use crate::ir::{Activation, Fusion};
-use crate::ops::gemm::testutil::{
+use crate::ops::testutil::{
     activation, assert_tensor_close, bits, build_fused, ints, with_threads,
 };
 use crate::tensor::Tensor;
