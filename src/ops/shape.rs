@@ -27,10 +27,12 @@ mod onehot;
 mod pad;
 mod passthrough;
 mod reshape;
+mod runs;
 mod scatter;
 mod select;
 mod slice;
 mod tensor_scatter;
+mod tiled;
 mod transpose;
 
 pub(crate) fn register(r: &mut impl Registrar) {
@@ -260,6 +262,9 @@ pub(crate) fn offset_copy<T: Clone + Send + Sync + Default + 'static>(
     maps: &[Vec<usize>],
     fill: Option<&T>,
 ) -> Result<Vec<T>> {
+    // Whole trailing blocks as one run: long contiguous copies.
+    let merged = runs::merge_maps(maps);
+    let maps = merged.as_deref().unwrap_or(maps);
     let out_shape: Vec<usize> = maps.iter().map(|m| m.len()).collect();
     let n = numel_of::<T>(op, &out_shape)?;
     if n == 0 {

@@ -342,6 +342,74 @@ mod tests {
         assert_eq!(y, t(&[2, 1], ["b", "e"].map(String::from).to_vec()));
     }
 
+    /// Slices of 4-D inputs with unit, whole and partly read dimensions
+    /// (merged into longer runs by `offset_copy`) against per-axis naive
+    /// indices, for elements of 1, 2, 4 and 8 bytes and strings.
+    #[test]
+    fn slice_merged_runs_against_naive() {
+        type Case<'a> = (&'a [usize], &'a [i64], &'a [i64], &'a [i64], &'a [i64]);
+        let cases: [Case; 8] = [
+            (&[2, 5, 6, 3], &[1], &[4], &[1], &[1]),
+            (&[2, 5, 6, 3], &[-2], &[100], &[2], &[1]),
+            (&[1, 7, 7, 4], &[3, 0], &[7, 7], &[1, 2], &[1, 2]),
+            (&[3, 1, 4, 5], &[0, 1], &[1, 3], &[0, 2], &[1, 1]),
+            (&[3, 4, 5, 2], &[2, 4], &[0, 0], &[1, 2], &[-1, -2]),
+            (
+                &[2, 3, 4, 5],
+                &[1, 2, 3, 4],
+                &[2, 3, 4, 5],
+                &[0, 1, 2, 3],
+                &[1, 1, 1, 1],
+            ),
+            (&[4, 1, 1, 9], &[1], &[3], &[0], &[1]),
+            (&[2, 3, 4, 5], &[0], &[5], &[3], &[1]),
+        ];
+        for (shape, st, en, ax, sp) in cases {
+            let n: usize = shape.iter().product();
+            // Per axis, the indices read.
+            let mut sel: Vec<Vec<i64>> = shape.iter().map(|&d| (0..d as i64).collect()).collect();
+            for k in 0..ax.len() {
+                let a = ax[k] as usize;
+                sel[a] = naive(shape[a] as i64, st[k], en[k], sp[k]);
+            }
+            let out: Vec<usize> = sel.iter().map(|v| v.len()).collect();
+            let strides = super::super::strides(shape);
+            let mut want = Vec::new();
+            let mut idx = vec![0usize; 4];
+            for _ in 0..out.iter().product::<usize>() {
+                want.push(
+                    (0..4)
+                        .map(|d| sel[d][idx[d]] as usize * strides[d])
+                        .sum::<usize>(),
+                );
+                super::super::increment(&mut idx, &out);
+            }
+            let go = |x: Tensor| {
+                let y = slice10(&x, st, en, Some(ax), Some(sp)).unwrap();
+                assert_eq!(y.shape(), &out[..], "{shape:?} {st:?}");
+                y
+            };
+            let w: Vec<i64> = want.iter().map(|&v| v as i64).collect();
+            let y = go(t(shape, (0..n as i64).collect::<Vec<_>>()));
+            assert_eq!(
+                y.to_i64_vec().unwrap(),
+                w,
+                "{shape:?} {st:?} {en:?} {ax:?} {sp:?}"
+            );
+            let y = go(t(shape, (0..n).map(|v| v as f32).collect::<Vec<_>>()));
+            let wf: Vec<f64> = want.iter().map(|&v| v as f64).collect();
+            assert_eq!(y.to_f64_vec().unwrap(), wf);
+            let y = go(t(shape, (0..n).map(|v| v as i16).collect::<Vec<_>>()));
+            assert_eq!(y.to_i64_vec().unwrap(), w);
+            let y = go(t(shape, (0..n).map(|v| v as u8).collect::<Vec<_>>()));
+            let w8: Vec<i64> = want.iter().map(|&v| (v as u8) as i64).collect();
+            assert_eq!(y.to_i64_vec().unwrap(), w8);
+            let y = go(t(shape, (0..n).map(|v| v.to_string()).collect::<Vec<_>>()));
+            let ws: Vec<String> = want.iter().map(|v| v.to_string()).collect();
+            assert_eq!(y, t(&out, ws));
+        }
+    }
+
     #[test]
     fn slice_empty_and_zero_dims() {
         let x = t(&[0, 3], Vec::<f64>::new());
