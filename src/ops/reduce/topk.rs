@@ -12,7 +12,6 @@ use crate::ops::util::{fact, input, par_rows};
 use crate::ops::Registrar;
 use crate::tensor::{DType, Tensor};
 use ndarray::ArrayD;
-use std::cmp::Ordering;
 
 pub(super) fn register(r: &mut impl Registrar) {
     r.add("TopK", 1, build);
@@ -64,20 +63,17 @@ impl TopK {
     }
 }
 
-/// Total order: the preferred element first, ties by index.
-fn order<T: Num>(largest: bool, a: (T, usize), b: (T, usize)) -> Ordering {
-    let by_value = match (a.0.is_nan(), b.0.is_nan()) {
-        (true, true) => Ordering::Equal,
-        (true, false) => Ordering::Greater,
-        (false, true) => Ordering::Less,
-        _ => a.0.partial_cmp(&b.0).unwrap_or(Ordering::Equal),
-    };
-    let by_value = if largest {
-        by_value.reverse()
-    } else {
-        by_value
-    };
-    by_value.then(a.1.cmp(&b.1))
+/// Keeps the `k` preferred entries of `line` in order: entries are
+/// (order key, index) pairs, already inverted for `largest`, so ascending
+/// order is preference and ties go by index. Not generic: the selection and
+/// the sort are compiled once for every element type.
+#[inline(never)]
+fn select_line(line: &mut Vec<(u64, usize)>, k: usize) {
+    if k < line.len() {
+        line.select_nth_unstable(k);
+        line.truncate(k);
+    }
+    line.sort_unstable();
 }
 
 fn topk_typed<T: Num>(
@@ -92,25 +88,23 @@ fn topk_typed<T: Num>(
     let inner: usize = s[axis + 1..].iter().product();
     let n = numel_of::<T>(OP, out_shape)?;
     let src = data(a);
+    // The preferred element gets the smallest key.
+    let flip = if largest { u64::MAX } else { 0 };
     // Values and indices are written together, one (value, index) pair per output.
     let mut pairs: Vec<(T, i64)> = vec![(T::from_acc(T::zero()), 0); n];
     let block = k * inner;
     if n > 0 {
         par_rows(&mut pairs, block, |first, chunk| {
-            let mut line: Vec<(T, usize)> = Vec::with_capacity(len);
+            let mut line: Vec<(u64, usize)> = Vec::with_capacity(len);
             for (b, dst) in chunk.chunks_mut(block).enumerate() {
                 let base = (first + b) * len * inner;
                 for i in 0..inner {
+                    let at = |j: usize| base + j * inner + i;
                     line.clear();
-                    line.extend((0..len).map(|j| (src[base + j * inner + i], j)));
-                    let cmp = |x: &(T, usize), y: &(T, usize)| order(largest, *x, *y);
-                    if k < len {
-                        line.select_nth_unstable_by(k, cmp);
-                        line.truncate(k);
-                    }
-                    line.sort_unstable_by(cmp);
-                    for (r, &(v, j)) in line.iter().enumerate() {
-                        dst[r * inner + i] = (v, j as i64);
+                    line.extend((0..len).map(|j| (src[at(j)].order_key() ^ flip, j)));
+                    select_line(&mut line, k);
+                    for (r, &(_, j)) in line.iter().enumerate() {
+                        dst[r * inner + i] = (src[at(j)], j as i64);
                     }
                 }
             }

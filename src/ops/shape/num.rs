@@ -38,6 +38,10 @@ pub(crate) trait Num: Element + Copy + PartialOrd {
     fn highest() -> Self;
     /// True for a NaN.
     fn is_nan(self) -> bool;
+    /// A key whose unsigned order is this type's order: -0 and +0 share a
+    /// key, and every NaN gets the largest. Sorting keys instead of values
+    /// compiles the sort once for every element type.
+    fn order_key(self) -> u64;
 
     /// The value as f64.
     fn to_f64(self) -> f64 {
@@ -131,9 +135,45 @@ macro_rules! num_float {
             fn is_nan(self) -> bool {
                 self.acc().is_nan()
             }
+            fn order_key(self) -> u64 {
+                float_key(self.acc())
+            }
         }
     };
 }
+/// The order key of a float (see [`Num::order_key`]): the sign bit
+/// flipped for positives, every bit for negatives.
+fn float_key(v: f64) -> u64 {
+    if v.is_nan() {
+        return u64::MAX;
+    }
+    // -0 == +0: one key for both.
+    let bits = (v + 0.0).to_bits();
+    if bits >> 63 == 1 {
+        !bits
+    } else {
+        bits | 1 << 63
+    }
+}
+
+/// The order key of an integer accumulator (see [`Num::order_key`]).
+trait IntKey {
+    fn key(self) -> u64;
+}
+impl IntKey for i64 {
+    fn key(self) -> u64 {
+        (self as u64) ^ 1 << 63
+    }
+}
+impl IntKey for u64 {
+    fn key(self) -> u64 {
+        self
+    }
+}
+fn int_key(a: impl IntKey) -> u64 {
+    a.key()
+}
+
 num_float!(f32, |v: f32| v as f64, |a: f64| a as f32);
 num_float!(f64, |v: f64| v, |a: f64| a);
 num_float!(f16, |v: f16| v.to_f64(), f16::from_f64);
@@ -193,6 +233,9 @@ macro_rules! num_int {
             }
             fn is_nan(self) -> bool {
                 false
+            }
+            fn order_key(self) -> u64 {
+                int_key(self.acc())
             }
         }
     };
@@ -281,6 +324,31 @@ mod tests {
         assert_eq!(u8::from_f64(-3.0), 0);
         assert_eq!(i64::abs(-5), 5);
         assert_eq!(i32::div_count(-7, 2), -3);
+    }
+
+    #[test]
+    fn order_keys_sort_like_the_values() {
+        let f = [
+            f32::NEG_INFINITY,
+            -3.5,
+            -1e-30,
+            0.0,
+            1e-30,
+            2.0,
+            f32::INFINITY,
+            f32::NAN,
+        ];
+        assert!(f.windows(2).all(|w| w[0].order_key() < w[1].order_key()));
+        assert_eq!((-0.0f32).order_key(), 0.0f32.order_key());
+        assert_eq!(f64::NAN.order_key(), (-f64::NAN).order_key());
+        let i = [i64::MIN, -1, 0, 1, i64::MAX];
+        assert!(i.windows(2).all(|w| w[0].order_key() < w[1].order_key()));
+        let s = [i8::MIN, -1, 0, i8::MAX];
+        assert!(s.windows(2).all(|w| w[0].order_key() < w[1].order_key()));
+        let u = [0u64, 1, u64::MAX - 1, u64::MAX];
+        assert!(u.windows(2).all(|w| w[0].order_key() < w[1].order_key()));
+        let h = [f16::from_f32(-2.0), f16::from_f32(0.5), f16::INFINITY];
+        assert!(h.windows(2).all(|w| w[0].order_key() < w[1].order_key()));
     }
 
     #[test]
