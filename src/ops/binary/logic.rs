@@ -43,7 +43,7 @@ pub(crate) enum CmpKind {
     GreaterOrEqual,
 }
 
-fn compare<T: PartialOrd + Clone + Sync>(
+fn compare<T: PartialOrd + Clone + Sync + 'static>(
     op: &str,
     kind: CmpKind,
     a: &ArrayD<T>,
