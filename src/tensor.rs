@@ -223,7 +223,7 @@ impl fmt::Display for DType {
 }
 
 /// An n-dimensional array of one element type.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Clone, PartialEq)]
 pub enum Tensor {
     /// 32-bit float data.
     F32(ArrayD<f32>),
@@ -271,6 +271,37 @@ pub enum Tensor {
     U2(ArrayD<U2>),
     /// Signed 2-bit data (one element per byte).
     I2(ArrayD<I2>),
+}
+
+/// The element type, the shape and the values in row-major order (the
+/// first [`DEBUG_VALUES`] of a larger tensor). Written by hand: ndarray's
+/// nested formatting, compiled once per element type, was some 60 KB of
+/// the shipped library.
+impl fmt::Debug for Tensor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        crate::dispatch!(self, a => debug_array(f, self.dtype(), a))
+    }
+}
+
+/// How many values a tensor's `Debug` form shows.
+const DEBUG_VALUES: usize = 32;
+
+fn debug_array<T: fmt::Debug>(
+    f: &mut fmt::Formatter<'_>,
+    dtype: DType,
+    a: &ArrayD<T>,
+) -> fmt::Result {
+    write!(f, "Tensor<{dtype}>{:?} [", a.shape())?;
+    for (i, v) in a.iter().take(DEBUG_VALUES).enumerate() {
+        if i > 0 {
+            f.write_str(", ")?;
+        }
+        write!(f, "{v:?}")?;
+    }
+    if a.len() > DEBUG_VALUES {
+        write!(f, ", ... {} more", a.len() - DEBUG_VALUES)?;
+    }
+    f.write_str("]")
 }
 
 /// Runs `$body` with `$a` bound to the tensor's array, whatever its type.
@@ -567,7 +598,7 @@ impl Tensor {
 
     /// This tensor with its data laid out in standard (row-major, contiguous) order.
     pub fn into_standard_layout(self) -> Tensor {
-        map_same!(self, a => if a.is_standard_layout() { a } else { a.as_standard_layout().into_owned() })
+        map_same!(self, a => bits::standard_layout(a))
     }
 
     /// Reads an integer tensor (any integer type) as `i64` values.
@@ -622,6 +653,19 @@ impl fmt::Display for Tensor {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn debug_shows_type_shape_and_the_first_values() {
+        let t = Tensor::from_vec(&[2, 2], vec![1.5f32, -2.0, 3.0, 4.0]).unwrap();
+        assert_eq!(
+            format!("{t:?}"),
+            "Tensor<float32>[2, 2] [1.5, -2.0, 3.0, 4.0]"
+        );
+        let big = Tensor::from_vec(&[40], (0..40i64).collect()).unwrap();
+        let text = format!("{big:?}");
+        assert!(text.starts_with("Tensor<int64>[40] [0, 1, 2,"), "{text}");
+        assert!(text.ends_with(", 31, ... 8 more]"), "{text}");
+    }
 
     #[test]
     fn every_type_code_has_a_name_and_unknown_codes_are_typed_errors() {

@@ -7,6 +7,7 @@
 
 use super::{Element, F4E2M1, F8E4M3FN, F8E4M3FNUZ, F8E5M2, F8E5M2FNUZ, I2, I4, U2, U4};
 use half::{bf16, f16};
+use ndarray::{ArrayD, ArrayViewD};
 use std::fmt::Debug;
 use std::mem::{align_of, size_of, ManuallyDrop};
 
@@ -125,6 +126,28 @@ impl AsBits for String {
     }
 }
 
+/// `a` in standard (row-major, contiguous) layout. The elements are
+/// copied as their bits, so the strided walk is compiled once per width.
+pub(crate) fn standard_layout<T: AsBits>(a: ArrayD<T>) -> ArrayD<T> {
+    if a.is_standard_layout() {
+        return a;
+    }
+    let raw = a.raw_view().cast::<T::Bits>();
+    // SAFETY: `T::Bits` has `T`'s size and alignment (asserted for every
+    // implementation above) and reads each of `T`'s bit patterns; the view
+    // borrows `a`, which outlives it.
+    let bits = copy_standard(unsafe { raw.deref_into_view() });
+    // SAFETY: the copy has one element per element of `a`, so its length
+    // is the product of `a`'s shape, in row-major order.
+    unsafe { ArrayD::from_shape_vec_unchecked(a.raw_dim(), T::from_bits(bits)) }
+}
+
+/// The elements of `v` in row-major order.
+#[inline(never)]
+fn copy_standard<B: Clone>(v: ArrayViewD<'_, B>) -> Vec<B> {
+    v.iter().cloned().collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -171,5 +194,35 @@ mod tests {
         let nan = [f32::from_bits(0x7fc0_1234)];
         let back = <f32 as AsBits>::from_bits(<f32 as AsBits>::to_bits(&nan).to_vec());
         assert_eq!(back[0].to_bits(), 0x7fc0_1234);
+    }
+
+    /// Transposed, reversed and sliced arrays come out in row-major order
+    /// with their values, for a plain, a byte-coded and the string type.
+    #[test]
+    fn standard_layout_copies_any_strides() {
+        use ndarray::{s, Axis, IxDyn};
+        fn check<T: AsBits + PartialEq>(a: ArrayD<T>) {
+            let mut odd = a.clone().reversed_axes();
+            odd.invert_axis(Axis(0));
+            let odd = odd.slice_move(s![.., 1..;2, ..]).into_dyn();
+            assert!(!odd.is_standard_layout());
+            let want = odd.as_standard_layout().into_owned();
+            let got = standard_layout(odd);
+            assert!(got.is_standard_layout());
+            assert_eq!(got, want);
+            // Already standard: handed back as it is.
+            let p = a.as_ptr();
+            assert_eq!(standard_layout(a).as_ptr(), p);
+        }
+        let n = |i: usize| (i * 7 % 11) as f32 - 3.5;
+        check(ArrayD::from_shape_fn(IxDyn(&[2, 5, 3]), |i| {
+            n(i[0] * 15 + i[1] * 3 + i[2])
+        }));
+        check(ArrayD::from_shape_fn(IxDyn(&[3, 4, 2]), |i| {
+            (i[0] + i[1] * i[2]) % 2 == 0
+        }));
+        check(ArrayD::from_shape_fn(IxDyn(&[2, 3, 2]), |i| {
+            format!("{i:?}")
+        }));
     }
 }
