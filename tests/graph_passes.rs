@@ -215,3 +215,38 @@ fn random_nodes_draw_on_every_run_and_repeat_with_a_seed() {
     };
     assert_eq!(seeded(Mode::Serial), seeded(Mode::Parallel));
 }
+
+/// An If on a constant condition whose branches draw (RandomUniform) is
+/// random too: it must not be folded into the first run's draw.
+#[test]
+fn a_control_flow_node_with_a_random_body_is_not_folded() {
+    use onnx_protobuf::attribute_proto::AttributeType;
+    let branch = |name: &str| {
+        let mut shape = onnx_protobuf::AttributeProto::new();
+        shape.name = "shape".into();
+        shape.ints = vec![64];
+        shape.type_ = AttributeType::INTS.into();
+        let mut n = node("RandomUniform", &[], &[name]);
+        n.attribute.push(shape);
+        graph(vec![n], vec![], vec![value_info(name, 1, &[64])], vec![])
+    };
+    let mut cond = TensorProto::new();
+    cond.name = "cond".into();
+    cond.data_type = 9;
+    cond.int32_data = vec![1];
+    let mut n = node("If", &["cond"], &["y"]);
+    n.attribute.push(graph_attr("then_branch", branch("t")));
+    n.attribute.push(graph_attr("else_branch", branch("e")));
+    let m = model(
+        graph(vec![n], vec![], vec![value_info("y", 1, &[64])], vec![cond]),
+        13,
+    );
+    let s = Session::from_bytes(&bytes(&m)).unwrap();
+    let run = || {
+        s.run(Vec::<(&str, Tensor)>::new()).unwrap()[0]
+            .1
+            .to_f64_vec()
+            .unwrap()
+    };
+    assert_ne!(run(), run(), "the If was folded into one draw");
+}
