@@ -5,6 +5,11 @@ file) and each of its test_data_set_N folders, runs
 `ramify run model.onnx --input-dir test_data_set_N --output-dir OUT` and compares
 OUT/output_*.pb with the expected outputs: same element type and shape, values
 within rtol 1e-3 / atol 1e-7 (exact for integers, booleans and strings).
+Cases with random outputs, named in tests/conformance/random.txt with a
+property, get the same type and shape checks and then the property instead of
+the values (as tests/conformance/random.rs does): `binary` (every value 0 or
+1) or `dropout` (0 or x/(1 - ratio), mask true exactly where kept, kept count
+within 6 sigma of n(1 - ratio)).
 
 Usage: .venv/bin/python scripts/check_cli_conformance.py [--bin target/release/ramify]
            [--list tests/conformance/passing.txt]
@@ -54,6 +59,42 @@ def same(got_path, want_path):
     return None
 
 
+def random_cases():
+    """The cases of tests/conformance/random.txt with their property."""
+    lines = (REPO / "tests/conformance/random.txt").read_text().splitlines()
+    pairs = (l.split(":", 1) for l in lines if l.strip() and not l.startswith("#"))
+    return {case.strip(): prop.strip() for case, prop in pairs}
+
+
+def check_property(prop, ds, out):
+    """Checks a random case's outputs in `out` by property; None if they pass."""
+    wants = sorted(ds.glob("output_*.pb"))
+    got = []
+    for want in wants:
+        gp, g = load(out / want.name)
+        wp, w = load(want)
+        if gp.data_type != wp.data_type or g.shape != w.shape:
+            return f"{want.name}: type/shape {gp.data_type} {g.shape} != {wp.data_type} {w.shape}"
+        got.append(g.astype(np.float64))
+    if prop == "binary":
+        return None if all(np.isin(g, (0.0, 1.0)).all() for g in got) else "not 0 or 1"
+    if prop != "dropout":
+        return f"unknown property {prop}"
+    inputs = [load(p)[1] for p in sorted(ds.glob("input_*.pb"))]
+    x = inputs[0].astype(np.float64).ravel()
+    ratio = float(inputs[1]) if len(inputs) > 1 else 0.5
+    y = got[0].ravel()
+    scaled = x / (1.0 - ratio)
+    kept = np.abs(y - scaled) <= 1e-7 + 1e-3 * np.abs(scaled)
+    mask = got[1].ravel() == 1.0 if len(got) > 1 else kept
+    if not np.all(np.where(mask, kept, y == 0.0)):
+        return "values are not 0 or x/(1 - ratio) where the mask says"
+    n = y.size
+    if abs(mask.sum() - n * (1 - ratio)) > 6 * (n * ratio * (1 - ratio)) ** 0.5:
+        return f"{mask.sum()} of {n} kept at ratio {ratio}"
+    return None
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bin", type=pathlib.Path, default=REPO / "target/debug/ramify")
@@ -62,6 +103,7 @@ def main():
     root = REPO / "tests/data/generated/node"
     names = [l.strip() for l in a.list.read_text().splitlines()
              if l.strip() and not l.startswith("#")]
+    randoms = random_cases()
     passed, failed = 0, []
     with tempfile.TemporaryDirectory() as tmp:
         for name in names:
@@ -76,6 +118,13 @@ def main():
                     failed.append((name, r.stderr.strip().splitlines()[-1:]))
                     ok = False
                     break
+                if name in randoms:
+                    why = check_property(randoms[name], ds, out)
+                    if why:
+                        failed.append((name, f"{randoms[name]}: {why}"))
+                        ok = False
+                        break
+                    continue
                 for want in sorted(ds.glob("output_*.pb")):
                     why = same(out / want.name, want)
                     if why:

@@ -1,12 +1,13 @@
 //! Graph passes seen from a session: constant folding of ConstantOfShape
 //! weights at load and of Shape→Gather→Concat chains once input shapes are
-//! known, dead-node removal, and IR 3 models listing initializers as inputs.
+//! known, dead-node removal, and IR 3 models listing initializers as inputs;
+//! random nodes (issue 45) are never folded, even on constant inputs.
 
 mod common;
 
 use common::*;
 use onnx_protobuf::TensorProto;
-use ramify::{Session, Tensor};
+use ramify::{Mode, Session, SessionBuilder, Tensor};
 
 fn i64_init(name: &str, dims: &[i64], v: &[i64]) -> TensorProto {
     let mut t = TensorProto::new();
@@ -129,4 +130,123 @@ fn inference_dropout_passes_its_input_through_with_or_without_a_mask_reader() {
             }
         }
     }
+}
+
+/// u = RandomUniform(shape [256]), r = RandomUniformLike(c) of a constant,
+/// d = Dropout(c, 0.5, true) with constant inputs, y = r + x: every random
+/// node has only constant inputs (or none), so folding would freeze it.
+fn random_model(seed: Option<f32>) -> Vec<u8> {
+    use onnx_protobuf::attribute_proto::AttributeType;
+    let attr = |name: &str, f: Option<f32>, i: Option<i64>, ints: &[i64]| {
+        let mut a = onnx_protobuf::AttributeProto::new();
+        a.name = name.into();
+        if let Some(f) = f {
+            a.f = f;
+            a.type_ = AttributeType::FLOAT.into();
+        } else if let Some(i) = i {
+            a.i = i;
+            a.type_ = AttributeType::INT.into();
+        } else {
+            a.ints = ints.to_vec();
+            a.type_ = AttributeType::INTS.into();
+        }
+        a
+    };
+    let mut uniform = node("RandomUniform", &[], &["u"]);
+    uniform.attribute.push(attr("shape", None, None, &[256]));
+    let mut like = node("RandomUniformLike", &["c"], &["r"]);
+    let mut dropout = node("Dropout", &["c1", "ratio", "training"], &["d"]);
+    if let Some(s) = seed {
+        uniform.attribute.push(attr("seed", Some(s), None, &[]));
+        like.attribute.push(attr("seed", Some(s + 1.0), None, &[]));
+        dropout
+            .attribute
+            .push(attr("seed", None, Some(s as i64), &[]));
+    }
+    let mut ratio = initializer("ratio", &[], &[0.5]);
+    ratio.dims.clear();
+    let mut training = TensorProto::new();
+    training.name = "training".into();
+    training.data_type = 9;
+    training.int32_data = vec![1];
+    let m = model(
+        graph(
+            vec![uniform, like, dropout, node("Add", &["r", "x"], &["y"])],
+            vec![value_info("x", 1, &[256])],
+            vec![
+                value_info("u", 1, &[256]),
+                value_info("y", 1, &[256]),
+                value_info("d", 1, &[256]),
+            ],
+            vec![
+                initializer("c", &[256], &[0.0; 256]),
+                initializer("c1", &[256], &[1.0; 256]),
+                ratio,
+                training,
+            ],
+        ),
+        13,
+    );
+    bytes(&m)
+}
+
+fn run_random(s: &Session) -> Vec<Vec<f64>> {
+    let x = Tensor::from_vec(&[256], vec![0.0f32; 256]).unwrap();
+    let out = s.run([("x", x)]).unwrap();
+    out.iter().map(|(_, t)| t.to_f64_vec().unwrap()).collect()
+}
+
+#[test]
+fn random_nodes_draw_on_every_run_and_repeat_with_a_seed() {
+    let s = Session::from_bytes(&random_model(None)).unwrap();
+    let (a, b) = (run_random(&s), run_random(&s));
+    for (k, (a, b)) in a.iter().zip(&b).enumerate() {
+        assert_ne!(a, b, "output {k} is the same on two runs without a seed");
+        assert!(a.iter().all(|v| (0.0..=2.0).contains(v)), "output {k}");
+    }
+    let seeded = |mode| {
+        let s = SessionBuilder::new()
+            .mode(mode)
+            .build_from_bytes(&random_model(Some(3.0)))
+            .unwrap();
+        let first = run_random(&s);
+        assert_eq!(first, run_random(&s), "two seeded runs in {mode:?}");
+        first
+    };
+    assert_eq!(seeded(Mode::Serial), seeded(Mode::Parallel));
+}
+
+/// An If on a constant condition whose branches draw (RandomUniform) is
+/// random too: it must not be folded into the first run's draw.
+#[test]
+fn a_control_flow_node_with_a_random_body_is_not_folded() {
+    use onnx_protobuf::attribute_proto::AttributeType;
+    let branch = |name: &str| {
+        let mut shape = onnx_protobuf::AttributeProto::new();
+        shape.name = "shape".into();
+        shape.ints = vec![64];
+        shape.type_ = AttributeType::INTS.into();
+        let mut n = node("RandomUniform", &[], &[name]);
+        n.attribute.push(shape);
+        graph(vec![n], vec![], vec![value_info(name, 1, &[64])], vec![])
+    };
+    let mut cond = TensorProto::new();
+    cond.name = "cond".into();
+    cond.data_type = 9;
+    cond.int32_data = vec![1];
+    let mut n = node("If", &["cond"], &["y"]);
+    n.attribute.push(graph_attr("then_branch", branch("t")));
+    n.attribute.push(graph_attr("else_branch", branch("e")));
+    let m = model(
+        graph(vec![n], vec![], vec![value_info("y", 1, &[64])], vec![cond]),
+        13,
+    );
+    let s = Session::from_bytes(&bytes(&m)).unwrap();
+    let run = || {
+        s.run(Vec::<(&str, Tensor)>::new()).unwrap()[0]
+            .1
+            .to_f64_vec()
+            .unwrap()
+    };
+    assert_ne!(run(), run(), "the If was folded into one draw");
 }

@@ -60,6 +60,7 @@ fn family_title(family: &str) -> &'static str {
         "ml" => "Classical machine learning, domain `ai.onnx.ml`",
         "norm" => "Normalisation",
         "pool" => "Pooling",
+        "random" => "Random generators",
         "reduce" => "Reductions, ArgMax/ArgMin, TopK",
         "resize" => "Resizing",
         "shape" => "Shape and data movement",

@@ -38,6 +38,10 @@ impl Subgraph for Body {
         self.graph.outputs.len()
     }
 
+    fn is_random(&self) -> bool {
+        self.graph.nodes.iter().any(|n| n.op.is_random())
+    }
+
     fn declared_output(&self, k: usize) -> Option<DType> {
         let id = *self.graph.outputs.get(k)?;
         self.graph.values[id].declared.as_ref().map(|d| d.dtype)

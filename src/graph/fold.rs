@@ -1,6 +1,8 @@
 //! Specialisation of a graph: shape and type inference from the input facts,
 //! and constant folding of every node whose result is known before running
 //! (all inputs constant, or a shape-only operator with known input shapes).
+//! A random operator ([`crate::ir::Operator::is_random`]) is never folded: it
+//! must draw anew on every run.
 
 use super::{wrap, Graph, ValueId};
 use crate::error::Result;
@@ -52,7 +54,9 @@ pub fn specialize(graph: &mut Graph, inputs: &[(ValueId, Fact)], strict: bool) -
                 value: c.as_deref(),
             })
             .collect();
-        let folded = if all_const {
+        let folded = if node.op.is_random() {
+            None
+        } else if all_const {
             let args: Vec<Option<&Tensor>> = consts.iter().map(|c| c.as_deref()).collect();
             Some(run_checked(node.op.as_ref(), &args).map_err(|e| wrap(&node, e))?)
         } else {

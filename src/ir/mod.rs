@@ -135,6 +135,13 @@ pub trait Operator: Send + Sync + Debug {
     fn fold_from_facts(&self, _inputs: &[InferInput]) -> Option<Vec<Tensor>> {
         None
     }
+    /// Whether the outputs are drawn at random (RandomUniform, Bernoulli,
+    /// Dropout in training mode, a control-flow node whose body holds one):
+    /// such a node is never folded into a constant, even when all its inputs
+    /// are constants, so it draws anew on every run.
+    fn is_random(&self) -> bool {
+        false
+    }
     /// The operator's class in the cost model (its single-thread throughput).
     fn cost_class(&self) -> OpClass {
         OpClass::Other
@@ -183,4 +190,8 @@ pub trait Subgraph: Send + Sync + Debug {
     /// A rough FLOP count of one run of the body, each node counted as
     /// `per_node` (node FLOPs are unknown before running).
     fn nominal_flops(&self, per_node: u64) -> u64;
+    /// Whether a node of the body draws at random ([`Operator::is_random`]).
+    fn is_random(&self) -> bool {
+        false
+    }
 }

@@ -28,6 +28,7 @@ mod ml;
 mod norm;
 mod pool;
 mod quant;
+mod random;
 mod reduce;
 mod resize;
 mod rnn;
@@ -271,6 +272,7 @@ fn operators() -> &'static Operators {
         family!(ops, "norm", "ops-norm", norm);
         family!(ops, "pool", "ops-pool", pool);
         family!(ops, "quant", "ops-quant", quant);
+        family!(ops, "random", "ops-random", random);
         family!(ops, "reduce", "ops-reduce", reduce);
         family!(ops, "resize", "ops-resize", resize);
         family!(ops, "rnn", "ops-rnn", rnn);

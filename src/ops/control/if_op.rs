@@ -52,6 +52,10 @@ impl If {
 }
 
 impl Operator for If {
+    fn is_random(&self) -> bool {
+        self.then_branch.is_random() || self.else_branch.is_random()
+    }
+
     fn infer(&self, inputs: &[InferInput]) -> Result<Vec<Fact>> {
         let outer: Vec<Option<&Fact>> = inputs.iter().skip(1).map(|i| i.fact).collect();
         let chosen = inputs

@@ -63,6 +63,10 @@ pub(super) fn build(ctx: &BuildContext) -> Result<Box<dyn Operator>> {
 }
 
 impl Operator for Loop {
+    fn is_random(&self) -> bool {
+        self.body.is_random()
+    }
+
     fn infer(&self, inputs: &[InferInput]) -> Result<Vec<Fact>> {
         let n = self.carried;
         let mut formal = vec![

@@ -72,6 +72,10 @@ fn axis(a: i64, rank: usize) -> Result<usize> {
 }
 
 impl Operator for Scan {
+    fn is_random(&self) -> bool {
+        self.body.is_random()
+    }
+
     fn infer(&self, inputs: &[InferInput]) -> Result<Vec<Fact>> {
         let explicit = self.states + self.scan_inputs;
         let mut formal: Vec<Option<Fact>> = (0..self.states)

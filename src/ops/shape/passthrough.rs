@@ -1,5 +1,6 @@
 //! Operators that pass data through or describe it: Identity, Dropout (in
-//! inference mode), Shape and Size.
+//! inference mode; its training mode draws a mask through the random
+//! family), Shape and Size.
 
 use super::movement_flops;
 use super::num::Num;
@@ -49,6 +50,11 @@ struct Dropout {
     opset: i64,
     /// Whether the node asks for the mask output.
     mask: bool,
+    /// Whether the node may run in training mode (a `training_mode` input
+    /// that is not the constant false): its output is then random.
+    may_train: bool,
+    /// The generator's seed for training mode.
+    seed: crate::ops::random::rng::Seed,
 }
 
 fn build_dropout(ctx: &BuildContext) -> Result<Box<dyn Operator>> {
@@ -60,9 +66,19 @@ fn build_dropout(ctx: &BuildContext) -> Result<Box<dyn Operator>> {
                 .error("ratio", format!("{ratio} is not in [0, 1)")));
         }
     }
+    let constant_false = |i: usize| {
+        matches!(ctx.consts.get(i).copied().flatten(),
+            Some(Tensor::Bool(a)) if a.iter().all(|&b| !b))
+    };
+    let zero_ratio = matches!(
+        ctx.consts.get(1).copied().flatten().map(Tensor::to_f64_vec),
+        Some(Ok(v)) if v == [0.0]
+    );
     Ok(Box::new(Dropout {
         opset: ctx.opset,
         mask: ctx.num_outputs > 1,
+        may_train: ctx.opset >= 12 && ctx.num_inputs > 2 && !constant_false(2) && !zero_ratio,
+        seed: crate::ops::random::rng::Seed::from_int_attr(ctx.attrs)?,
     }))
 }
 
@@ -85,6 +101,10 @@ impl Operator for Dropout {
     /// where its output is its input.
     fn is_view_of_input(&self, later_inputs: bool) -> bool {
         !later_inputs
+    }
+
+    fn is_random(&self) -> bool {
+        self.may_train
     }
 
     fn infer(&self, inputs: &[InferInput]) -> Result<Vec<Fact>> {
@@ -139,12 +159,18 @@ impl Operator for Dropout {
                     }
                 };
                 if training && ratio > 0.0 {
-                    return Err(Error::UnsupportedFeature {
-                        op: DROPOUT.to_string(),
-                        feature: "training mode with a nonzero ratio (a random mask; \
-                                  ramify runs inference only)"
-                            .to_string(),
-                    });
+                    if !cfg!(feature = "ops-random") {
+                        return Err(Error::UnsupportedFeature {
+                            op: DROPOUT.to_string(),
+                            feature: "training mode with a nonzero ratio (a random mask \
+                                      drawn by the ops-random family, which this build \
+                                      leaves out)"
+                                .to_string(),
+                        });
+                    }
+                    let (y, m) =
+                        crate::ops::random::dropout_train(x, ratio, &self.seed, self.mask)?;
+                    return Ok(std::iter::once(y).chain(m).collect());
                 }
             }
         }
@@ -319,9 +345,10 @@ mod tests {
             "Dropout",
             13,
             &[],
-            &[x.clone(), Tensor::scalar(0.5f32), Tensor::scalar(true)],
+            &[x.clone(), Tensor::scalar(0.5f32), Tensor::scalar(1.0f32)],
         );
-        assert!(msg.contains("training"), "{msg}");
+        // (Training mode itself is tested with the random family.)
+        assert!(msg.contains("training_mode must be one bool"), "{msg}");
         let msg = fails("Dropout", 13, &[], &[x.clone(), Tensor::scalar(1.5f32)]);
         assert!(msg.contains("ratio"), "{msg}");
         let msg = fails("Dropout", 7, &[("ratio", Attribute::Float(2.0))], &[x]);
