@@ -11,6 +11,7 @@ pub(crate) mod bits;
 pub mod budget;
 mod narrow;
 pub mod recycle;
+pub(crate) mod widths;
 pub use narrow::{F4E2M1, F8E4M3FN, F8E4M3FNUZ, F8E5M2, F8E5M2FNUZ, I2, I4, U2, U4};
 
 /// The element types a tensor can hold.

@@ -90,10 +90,10 @@ pub(crate) fn strides(shape: &[usize]) -> Vec<usize> {
 }
 
 /// The data of `a` as a row-major slice (borrowed when already standard layout).
-pub(crate) fn data<T: Clone>(a: &ArrayD<T>) -> Cow<'_, [T]> {
+pub(crate) fn data<T: AsBits>(a: &ArrayD<T>) -> Cow<'_, [T]> {
     match a.as_slice() {
         Some(s) => Cow::Borrowed(s),
-        None => Cow::Owned(a.iter().cloned().collect()),
+        None => Cow::Owned(crate::tensor::bits::row_major(a)),
     }
 }
 

@@ -126,20 +126,26 @@ impl AsBits for String {
     }
 }
 
-/// `a` in standard (row-major, contiguous) layout. The elements are
-/// copied as their bits, so the strided walk is compiled once per width.
+/// `a` in standard (row-major, contiguous) layout.
 pub(crate) fn standard_layout<T: AsBits>(a: ArrayD<T>) -> ArrayD<T> {
     if a.is_standard_layout() {
         return a;
     }
+    let values = row_major(&a);
+    // SAFETY: `row_major` gives one element per element of `a`, so the
+    // length is the product of `a`'s shape, in row-major order.
+    unsafe { ArrayD::from_shape_vec_unchecked(a.raw_dim(), values) }
+}
+
+/// The elements of `a` in row-major order, whatever its strides. They are
+/// copied as their bits, so the strided walk is compiled once per width
+/// rather than once per element type.
+pub(crate) fn row_major<T: AsBits>(a: &ArrayD<T>) -> Vec<T> {
     let raw = a.raw_view().cast::<T::Bits>();
     // SAFETY: `T::Bits` has `T`'s size and alignment (asserted for every
     // implementation above) and reads each of `T`'s bit patterns; the view
     // borrows `a`, which outlives it.
-    let bits = copy_standard(unsafe { raw.deref_into_view() });
-    // SAFETY: the copy has one element per element of `a`, so its length
-    // is the product of `a`'s shape, in row-major order.
-    unsafe { ArrayD::from_shape_vec_unchecked(a.raw_dim(), T::from_bits(bits)) }
+    T::from_bits(copy_standard(unsafe { raw.deref_into_view() }))
 }
 
 /// The elements of `v` in row-major order.

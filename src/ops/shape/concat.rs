@@ -1,14 +1,13 @@
 //! Concat and Split: joining tensors along an axis and cutting one apart.
 
-use super::{data, int_list, make, movement_flops, norm_axis, numel_of, to_dims};
+use super::{int_list, movement_flops, norm_axis, numel_of, to_dims};
 use crate::error::{Error, Result};
 use crate::ir::attributes::Attributes;
 use crate::ir::{BuildContext, Fact, InferInput, Operator};
 use crate::ops::util::{fact, opt_input, par_spans};
 use crate::ops::Registrar;
-use crate::tensor::bits::AsBits;
+use crate::tensor::widths::{by_width, Bits, Width, WidthVec};
 use crate::tensor::{DType, Tensor};
-use ndarray::ArrayD;
 
 pub(super) fn register(r: &mut impl Registrar) {
     r.add("Concat", 4, build_concat);
@@ -69,23 +68,32 @@ impl Concat {
     }
 }
 
-fn concat_typed<T: AsBits>(
-    _first: &ArrayD<T>,
-    inputs: &[&Tensor],
-    out_shape: &[usize],
-    axis: usize,
-) -> Result<Tensor> {
-    let mut parts = Vec::with_capacity(inputs.len());
-    for t in inputs {
-        let a = T::view(t).ok_or_else(|| Error::op(CONCAT, "inputs differ in type"))?;
-        let block: usize = a.shape()[axis..].iter().product();
-        parts.push((data(a), block));
-    }
-    let n = numel_of::<T>(CONCAT, out_shape)?;
+fn concat(inputs: &[&Tensor], out_shape: &[usize], axis: usize) -> Result<Tensor> {
+    let widths: Vec<Width> = inputs.iter().map(|t| t.width()).collect();
+    let v = match &widths[0] {
+        Width::W8(_) => concat_width::<u8>(&widths, out_shape, axis),
+        Width::W16(_) => concat_width::<u16>(&widths, out_shape, axis),
+        Width::W32(_) => concat_width::<u32>(&widths, out_shape, axis),
+        Width::W64(_) => concat_width::<u64>(&widths, out_shape, axis),
+        Width::Str(_) => concat_width::<String>(&widths, out_shape, axis),
+    }?;
+    Tensor::from_width(CONCAT, inputs[0].dtype(), out_shape, v)
+}
+
+/// Concat of inputs of one width (their types were checked equal).
+fn concat_width<B: Bits>(widths: &[Width], out_shape: &[usize], axis: usize) -> Result<WidthVec> {
+    let n = numel_of::<B>(CONCAT, out_shape)?;
     let row: usize = out_shape[axis..].iter().product();
-    // Every element is written below.
-    let parts: Vec<(&[T::Bits], usize)> = parts.iter().map(|(d, b)| (T::to_bits(d), *b)).collect();
-    make(CONCAT, out_shape, T::from_bits(concat_bits(&parts, n, row)))
+    let outer: usize = out_shape[..axis].iter().product();
+    let mut parts = Vec::with_capacity(widths.len());
+    for w in widths {
+        let s = B::slice(w).ok_or_else(|| Error::op(CONCAT, "inputs differ in type"))?;
+        // The input's elements per output row (its shape from `axis` on:
+        // it matches the output's outer dimensions).
+        let block = s.len().checked_div(outer).unwrap_or(0);
+        parts.push((s, block));
+    }
+    Ok(B::vec(concat_bits(&parts, n, row)))
 }
 
 /// Concat on bits (one loop per width): `n` output elements in rows of `row`.
@@ -153,7 +161,7 @@ impl Operator for Concat {
         let shapes: Vec<&[usize]> = ts.iter().map(|t| t.shape()).collect();
         let dtypes: Vec<DType> = ts.iter().map(|t| t.dtype()).collect();
         let (shape, axis) = self.out_shape(&shapes, &dtypes)?;
-        let out = crate::dispatch!(ts[0], a => concat_typed(a, &ts, &shape, axis)?);
+        let out = concat(&ts, &shape, axis)?;
         Ok(vec![out])
     }
 }
@@ -303,24 +311,22 @@ impl Operator for Split {
             self.split_attr.clone()
         };
         let sizes = self.sizes(shape[axis], split.as_deref())?;
-        crate::dispatch!(x, a => split_typed(a, &shape, axis, &sizes))
+        split_parts(x, &shape, axis, &sizes)
     }
 }
 
-fn split_typed<T: AsBits>(
-    a: &ArrayD<T>,
-    shape: &[usize],
-    axis: usize,
-    sizes: &[usize],
-) -> Result<Vec<Tensor>> {
-    let src = data(a);
-    split_bits(T::to_bits(&src), shape, axis, sizes)?
+fn split_parts(x: &Tensor, shape: &[usize], axis: usize, sizes: &[usize]) -> Result<Vec<Tensor>> {
+    let parts: Vec<WidthVec> = by_width!(x, s => split_bits(s, shape, axis, sizes)?
+        .into_iter()
+        .map(Bits::vec)
+        .collect());
+    parts
         .into_iter()
         .zip(sizes)
         .map(|(v, &s)| {
             let mut sh = shape.to_vec();
             sh[axis] = s;
-            make(SPLIT, &sh, T::from_bits(v))
+            Tensor::from_width(SPLIT, x.dtype(), &sh, v)
         })
         .collect()
 }

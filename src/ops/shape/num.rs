@@ -7,7 +7,7 @@ use crate::tensor::Element;
 use half::{bf16, f16};
 
 /// A numeric element type with its accumulator.
-pub(crate) trait Num: Element + Copy + PartialOrd {
+pub(crate) trait Num: Element + crate::tensor::bits::AsBits + Copy + PartialOrd {
     /// The accumulator type.
     type Acc: Copy + Send + Sync + PartialOrd + std::fmt::Debug;
     /// True for the floating-point types.

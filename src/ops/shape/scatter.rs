@@ -10,7 +10,8 @@ use crate::error::{Error, Result};
 use crate::ir::{BuildContext, Fact, InferInput, Operator};
 use crate::ops::util::{fact, input};
 use crate::ops::Registrar;
-use crate::tensor::{Element, Tensor};
+use crate::tensor::bits::AsBits;
+use crate::tensor::Tensor;
 use ndarray::ArrayD;
 
 pub(super) fn register(r: &mut impl Registrar) {
@@ -93,7 +94,7 @@ fn build_nd(ctx: &BuildContext) -> Result<Box<dyn Operator>> {
 }
 
 /// Copies `x` and applies `f(element, update)` for update slice `j` at `offs[j]`.
-fn apply<T: Element>(
+fn apply<T: AsBits>(
     op: &str,
     x: &ArrayD<T>,
     updates: &Tensor,
