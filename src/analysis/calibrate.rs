@@ -10,6 +10,15 @@ use crate::tensor::Tensor;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
+/// Fewest timed runs per probe.
+const MIN_RUNS: u32 = 3;
+/// Most timed runs per probe.
+const MAX_RUNS: u32 = 50;
+/// Runs in a row without a new best after which a probe stops. Without
+/// this rule every probe ran until its share of the budget was spent
+/// (25 ms in all: most of a small model's cold start).
+const SETTLED: u32 = 4;
+
 /// Times each probe on the current thread pool (call it inside a one-thread
 /// pool) for at most about `budget` in all, and returns the calibrated model.
 /// Probes whose operator is missing or fails keep the default throughput.
@@ -34,14 +43,18 @@ pub fn calibrate(budget: Duration) -> CostModel {
             continue;
         }
         let start = Instant::now();
-        let mut runs = 0u32;
+        let (mut runs, mut since_best) = (0u32, 0u32);
         let mut best = Duration::MAX;
-        while runs < 3 || (start.elapsed() < per_probe && runs < 50) {
+        while runs < MIN_RUNS
+            || (start.elapsed() < per_probe && runs < MAX_RUNS && since_best < SETTLED)
+        {
             let t = Instant::now();
             if op.run(&args).is_err() {
                 break;
             }
-            best = best.min(t.elapsed());
+            let took = t.elapsed();
+            since_best = if took < best { 0 } else { since_best + 1 };
+            best = best.min(took);
             runs += 1;
         }
         if best != Duration::MAX {
@@ -51,11 +64,18 @@ pub fn calibrate(budget: Duration) -> CostModel {
     model
 }
 
+/// The process's calibrated model, once made.
+static CACHE: OnceLock<CostModel> = OnceLock::new();
+
+/// Whether [`cached`] has its model already (a later call returns at once).
+pub fn done() -> bool {
+    CACHE.get().is_some()
+}
+
 /// The calibrated model for this process, computed once (on a one-thread
 /// pool built for the purpose, whose thread is joined before this returns)
 /// and reused by every later session.
 pub fn cached() -> CostModel {
-    static CACHE: OnceLock<CostModel> = OnceLock::new();
     CACHE
         .get_or_init(|| match Pool::new(0, 1, "ramify-calibrate") {
             Ok(pool) => pool.pool.install(|| calibrate(Duration::from_millis(25))),

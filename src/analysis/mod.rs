@@ -8,7 +8,7 @@ mod dominators;
 mod partition;
 mod siblings;
 
-pub use calibrate::{cached as calibrated_cost_model, calibrate};
+pub use calibrate::{cached as calibrated_cost_model, calibrate, done as calibration_done};
 pub use cost::{CostModel, OpClass};
 pub use partition::{
     initial_split, partition, refine, Critical, CutStats, Iteration, Move, Partition,

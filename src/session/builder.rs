@@ -327,12 +327,24 @@ impl SessionBuilder {
     /// second thread while this one parses, so it adds nothing to a cold
     /// start that parsing takes longer than. That thread inherits this
     /// one's CPU affinity, which the monitor reads as the allowed CPUs.
+    /// The cost model's calibration (once per process, and independent of
+    /// the model) starts on a third thread at the same time; the session
+    /// takes its result once the graph is optimized.
     fn build(self, parse: impl FnOnce() -> Result<Graph>) -> Result<Session> {
         let limit = self
             .memory_limit
             .unwrap_or_else(crate::tensor::budget::default_limit);
         let interrupt = Interrupt::new(None, self.time_limit);
         std::thread::scope(|scope| {
+            // Without the thread, Session::new calibrates in line.
+            let calibration = (!crate::analysis::calibration_done())
+                .then(|| {
+                    std::thread::Builder::new()
+                        .name("ramify-calibrate-start".into())
+                        .spawn_scoped(scope, crate::analysis::calibrated_cost_model)
+                        .ok()
+                })
+                .flatten();
             let scheduler = std::thread::Builder::new()
                 .name("ramify-setup".into())
                 .spawn_scoped(scope, || self.scheduler());
@@ -344,16 +356,26 @@ impl SessionBuilder {
                 Ok(handle) => handle.join(),
                 Err(_) => catch_unwind(AssertUnwindSafe(|| self.scheduler())),
             };
-            let graph = built.map_err(|p| Error::Internal(panic_message("loading", &p)))??;
-            let sched = sched.map_err(|p| Error::Internal(panic_message("loading", &p)))??;
-            catch_unwind(AssertUnwindSafe(|| {
-                crate::tensor::budget::with_limit(limit, || {
-                    with_interrupt(&interrupt, || {
-                        Session::new(graph, sched, !self.no_fusion, limit, self.time_limit)
+            let finish = || {
+                let graph = built.map_err(|p| Error::Internal(panic_message("loading", &p)))??;
+                let sched = sched.map_err(|p| Error::Internal(panic_message("loading", &p)))??;
+                catch_unwind(AssertUnwindSafe(|| {
+                    crate::tensor::budget::with_limit(limit, || {
+                        with_interrupt(&interrupt, || {
+                            Session::new(graph, sched, !self.no_fusion, limit, self.time_limit)
+                        })
                     })
-                })
-            }))
-            .map_err(|p| Error::Internal(panic_message("loading", &p)))?
+                }))
+                .map_err(|p| Error::Internal(panic_message("loading", &p)))?
+            };
+            let session = finish();
+            // Session::new waited for the calibration (or, had it panicked,
+            // calibrated again under its catch_unwind); joining here keeps
+            // such a panic from escaping the scope.
+            if let Some(handle) = calibration {
+                let _ = handle.join();
+            }
+            session
         })
     }
 }

@@ -135,18 +135,40 @@ type Transform<T> = fn(&ConvPlan, &[T]) -> Vec<T>;
 /// position; where the products run on the panel GEMM, its matrices (one
 /// per position and group) packed for it.
 fn transform_weights<V: Variant, T: GemmFloat>(p: &ConvPlan, w: &[T]) -> Vec<T> {
-    let (m, cg) = (p.m, p.cg());
-    let stride = m * cg;
+    transform_into::<V, T>(p, w, panels::takes::<T>())
+}
+
+/// [`transform_weights`], written straight into the panel layout when
+/// `packed` ([`panels::pack`] of the plain `U` by position and group: the
+/// same values in the same places, without the plain `U` first), else
+/// into the plain `U[p][m][cg]`. Either way one kernel's positions lie a
+/// fixed distance apart, which is all [`Variant::weight`] needs.
+pub(super) fn transform_into<V: Variant, T: GemmFloat>(
+    p: &ConvPlan,
+    w: &[T],
+    packed: bool,
+) -> Vec<T> {
+    let (m, mg, cg) = (p.m, p.mg(), p.cg());
+    let kernels = m * cg;
+    let (mr, panel_len) = (panels::MR, cg * panels::MR);
+    let matrix_len = mg.div_ceil(mr) * panel_len;
+    let stride = if packed {
+        p.group * matrix_len
+    } else {
+        kernels
+    };
     let mut u = vec![T::zero(); V::POSITIONS * stride];
-    for (kc, g) in w.chunks_exact(9).take(stride).enumerate() {
-        V::weight(g, &mut u[kc..], stride);
-    }
-    if let Some(u32) = as_f32(&u).filter(|_| panels::takes::<T>()) {
-        // T is f32 here: the packed vector is handed back as it is.
-        let packed: Box<dyn Any> = Box::new(panels::pack(V::POSITIONS * p.group, p.mg(), cg, u32));
-        if let Ok(packed) = packed.downcast::<Vec<T>>() {
-            return *packed;
-        }
+    for (kc, g) in w.chunks_exact(9).take(kernels).enumerate() {
+        let at = if packed {
+            // Kernel kc = oc·cg + ic: output channel r of group gi goes to
+            // panel r / 6, slot r % 6 of step ic.
+            let (oc, ic) = (kc / cg, kc % cg);
+            let (gi, r) = (oc / mg, oc % mg);
+            gi * matrix_len + (r / mr) * panel_len + ic * mr + r % mr
+        } else {
+            kc
+        };
+        V::weight(g, &mut u[at..], stride);
     }
     u
 }

@@ -5,8 +5,9 @@
 
 use super::super::conv_op::{plan, ConvPlan};
 use super::super::geom::{AutoPad, WindowAttrs};
+use super::super::panels;
 use super::super::winograd::transform::{self, Variant};
-use super::super::winograd::{self, Algo, WeightCache, F2, F4};
+use super::super::winograd::{self, transform_into, Algo, WeightCache, F2, F4};
 use super::{check_conv, geo, rand64, ref_conv, t32, Geo};
 use crate::ops::gemm::fused::Activation;
 use crate::ops::testutil::{activation, assert_close, bits, build_fused, ints};
@@ -250,4 +251,30 @@ fn transformed_weights_are_kept_for_a_constant_w() {
         let other = free.run(&[Some(&x), Some(&w2)]).unwrap();
         assert_ne!(bits(&first[0]), bits(&other[0]));
     }
+}
+
+/// The weights transformed straight into the panel layout equal the plain
+/// transform packed afterwards, bit for bit: groups, output channels that
+/// leave a part panel (10 = 6 + 4) and both algorithms.
+fn packed_transform<V: Variant>() {
+    for (m, c, group) in [(10, 8, 1), (16, 24, 2), (12, 9, 3)] {
+        let ws = [m, c / group, 3, 3];
+        let p = plan_of(&[1, c, 16, 16], &ws, [1, 1, 1, 1], group);
+        let w: Vec<f32> = rand64(ws.iter().product(), 71)
+            .iter()
+            .map(|&v| v as f32)
+            .collect();
+        let plain = transform_into::<V, f32>(&p, &w, false);
+        let want = panels::pack(V::POSITIONS * group, m / group, c / group, &plain);
+        let got = transform_into::<V, f32>(&p, &w, true);
+        assert_eq!(got.len(), want.len(), "{m}×{c} group {group}");
+        let to_bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        assert_eq!(to_bits(&got), to_bits(&want), "{m}×{c} group {group}");
+    }
+}
+
+#[test]
+fn weights_transform_straight_into_panels() {
+    packed_transform::<F4>();
+    packed_transform::<F2>();
 }
