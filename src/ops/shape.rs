@@ -13,6 +13,7 @@ use super::Registrar;
 use crate::error::{Error, Result};
 use crate::ir::Fact;
 use crate::tensor::bits::AsBits;
+use crate::tensor::widths::{by_width, Bits};
 use crate::tensor::{Element, Tensor};
 use ndarray::{ArrayD, IxDyn};
 use std::borrow::Cow;
@@ -55,6 +56,11 @@ pub(crate) fn register(r: &mut impl Registrar) {
 /// Marks an output position that reads no input element (padding) in the
 /// maps given to [`offset_copy`].
 pub(crate) const PAD: usize = usize::MAX;
+
+/// [`numel_of`] for the element type of `_like` (in a per-width body).
+pub(crate) fn numel_like<B>(op: &str, _like: &[B], shape: &[usize]) -> Result<usize> {
+    numel_of::<B>(op, shape)
+}
 
 /// The number of elements of `shape`, or an error if it overflows, or if the
 /// elements of type `T` would not fit in memory.
@@ -249,6 +255,29 @@ pub(crate) fn move_copy<T: AsBits>(
     let fill = fill.map(|f| T::to_bits(std::slice::from_ref(f))[0].clone());
     let moved = offset_copy(op, T::to_bits(&src), maps, fill.as_ref())?;
     Ok(T::from_bits(moved))
+}
+
+/// A tensor of shape `out` whose elements are `x`'s read at the offsets of
+/// `maps` (see [`offset_copy`]), compiled once per element width.
+pub(crate) fn move_tensor(
+    op: &str,
+    x: &Tensor,
+    out: &[usize],
+    maps: &[Vec<usize>],
+) -> Result<Tensor> {
+    let v = by_width!(x, s => Bits::vec(offset_copy(op, s, maps, None)?));
+    Tensor::from_width(op, x.dtype(), out, v)
+}
+
+/// [`move_tensor`] with zero (the type's default) where a map holds [`PAD`].
+pub(crate) fn move_tensor_or_zero(
+    op: &str,
+    x: &Tensor,
+    out: &[usize],
+    maps: &[Vec<usize>],
+) -> Result<Tensor> {
+    let v = by_width!(x, s => Bits::vec(offset_copy(op, s, maps, Some(&Default::default()))?));
+    Tensor::from_width(op, x.dtype(), out, v)
 }
 
 /// Builds an output by reading `src` at offsets: the output has one dimension

@@ -75,6 +75,12 @@ macro_rules! bits {
 }
 bits!(u8 => W8, u16 => W16, u32 => W32, u64 => W64, String => Str);
 
+/// `w`'s elements if they have the width of `_like`'s: in a [`by_width!`]
+/// body, the other tensors' elements in the body's width.
+pub(crate) fn same_width<'a, B: Bits>(_like: &[B], w: &'a Width<'_>) -> Option<&'a [B]> {
+    B::slice(w)
+}
+
 fn width_of<T: AsBits>(a: &ArrayD<T>) -> Width<'_>
 where
     T::Bits: Bits,

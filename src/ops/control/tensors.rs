@@ -3,9 +3,8 @@
 //! collecting those results within the memory budget.
 
 use crate::error::{Error, Result};
-use crate::tensor::bits::AsBits;
+use crate::tensor::widths::{by_width, same_width, Bits, Width};
 use crate::tensor::{budget, Tensor};
-use ndarray::ArrayD;
 
 /// The truth value of a one-element condition tensor (bool or numeric).
 pub(super) fn truth(op: &str, t: &Tensor) -> Result<bool> {
@@ -24,22 +23,18 @@ pub(super) fn truth(op: &str, t: &Tensor) -> Result<bool> {
 
 /// Slice `i` of `t` along `axis`, with that axis removed.
 pub(super) fn take(t: &Tensor, axis: usize, i: usize) -> Result<Tensor> {
-    fn typed<T: AsBits>(a: &ArrayD<T>, axis: usize, i: usize) -> Result<Tensor> {
-        let s = a.shape();
-        let inner: usize = s[axis + 1..].iter().product();
-        let src = crate::ops::shape::data(a);
-        let v = take_bits(T::to_bits(&src), s[axis], inner, i);
-        let mut shape = s.to_vec();
-        shape.remove(axis);
-        crate::ops::shape::make("take", &shape, T::from_bits(v))
-    }
     if axis >= t.shape().len() || i >= t.shape()[axis] {
         return Err(Error::op(
             "take",
             format!("slice {i} of axis {axis} is outside shape {:?}", t.shape()),
         ));
     }
-    crate::dispatch!(t, a => typed(a, axis, i))
+    let s = t.shape();
+    let inner: usize = s[axis + 1..].iter().product();
+    let mut shape = s.to_vec();
+    shape.remove(axis);
+    let v = by_width!(t, src => Bits::vec(take_bits(src, s[axis], inner, i)));
+    Tensor::from_width("take", t.dtype(), &shape, v)
 }
 
 /// Slice `i` of row-major `src` seen as `[outer, dim, inner]`: `[outer, inner]`.
@@ -76,24 +71,16 @@ pub(super) fn stack(op: &str, parts: &[Tensor], axis: usize) -> Result<Tensor> {
             ));
         }
     }
-    fn typed<T: AsBits>(
-        op: &str,
-        first: &ArrayD<T>,
-        parts: &[Tensor],
-        axis: usize,
-    ) -> Result<Tensor> {
-        let datas: Vec<_> = parts
-            .iter()
-            .filter_map(|p| T::view(p))
-            .map(crate::ops::shape::data)
-            .collect();
-        let bits: Vec<&[T::Bits]> = datas.iter().map(|d| T::to_bits(d)).collect();
-        let inner: usize = first.shape()[axis..].iter().product();
-        let mut shape = first.shape().to_vec();
-        shape.insert(axis, parts.len());
-        crate::ops::shape::make(op, &shape, T::from_bits(stack_bits(&bits, inner)))
-    }
-    crate::dispatch!(first, a => typed(op, a, parts, axis))
+    let widths: Vec<Width> = parts.iter().map(Tensor::width).collect();
+    let inner: usize = first.shape()[axis..].iter().product();
+    let mut shape = first.shape().to_vec();
+    shape.insert(axis, parts.len());
+    // The types were checked equal above: every part has the first's width.
+    let v = by_width!(first, f => {
+        let bits: Vec<_> = widths.iter().filter_map(|w| same_width(f, w)).collect();
+        Bits::vec(stack_bits(&bits, inner))
+    });
+    Tensor::from_width(op, first.dtype(), &shape, v)
 }
 
 /// Row-major parts of `inner`-element rows, interleaved row by row: the

@@ -5,14 +5,12 @@
 //! Every element type moves through the same offset-copy engine; padding
 //! is the type's zero (false, the empty string).
 
-use super::{int_list, make, move_copy, movement_flops, norm_axes, numel, strides, PAD};
+use super::{int_list, movement_flops, norm_axes, numel, strides, PAD};
 use crate::error::{Error, Result};
 use crate::ir::{BuildContext, Fact, InferInput, Operator};
 use crate::ops::util::{const_value, fact, input};
 use crate::ops::Registrar;
-use crate::tensor::bits::AsBits;
 use crate::tensor::Tensor;
-use ndarray::ArrayD;
 
 pub(super) fn register(r: &mut impl Registrar) {
     r.add("CenterCropPad", 18, build);
@@ -80,14 +78,13 @@ fn axis_map(n: usize, s: usize, stride: usize) -> Vec<usize> {
     }
 }
 
-fn crop_pad<T: AsBits>(a: &ArrayD<T>, out: &[usize]) -> Result<Tensor> {
-    let shape = a.shape();
+fn crop_pad(x: &Tensor, out: &[usize]) -> Result<Tensor> {
+    let shape = x.shape();
     let st = strides(shape);
     let maps: Vec<Vec<usize>> = (0..shape.len())
         .map(|d| axis_map(shape[d], out[d], st[d]))
         .collect();
-    let v = move_copy(OP, a, &maps, Some(&T::default()))?;
-    make(OP, out, v)
+    super::move_tensor_or_zero(OP, x, out, &maps)
 }
 
 impl Operator for CenterCropPad {
@@ -116,7 +113,7 @@ impl Operator for CenterCropPad {
     fn run(&self, inputs: &[Option<&Tensor>]) -> Result<Vec<Tensor>> {
         let x = input(OP, inputs, 0)?;
         let out = self.out_shape(x.shape(), input(OP, inputs, 1)?)?;
-        Ok(vec![crate::dispatch!(x, a => crop_pad(a, &out)?)])
+        Ok(vec![crop_pad(x, &out)?])
     }
 }
 

@@ -1,27 +1,16 @@
 //! Expand (numpy broadcasting to a given shape) and Tile (repetition).
 
-use super::{int_list, linear_map, make, move_copy, movement_flops, numel, strides, to_dims};
+use super::move_tensor;
+use super::{int_list, linear_map, movement_flops, numel, strides, to_dims};
 use crate::error::{Error, Result};
 use crate::ir::{BuildContext, Fact, InferInput, Operator};
 use crate::ops::util::{broadcast_shapes, fact, input};
 use crate::ops::Registrar;
-use crate::tensor::bits::AsBits;
 use crate::tensor::Tensor;
-use ndarray::ArrayD;
 
 pub(super) fn register(r: &mut impl Registrar) {
     r.add("Expand", 8, build_expand);
     r.add("Tile", 6, build_tile);
-}
-
-fn copy_typed<T: AsBits>(
-    op: &str,
-    a: &ArrayD<T>,
-    out: &[usize],
-    maps: &[Vec<usize>],
-) -> Result<Tensor> {
-    let v = move_copy(op, a, maps, None)?;
-    make(op, out, v)
 }
 
 /// The constant value of input `i` as integers: `Ok(None)` when not constant.
@@ -78,9 +67,7 @@ impl Operator for Expand {
                 }
             })
             .collect();
-        Ok(vec![
-            crate::dispatch!(x, a => copy_typed(EXPAND, a, &out, &maps)?),
-        ])
+        Ok(vec![move_tensor(EXPAND, x, &out, &maps)?])
     }
 }
 
@@ -142,9 +129,7 @@ impl Operator for Tile {
             maps.push(vec![0; reps[d] as usize]);
             maps.push(linear_map(s[d], 0, st[d] as isize));
         }
-        Ok(vec![
-            crate::dispatch!(x, a => copy_typed(TILE, a, &out, &maps)?),
-        ])
+        Ok(vec![move_tensor(TILE, x, &out, &maps)?])
     }
 }
 

@@ -2,16 +2,14 @@
 //! positions given by an integer index tensor. Negative indices count from
 //! the end; indices out of range are errors.
 
-use super::{
-    data, increment, linear_map, make, move_copy, movement_flops, norm_axis, numel_of, strides,
-};
+use super::move_tensor;
+use super::{increment, linear_map, movement_flops, norm_axis, numel_of, strides};
 use crate::error::{Error, Result};
 use crate::ir::{BuildContext, Fact, InferInput, Operator};
 use crate::ops::util::{fact, input, par_rows};
 use crate::ops::Registrar;
-use crate::tensor::bits::AsBits;
+use crate::tensor::widths::{by_width, Bits};
 use crate::tensor::Tensor;
-use ndarray::ArrayD;
 
 pub(super) fn register(r: &mut impl Registrar) {
     r.add("Gather", 1, build_gather);
@@ -81,15 +79,9 @@ fn gather_shape(axis: i64, data: &[usize], idx: &[usize]) -> Result<(usize, Vec<
     Ok((a, out))
 }
 
-fn gather_typed<T: AsBits>(
-    x: &ArrayD<T>,
-    axis: usize,
-    idx: &[i64],
-    out: &[usize],
-) -> Result<Tensor> {
+fn gather(x: &Tensor, axis: usize, idx: &[i64], out: &[usize]) -> Result<Tensor> {
     let maps = gather_maps(x.shape(), axis, idx)?;
-    let v = move_copy(GATHER, x, &maps, None)?;
-    make(GATHER, out, v)
+    move_tensor(GATHER, x, out, &maps)
 }
 
 /// The offset maps of a Gather of `idx` along `axis` of shape `s`.
@@ -129,9 +121,7 @@ impl Operator for Gather {
         let it = input(GATHER, inputs, 1)?;
         let idx = index_values(GATHER, it)?;
         let (axis, out) = gather_shape(self.axis, x.shape(), it.shape())?;
-        Ok(vec![
-            crate::dispatch!(x, a => gather_typed(a, axis, &idx, &out)?),
-        ])
+        Ok(vec![gather(x, axis, &idx, &out)?])
     }
 }
 
@@ -194,15 +184,9 @@ pub(super) fn element_offsets(
     Ok(out)
 }
 
-fn gather_elements_typed<T: AsBits>(
-    x: &ArrayD<T>,
-    offs: &[usize],
-    shape: &[usize],
-) -> Result<Tensor> {
-    let src = data(x);
-    let n = numel_of::<T>(GE, shape)?;
-    let out = gather_elements_bits(T::to_bits(&src), offs, n)?;
-    make(GE, shape, T::from_bits(out))
+fn gather_elements(x: &Tensor, offs: &[usize], shape: &[usize]) -> Result<Tensor> {
+    let v = by_width!(x, s => Bits::vec(gather_elements_bits(s, offs, shape)?));
+    Tensor::from_width(GE, x.dtype(), shape, v)
 }
 
 /// GatherElements on bits: `out[i] = src[offs[i]]`.
@@ -210,8 +194,9 @@ fn gather_elements_typed<T: AsBits>(
 fn gather_elements_bits<B: Clone + Default + Send + Sync>(
     src: &[B],
     offs: &[usize],
-    n: usize,
+    shape: &[usize],
 ) -> Result<Vec<B>> {
+    let n = numel_of::<B>(GE, shape)?;
     if offs.iter().any(|&o| o >= src.len()) {
         return Err(Error::op(GE, "internal error: offset out of range"));
     }
@@ -245,9 +230,7 @@ impl Operator for GatherElements {
         let axis = check_elements(GE, self.axis, x.shape(), it.shape())?;
         let idx = index_values(GE, it)?;
         let offs = element_offsets(GE, x.shape(), it.shape(), &idx, axis)?;
-        Ok(vec![
-            crate::dispatch!(x, a => gather_elements_typed(a, &offs, it.shape())?),
-        ])
+        Ok(vec![gather_elements(x, &offs, it.shape())?])
     }
 }
 
@@ -336,16 +319,9 @@ pub(super) fn nd_offsets(
         .collect()
 }
 
-fn gather_nd_typed<T: AsBits>(
-    x: &ArrayD<T>,
-    offs: &[usize],
-    slice: usize,
-    out_shape: &[usize],
-) -> Result<Tensor> {
-    let src = data(x);
-    let n = numel_of::<T>(GND, out_shape)?;
-    let out = gather_nd_bits(T::to_bits(&src), offs, slice, n)?;
-    make(GND, out_shape, T::from_bits(out))
+fn gather_nd(x: &Tensor, offs: &[usize], slice: usize, out_shape: &[usize]) -> Result<Tensor> {
+    let v = by_width!(x, s => Bits::vec(gather_nd_bits(s, offs, slice, out_shape)?));
+    Tensor::from_width(GND, x.dtype(), out_shape, v)
 }
 
 /// GatherND on bits: slice `r` of the output is `src[offs[r]..][..slice]`.
@@ -354,8 +330,9 @@ fn gather_nd_bits<B: Clone + Default + Send + Sync>(
     src: &[B],
     offs: &[usize],
     slice: usize,
-    n: usize,
+    out_shape: &[usize],
 ) -> Result<Vec<B>> {
+    let n = numel_of::<B>(GND, out_shape)?;
     if offs.iter().any(|&o| o + slice > src.len()) {
         return Err(Error::op(GND, "internal error: offset out of range"));
     }
@@ -398,9 +375,7 @@ impl Operator for GatherNd {
         let idx = index_values(GND, it)?;
         let offs = nd_offsets(GND, self.batch_dims, k, x.shape(), it.shape(), &idx)?;
         let slice: usize = x.shape()[self.batch_dims + k..].iter().product();
-        Ok(vec![
-            crate::dispatch!(x, a => gather_nd_typed(a, &offs, slice, &out)?),
-        ])
+        Ok(vec![gather_nd(x, &offs, slice, &out)?])
     }
 }
 

@@ -1,12 +1,14 @@
 //! Operators that generate tensors from shapes and scalars: ConstantOfShape and Range.
 
 use super::num::{num_dispatch, Num};
+use super::numel_like;
 use super::{f64_list, int_list, make, movement_flops, numel_of, to_dims};
 use crate::error::{Error, Result};
 use crate::ir::{BuildContext, Fact, InferInput, Operator};
 use crate::ops::util::{fact, input};
 use crate::ops::Registrar;
-use crate::tensor::{DType, Element, Tensor};
+use crate::tensor::widths::{by_width, Bits};
+use crate::tensor::{DType, Tensor};
 use ndarray::{ArrayD, IxDyn};
 
 pub(super) fn register(r: &mut impl Registrar) {
@@ -36,10 +38,14 @@ fn build_cos(ctx: &BuildContext) -> Result<Box<dyn Operator>> {
     Ok(Box::new(ConstantOfShape { value }))
 }
 
-fn fill<T: Element>(v: &ArrayD<T>, shape: &[usize]) -> Result<Tensor> {
-    numel_of::<T>(COS, shape)?;
-    let x = v.iter().next().cloned().unwrap_or_default();
-    Ok(T::into_tensor(ArrayD::from_elem(IxDyn(shape), x)))
+/// A tensor of `shape` filled with `v`'s (first) value, built once per
+/// element width.
+fn fill(v: &Tensor, shape: &[usize]) -> Result<Tensor> {
+    let out = by_width!(v, s => {
+        let n = numel_like(COS, s, shape)?;
+        Bits::vec(vec![s.first().cloned().unwrap_or_default(); n])
+    });
+    Tensor::from_width(COS, v.dtype(), shape, out)
 }
 
 impl Operator for ConstantOfShape {
@@ -66,7 +72,7 @@ impl Operator for ConstantOfShape {
             &int_list(COS, input(COS, inputs, 0)?, "shape")?,
             "shape",
         )?;
-        Ok(vec![crate::dispatch!(&self.value, a => fill(a, &dims)?)])
+        Ok(vec![fill(&self.value, &dims)?])
     }
 }
 

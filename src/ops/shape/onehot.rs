@@ -1,15 +1,14 @@
 //! Operators that generate tensors shaped by another: EyeLike (a diagonal of
 //! ones) and OneHot (one-hot encoding of indices along a new axis).
 
-use super::{f64_list, make, movement_flops, numel_of};
+use super::{f64_list, movement_flops, numel_like, numel_of};
 use crate::error::{Error, Result};
 use crate::ir::{BuildContext, Fact, InferInput, Operator};
 use crate::ops::util::{fact, input};
 use crate::ops::Registrar;
-use crate::tensor::bits::AsBits;
-use crate::tensor::{DType, Element, Tensor};
+use crate::tensor::widths::{by_width, Bits};
+use crate::tensor::{DType, Tensor};
 use half::{bf16, f16};
-use ndarray::ArrayD;
 
 pub(super) fn register(r: &mut impl Registrar) {
     r.add("EyeLike", 9, build_eye);
@@ -68,17 +67,24 @@ fn one_of(op: &str, dtype: DType) -> Result<Tensor> {
     })
 }
 
-fn eye<T: Element>(one: &ArrayD<T>, rows: usize, cols: usize, k: i64) -> Result<Tensor> {
-    let n = numel_of::<T>(EYE, &[rows, cols])?;
-    let mut v = vec![T::default(); n];
-    let one = one.iter().next().cloned().unwrap_or_default();
+/// A `rows × cols` tensor of `one`'s type: `one`'s value on diagonal `k`,
+/// zero elsewhere (built once per element width).
+fn eye(one: &Tensor, rows: usize, cols: usize, k: i64) -> Result<Tensor> {
+    let v = by_width!(one, s => Bits::vec(eye_bits(s, rows, cols, k)?));
+    Tensor::from_width(EYE, one.dtype(), &[rows, cols], v)
+}
+
+fn eye_bits<B: Bits>(one: &[B], rows: usize, cols: usize, k: i64) -> Result<Vec<B>> {
+    let n = numel_of::<B>(EYE, &[rows, cols])?;
+    let mut v = vec![B::default(); n];
+    let one = one.first().cloned().unwrap_or_default();
     for i in 0..rows {
         let j = i as i64 + k;
         if j >= 0 && (j as usize) < cols {
             v[i * cols + j as usize] = one.clone();
         }
     }
-    make(EYE, &[rows, cols], v)
+    Ok(v)
 }
 
 impl EyeLike {
@@ -119,7 +125,7 @@ impl Operator for EyeLike {
             ));
         };
         let one = one_of(EYE, self.out_type(x.dtype())?)?;
-        Ok(vec![crate::dispatch!(&one, a => eye(a, r, c, self.k)?)])
+        Ok(vec![eye(&one, r, c, self.k)?])
     }
 }
 
@@ -168,26 +174,27 @@ fn depth_of(t: &Tensor) -> Result<usize> {
     }
 }
 
-fn onehot_typed<T: AsBits>(
-    values: &ArrayD<T>,
+fn onehot(
+    values: &Tensor,
     idx: &[i64],
     ishape: &[usize],
     axis: usize,
     depth: usize,
 ) -> Result<Tensor> {
-    let vals = super::data(values);
-    let [off, on] = T::to_bits(&vals) else {
+    if values.len() != 2 {
         return Err(Error::op(
             ONEHOT,
-            format!("values must hold two elements, found {}", vals.len()),
+            format!("values must hold two elements, found {}", values.len()),
         ));
-    };
+    }
     let mut shape = ishape.to_vec();
     shape.insert(axis, depth);
-    let n = numel_of::<T>(ONEHOT, &shape)?;
     let inner: usize = ishape[axis..].iter().product();
-    let out = onehot_bits(off, on, idx, n, inner, depth);
-    make(ONEHOT, &shape, T::from_bits(out))
+    let v = by_width!(values, s => {
+        let n = numel_like(ONEHOT, s, &shape)?;
+        Bits::vec(onehot_bits(&s[0], &s[1], idx, n, inner, depth))
+    });
+    Tensor::from_width(ONEHOT, values.dtype(), &shape, v)
 }
 
 /// OneHot on bits: `n` elements of `off`, `on` where the indices point.
@@ -246,9 +253,7 @@ impl Operator for OneHot {
             t if t.dtype().is_float() => t.to_f64_vec()?.iter().map(|&v| v as i64).collect(),
             t => t.to_i64_vec()?,
         };
-        Ok(vec![
-            crate::dispatch!(values, a => onehot_typed(a, &idx, it.shape(), axis, depth)?),
-        ])
+        Ok(vec![onehot(values, &idx, it.shape(), axis, depth)?])
     }
 }
 

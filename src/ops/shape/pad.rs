@@ -4,12 +4,14 @@
 //! adds the `axes` input and opset 19 the `wrap` mode.
 
 use super::num::{num_dispatch, Num};
+use super::offset_copy;
 use super::{int_list, make, move_copy, movement_flops, norm_axes, strides, PAD};
 use crate::error::{Error, Result};
 use crate::ir::{BuildContext, Fact, InferInput, Operator};
 use crate::ops::util::{fact, input, opt_input};
 use crate::ops::Registrar;
 use crate::tensor::bits::AsBits;
+use crate::tensor::widths::{by_width, same_width, Bits};
 use crate::tensor::Tensor;
 use ndarray::ArrayD;
 
@@ -187,34 +189,40 @@ fn pad_attr_value<T: Num + AsBits>(
     pad_typed(pad, a, pads, &T::from_f64(v as f64))
 }
 
-fn pad_input_value<T: AsBits>(
+/// Pad with the value of input 2 (opset 11 on; zero when absent or empty),
+/// compiled once per element width.
+fn pad_input_value(
     pad: &Pad,
-    a: &ArrayD<T>,
+    x: &Tensor,
     pads: &[(i64, i64)],
     value: Option<&Tensor>,
 ) -> Result<Tensor> {
-    let fill = match value {
-        None => T::default(),
-        Some(t) => {
-            let arr = T::view(t).ok_or_else(|| {
-                Error::op(
-                    OP,
-                    format!("constant_value is {}, data is {}", t.dtype(), T::DTYPE),
-                )
-            })?;
-            match arr.len() {
-                0 => T::default(),
-                1 => arr.iter().next().cloned().unwrap_or_default(),
-                n => {
-                    return Err(Error::op(
-                        OP,
-                        format!("constant_value must be one value, found {n}"),
-                    ))
-                }
-            }
+    let value = match value {
+        Some(t) if t.dtype() != x.dtype() => {
+            return Err(Error::op(
+                OP,
+                format!("constant_value is {}, data is {}", t.dtype(), x.dtype()),
+            ))
         }
+        Some(t) if t.len() > 1 => {
+            return Err(Error::op(
+                OP,
+                format!("constant_value must be one value, found {}", t.len()),
+            ))
+        }
+        Some(t) if t.len() == 1 => Some(t.width()),
+        _ => None,
     };
-    pad_typed(pad, a, pads, &fill)
+    let (out, maps) = pad.maps(x.shape(), pads)?;
+    let v = by_width!(x, s => {
+        let fill = value
+            .as_ref()
+            .and_then(|w| same_width(s, w))
+            .and_then(|f| f.first().cloned())
+            .unwrap_or_default();
+        Bits::vec(offset_copy(OP, s, &maps, Some(&fill))?)
+    });
+    Tensor::from_width(OP, x.dtype(), &out, v)
 }
 
 impl Operator for Pad {
@@ -251,9 +259,7 @@ impl Operator for Pad {
             .ok_or_else(|| Error::op(OP, "internal error: pads unknown at run time"))?;
         let out = match &self.attrs {
             Some((_, v)) => num_dispatch!(OP, x, a => pad_attr_value(self, a, &pads, *v))?,
-            None => {
-                crate::dispatch!(x, a => pad_input_value(self, a, &pads, opt_input(inputs, 2))?)
-            }
+            None => pad_input_value(self, x, &pads, opt_input(inputs, 2))?,
         };
         Ok(vec![out])
     }

@@ -6,21 +6,14 @@ use crate::error::{Error, Result};
 use crate::ir::{BuildContext, Fact, InferInput, Operator};
 use crate::ops::util::{fact, input, opt_input};
 use crate::ops::Registrar;
-use crate::tensor::{Element, Tensor};
-use ndarray::{ArrayD, IxDyn};
+use crate::tensor::widths::{by_width, Bits};
+use crate::tensor::Tensor;
 
 pub(super) fn register(r: &mut impl Registrar) {
     r.add("Reshape", 5, build_reshape);
     r.add("Flatten", 1, build_flatten);
     r.add("Squeeze", 1, build_squeeze);
     r.add("Unsqueeze", 1, build_unsqueeze);
-}
-
-fn reshaped<T: Element>(op: &str, a: &ArrayD<T>, shape: &[usize]) -> Result<Tensor> {
-    a.clone()
-        .into_shape_with_order(IxDyn(shape))
-        .map(T::into_tensor)
-        .map_err(|e| Error::op(op, format!("cannot view {:?} as {shape:?}: {e}", a.shape())))
 }
 
 /// A copy of `t` with shape `shape` (same number of elements).
@@ -36,7 +29,9 @@ pub(super) fn reshape_tensor(op: &str, t: &Tensor, shape: &[usize]) -> Result<Te
             ),
         ));
     }
-    crate::dispatch!(t, a => reshaped(op, a, shape))
+    // The elements in row-major order, copied once per element width.
+    let v = by_width!(t, s => Bits::vec(s.to_vec()));
+    Tensor::from_width(op, t.dtype(), shape, v)
 }
 
 /// The value of optional input `i` for shape inference: `Ok(None)` if the

@@ -3,14 +3,13 @@
 
 use super::num::{num_dispatch, Num};
 use super::{
-    data, int_scalar, linear_map, make, move_copy, movement_flops, norm_axis, numel_of, strides,
-    unravel,
+    data, int_scalar, linear_map, make, movement_flops, norm_axis, numel_of, strides, unravel,
 };
 use crate::error::{Error, Result};
 use crate::ir::{BuildContext, Fact, InferInput, Operator};
 use crate::ops::util::{fact, input, opt_input, par_rows};
 use crate::ops::Registrar;
-use crate::tensor::bits::AsBits;
+use crate::tensor::widths::{by_width, Bits};
 use crate::tensor::{DType, Tensor};
 use ndarray::ArrayD;
 
@@ -34,13 +33,15 @@ fn build_trilu(ctx: &BuildContext) -> Result<Box<dyn Operator>> {
     }))
 }
 
-fn trilu_typed<T: AsBits>(a: &ArrayD<T>, upper: bool, k: i64) -> Result<Tensor> {
-    let s = a.shape();
-    let (rows, cols) = (s[s.len() - 2], s[s.len() - 1]);
-    let src = data(a);
-    let mut out = T::to_bits(&src).to_vec();
-    trilu_bits(&mut out, rows, cols, upper, k);
-    make(TRILU, s, T::from_bits(out))
+fn trilu(x: &Tensor, upper: bool, k: i64) -> Result<Tensor> {
+    let shape = x.shape();
+    let (rows, cols) = (shape[shape.len() - 2], shape[shape.len() - 1]);
+    let v = by_width!(x, s => {
+        let mut out = s.to_vec();
+        trilu_bits(&mut out, rows, cols, upper, k);
+        Bits::vec(out)
+    });
+    Tensor::from_width(TRILU, x.dtype(), shape, v)
 }
 
 /// Trilu on bits: zeroes the elements of each `rows × cols` matrix outside
@@ -94,9 +95,7 @@ impl Operator for Trilu {
             Some(t) => int_scalar(TRILU, t, "k")?,
             None => 0,
         };
-        Ok(vec![
-            crate::dispatch!(x, a => trilu_typed(a, self.upper, k)?),
-        ])
+        Ok(vec![trilu(x, self.upper, k)?])
     }
 }
 
@@ -230,11 +229,6 @@ impl Compress {
     }
 }
 
-fn compress_typed<T: AsBits>(a: &ArrayD<T>, out: &[usize], maps: &[Vec<usize>]) -> Result<Tensor> {
-    let v = move_copy(COMPRESS, a, maps, None)?;
-    make(COMPRESS, out, v)
-}
-
 impl Operator for Compress {
     fn infer(&self, inputs: &[InferInput]) -> Result<Vec<Fact>> {
         let f = fact(COMPRESS, inputs, 0)?;
@@ -258,9 +252,7 @@ impl Operator for Compress {
     fn run(&self, inputs: &[Option<&Tensor>]) -> Result<Vec<Tensor>> {
         let x = input(COMPRESS, inputs, 0)?;
         let (out, maps) = self.plan(x.shape(), input(COMPRESS, inputs, 1)?)?;
-        Ok(vec![
-            crate::dispatch!(x, a => compress_typed(a, &out, &maps)?),
-        ])
+        Ok(vec![super::move_tensor(COMPRESS, x, &out, &maps)?])
     }
 }
 

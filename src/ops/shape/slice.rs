@@ -2,14 +2,13 @@
 //! spec's clamping of out-of-range starts and ends. Starts, ends and axes are
 //! attributes before opset 10 and inputs (with steps) from opset 10.
 
-use super::{int_list, make, move_copy, movement_flops, norm_axes, strides};
+use super::move_tensor;
+use super::{int_list, movement_flops, norm_axes, strides};
 use crate::error::{Error, Result};
 use crate::ir::{BuildContext, Fact, InferInput, Operator};
 use crate::ops::util::{fact, input, opt_input};
 use crate::ops::Registrar;
-use crate::tensor::bits::AsBits;
 use crate::tensor::Tensor;
-use ndarray::ArrayD;
 
 pub(super) fn register(r: &mut impl Registrar) {
     r.add("Slice", 1, build);
@@ -134,15 +133,6 @@ fn plan(
     Ok((out_shape, maps))
 }
 
-fn slice_typed<T: AsBits>(
-    a: &ArrayD<T>,
-    out_shape: &[usize],
-    maps: &[Vec<usize>],
-) -> Result<Tensor> {
-    let v = move_copy(OP, a, maps, None)?;
-    make(OP, out_shape, v)
-}
-
 impl Slice {
     /// Starts, ends, axes and steps, from attributes or input values (`None` if unknown).
     fn params<'a>(
@@ -200,7 +190,7 @@ impl Operator for Slice {
             .params(|i| opt_input(inputs, i).map(Some))?
             .ok_or_else(|| Error::op(OP, "internal error: parameters unknown at run time"))?;
         let (out, maps) = plan(x.shape(), &s, &e, a.as_deref(), st.as_deref())?;
-        Ok(vec![crate::dispatch!(x, a => slice_typed(a, &out, &maps)?)])
+        Ok(vec![move_tensor(OP, x, &out, &maps)?])
     }
 }
 

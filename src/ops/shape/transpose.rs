@@ -3,15 +3,15 @@
 //! except a Transpose that moves the innermost axis, which runs the tiled
 //! kernel of [`tiled`](super::tiled).
 
+use super::move_tensor;
 use super::tiled::transpose_tiled;
-use super::{data, linear_map, make, move_copy, movement_flops, numel, strides};
+use super::{linear_map, movement_flops, numel, strides};
 use crate::error::{Error, Result};
 use crate::ir::{BuildContext, Fact, InferInput, Operator};
 use crate::ops::util::{fact, input};
 use crate::ops::Registrar;
-use crate::tensor::bits::AsBits;
+use crate::tensor::widths::{by_width, Bits};
 use crate::tensor::Tensor;
-use ndarray::ArrayD;
 
 pub(super) fn register(r: &mut impl Registrar) {
     r.add("Transpose", 1, build_transpose);
@@ -19,29 +19,20 @@ pub(super) fn register(r: &mut impl Registrar) {
     r.add("SpaceToDepth", 1, build_s2d);
 }
 
-fn permute_typed<T: AsBits>(
-    op: &str,
-    a: &ArrayD<T>,
-    out_shape: &[usize],
-    maps: &[Vec<usize>],
-) -> Result<Tensor> {
-    let v = move_copy(op, a, maps, None)?;
-    make(op, out_shape, v)
-}
-
 /// [`transpose_tiled`] of `a`'s elements as bits of their width.
-fn permute_tiled<T: AsBits>(
-    a: &ArrayD<T>,
+fn permute_tiled(
+    x: &Tensor,
     out_shape: &[usize],
     shape: &[usize],
     perm: &[usize],
 ) -> Result<Tensor> {
-    let src = data(a);
-    let bits = T::to_bits(&src);
-    // Every element is written: a recycled buffer needs no zero-fill.
-    let mut out = crate::tensor::recycle::take_or_default::<T::Bits>(bits.len());
-    transpose_tiled(bits, shape, perm, &mut out);
-    make("Transpose", out_shape, T::from_bits(out))
+    let v = by_width!(x, bits => {
+        // Every element is written: a recycled buffer needs no zero-fill.
+        let mut out = crate::tensor::recycle::take_or_default(bits.len());
+        transpose_tiled(bits, shape, perm, &mut out);
+        Bits::vec(out)
+    });
+    Tensor::from_width("Transpose", x.dtype(), out_shape, v)
 }
 
 #[derive(Debug)]
@@ -115,18 +106,14 @@ impl Operator for Transpose {
         let (s, p) = merge_axes(s, &p);
         if p.last().is_some_and(|&a| a + 1 != p.len()) {
             // The input's innermost axis moves: tiles of the swapped axes.
-            return Ok(vec![
-                crate::dispatch!(x, a => permute_tiled(a, &out_shape, &s, &p)?),
-            ]);
+            return Ok(vec![permute_tiled(x, &out_shape, &s, &p)?]);
         }
         let st = strides(&s);
         let maps: Vec<Vec<usize>> = p
             .iter()
             .map(|&i| linear_map(s[i], 0, st[i] as isize))
             .collect();
-        Ok(vec![
-            crate::dispatch!(x, a => permute_typed("Transpose", a, &out_shape, &maps)?),
-        ])
+        Ok(vec![move_tensor("Transpose", x, &out_shape, &maps)?])
     }
 }
 
@@ -301,9 +288,7 @@ impl Operator for Blocks {
     fn run(&self, inputs: &[Option<&Tensor>]) -> Result<Vec<Tensor>> {
         let x = input(self.name(), inputs, 0)?;
         let (out, maps) = self.plan(x.shape())?;
-        Ok(vec![
-            crate::dispatch!(x, a => permute_typed(self.name(), a, &out, &maps)?),
-        ])
+        Ok(vec![move_tensor(self.name(), x, &out, &maps)?])
     }
 }
 
