@@ -48,7 +48,7 @@ impl Dag {
         };
         for (i, node) in graph.nodes.iter().enumerate() {
             for &v in node.inputs.iter().flatten() {
-                if graph.constant(v).is_none() {
+                if !graph.is_constant(v) {
                     if let Some(p) = producer[v] {
                         add(p, i);
                     }

@@ -257,6 +257,7 @@ mod tests {
             inputs: vec![0],
             outputs: outputs.iter().map(|o| id(o)).collect(),
             constants: vec![None; names.len()],
+            released: Vec::new(),
             metadata: Default::default(),
         }
     }

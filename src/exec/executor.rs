@@ -430,6 +430,8 @@ fn run_node(run: &Run, index: usize, threads: usize) -> Result<()> {
     for &input in &node.inputs {
         held.push(match input {
             None => None,
+            // A constant its reader holds itself (`Graph::release_adopted`).
+            Some(id) if plan.graph.released(id).is_some() => None,
             Some(id) => Some(value(plan, store, id).ok_or_else(|| Error::MissingValue {
                 node: node.name.clone(),
                 value: plan.graph.name(id).to_string(),

@@ -233,7 +233,7 @@ fn check_live_bytes(graph: &Graph, facts: &Facts, limit: usize) -> Result<()> {
     }
     let mut freed_after: Vec<Vec<ValueId>> = vec![Vec::new(); graph.nodes.len()];
     for (id, &i) in last_reader.iter().enumerate() {
-        if i != usize::MAX && !graph.outputs.contains(&id) && graph.constant(id).is_none() {
+        if i != usize::MAX && !graph.outputs.contains(&id) && !graph.is_constant(id) {
             freed_after[i].push(id);
         }
     }

@@ -43,7 +43,7 @@ fn candidate<'p>(
     let data = (*node.inputs.first()?)?;
     let out = node.outputs[0]?;
     let reads = node.inputs.iter().flatten().filter(|&&i| i == data).count();
-    if plan.graph.constant(data).is_some() || reads != 1 || !store.is_last_read(data) {
+    if plan.graph.is_constant(data) || reads != 1 || !store.is_last_read(data) {
         return None;
     }
     let fact = plan.facts.get(out)?.as_ref()?;

@@ -26,6 +26,11 @@ pub fn specialize(graph: &mut Graph, inputs: &[(ValueId, Fact)], strict: bool) -
             facts[id] = Some(Fact::of(t));
         }
     }
+    for (id, f) in graph.released.iter().enumerate() {
+        if let (Some(f), Some(slot)) = (f, facts.get_mut(id)) {
+            *slot = Some(f.clone());
+        }
+    }
     for (id, f) in inputs {
         facts[*id] = Some(f.clone());
     }

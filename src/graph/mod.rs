@@ -144,6 +144,10 @@ pub struct Graph {
     pub outputs: Vec<ValueId>,
     /// Constant values (initializers and folded results), indexed by [`ValueId`].
     pub constants: Vec<Option<Arc<Tensor>>>,
+    /// Constants whose data the graph handed to the operators that read
+    /// them ([`Graph::release_adopted`]): only their facts stay, indexed by
+    /// [`ValueId`] (shorter than `values` when none was released).
+    pub released: Vec<Option<Fact>>,
     /// What the model file says about itself (empty for subgraphs).
     pub metadata: Arc<ModelMetadata>,
 }
@@ -154,9 +158,28 @@ impl Graph {
         self.constants.get(id).and_then(|c| c.as_ref())
     }
 
-    /// Total bytes of constant data (weights).
+    /// The fact of `id` when it is a constant whose data its readers hold
+    /// ([`Graph::release_adopted`]); the executor passes `None` for it.
+    pub fn released(&self, id: ValueId) -> Option<&Fact> {
+        self.released.get(id).and_then(|f| f.as_ref())
+    }
+
+    /// Whether `id` is a constant, held here or released to its readers.
+    pub fn is_constant(&self, id: ValueId) -> bool {
+        self.constant(id).is_some() || self.released(id).is_some()
+    }
+
+    /// Total bytes of constant data (weights), those released to the
+    /// operators that read them included.
     pub fn weight_bytes(&self) -> usize {
-        self.constants.iter().flatten().map(|t| t.byte_size()).sum()
+        let held: usize = self.constants.iter().flatten().map(|t| t.byte_size()).sum();
+        let released: u128 = self
+            .released
+            .iter()
+            .flatten()
+            .filter_map(|f| crate::tensor::budget::tensor_bytes(f.dtype, f.shape.as_deref()?))
+            .sum();
+        held.saturating_add(usize::try_from(released).unwrap_or(usize::MAX))
     }
 
     /// The value's name.
@@ -212,6 +235,16 @@ impl Graph {
     pub fn rebuild_ops(&mut self) -> Result<()> {
         for i in 0..self.nodes.len() {
             let node = &self.nodes[i];
+            // An operator holding a released constant keeps it: built
+            // again, it would find no data for that input.
+            if node
+                .inputs
+                .iter()
+                .flatten()
+                .any(|&id| self.released(id).is_some())
+            {
+                continue;
+            }
             let consts: Vec<Option<&Tensor>> = node
                 .inputs
                 .iter()
@@ -224,6 +257,48 @@ impl Graph {
             }
         }
         Ok(())
+    }
+}
+
+impl Graph {
+    /// Hands each constant to the operators that read it when every one of
+    /// them takes it ([`Operator::adopt_constant`]: e.g. a convolution that
+    /// keeps its weights packed for its kernel and lets the original go), so
+    /// that the data lives once, in the form the kernels read. The graph
+    /// keeps the constant's fact; runs pass `None` for it. Graph outputs and
+    /// values read by nothing stay. `fixed_shapes`: every run has the same
+    /// input shapes. Returns the bytes released.
+    pub fn release_adopted(&mut self, fixed_shapes: bool) -> usize {
+        let mut readers: Vec<Vec<(usize, usize)>> = vec![Vec::new(); self.values.len()];
+        for (n, node) in self.nodes.iter().enumerate() {
+            for (slot, id) in node.inputs.iter().enumerate() {
+                if let Some(r) = id.and_then(|id| readers.get_mut(id)) {
+                    r.push((n, slot));
+                }
+            }
+        }
+        let mut bytes = 0;
+        for (id, reads) in readers.iter().enumerate() {
+            let Some(t) = self.constant(id).cloned() else {
+                continue;
+            };
+            if reads.is_empty() || self.outputs.contains(&id) {
+                continue;
+            }
+            let all = reads
+                .iter()
+                .all(|&(n, slot)| self.nodes[n].op.adopt_constant(slot, &t, fixed_shapes));
+            if !all {
+                continue;
+            }
+            if self.released.len() < self.values.len() {
+                self.released.resize(self.values.len(), None);
+            }
+            self.released[id] = Some(Fact::of(&t));
+            self.constants[id] = None;
+            bytes += t.byte_size();
+        }
+        bytes
     }
 }
 

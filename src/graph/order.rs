@@ -14,10 +14,7 @@ pub fn topological_sort(graph: &mut Graph) -> Result<()> {
     let mut producer: Vec<Option<usize>> = vec![None; graph.values.len()];
     for (i, node) in graph.nodes.iter().enumerate() {
         for &out in node.outputs.iter().flatten() {
-            if producer[out].is_some()
-                || graph.constant(out).is_some()
-                || graph.inputs.contains(&out)
-            {
+            if producer[out].is_some() || graph.is_constant(out) || graph.inputs.contains(&out) {
                 return Err(Error::InvalidModel(format!(
                     "value {:?} is produced more than once (again by node {:?})",
                     graph.name(out),
@@ -27,7 +24,7 @@ pub fn topological_sort(graph: &mut Graph) -> Result<()> {
             producer[out] = Some(i);
         }
     }
-    let is_source = |v: ValueId| graph.constant(v).is_some() || graph.inputs.contains(&v);
+    let is_source = |v: ValueId| graph.is_constant(v) || graph.inputs.contains(&v);
     let mut pending = vec![0usize; n];
     let mut consumers: Vec<Vec<usize>> = vec![Vec::new(); n];
     for (i, node) in graph.nodes.iter().enumerate() {

@@ -26,4 +26,9 @@ pub fn prune(graph: &mut Graph) {
             *c = None;
         }
     }
+    for (id, f) in graph.released.iter_mut().enumerate() {
+        if !live.get(id).copied().unwrap_or(false) {
+            *f = None;
+        }
+    }
 }

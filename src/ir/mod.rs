@@ -9,6 +9,7 @@ use crate::error::Result;
 use crate::tensor::{DType, Tensor};
 use attributes::Attributes;
 use std::fmt::Debug;
+use std::sync::Arc;
 
 pub mod attributes;
 pub mod fusion;
@@ -166,6 +167,18 @@ pub trait Operator: Send + Sync + Debug {
     /// be constants).
     fn as_activation(&self, _inputs: &[InferInput]) -> Option<Activation> {
         None
+    }
+    /// Offers the operator the graph's handle to constant input `slot`
+    /// (the value it was built with). Returning true means the operator
+    /// keeps it, reads that input from its own handle from now on (runs
+    /// pass `None` there) and may let it go once it holds the data in
+    /// another form (weights packed for its kernel); the graph then drops
+    /// its copy, so that the data lives once. `fixed_shapes` says that
+    /// every run has the same input shapes (the model declares them all),
+    /// so that a form that serves only the shapes it was made for is
+    /// enough.
+    fn adopt_constant(&self, _slot: usize, _value: &Arc<Tensor>, _fixed_shapes: bool) -> bool {
+        false
     }
 }
 

@@ -306,6 +306,7 @@ pub(super) fn convert_graph(
         inputs,
         outputs,
         constants,
+        released: Vec::new(),
         metadata: Default::default(),
     };
     for (name, op_type, domain, opset, inputs, outputs, attrs) in raw_nodes {

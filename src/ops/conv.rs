@@ -12,6 +12,7 @@ use super::Registrar;
 use crate::error::{Error, Result};
 use crate::tensor::{DType, Tensor};
 
+mod adopted;
 mod conv_op;
 mod depthwise;
 mod direct;

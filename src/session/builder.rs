@@ -1,7 +1,7 @@
 //! [`SessionBuilder`]: a session's settings (CPUs, mode, thresholds, load
 //! sources, CPU set, memory and time limits) and the load that builds it.
 
-use super::{panic_message, Session};
+use super::{panic_message, LoadPasses, Session};
 use crate::error::{Error, Result};
 use crate::graph::Graph;
 use crate::load::{LoadConfig, LoadMonitor, LoadSource, PowerTable, Topology};
@@ -29,6 +29,7 @@ pub struct SessionBuilder {
     fixed_load: Option<f64>,
     load_monitor: Option<Arc<LoadMonitor>>,
     no_fusion: bool,
+    keep_weights: bool,
     no_makespan_check: bool,
     memory_limit: Option<usize>,
     time_limit: Option<Duration>,
@@ -206,6 +207,25 @@ impl SessionBuilder {
         self
     }
 
+    /// Keeps every weight in the session's graph ([`Session::graph`] shows
+    /// its value) beside the copy a kernel packs it into (default off: an
+    /// operator that packs a constant for its kernel, such as a float32
+    /// convolution, takes the graph's copy and lets it go once packed, so
+    /// that the weights live once in memory).
+    ///
+    /// ```
+    /// use ramify::SessionBuilder;
+    /// let session = SessionBuilder::new()
+    ///     .keep_weights(true)
+    ///     .build_from_file("models/inception_mini.onnx")?;
+    /// assert!(session.graph().released.iter().all(Option::is_none));
+    /// # Ok::<(), ramify::Error>(())
+    /// ```
+    pub fn keep_weights(mut self, on: bool) -> Self {
+        self.keep_weights = on;
+        self
+    }
+
     /// The memory budget in bytes (default: half of the device's physical
     /// memory). No tensor of the model may exceed it, nor may the
     /// intermediate values a run holds at once: a model that declares or
@@ -291,6 +311,14 @@ impl SessionBuilder {
         Scheduler::new(config, monitor)
     }
 
+    /// The load-time passes this builder asks for.
+    fn passes(&self) -> LoadPasses {
+        LoadPasses {
+            fusion: !self.no_fusion,
+            release_weights: !self.keep_weights,
+        }
+    }
+
     /// The device's topology over the session's CPUs, as a session built
     /// now would see it (sysfs, then the power table applied).
     pub fn device_topology(&self) -> Result<Topology> {
@@ -362,7 +390,7 @@ impl SessionBuilder {
                 catch_unwind(AssertUnwindSafe(|| {
                     crate::tensor::budget::with_limit(limit, || {
                         with_interrupt(&interrupt, || {
-                            Session::new(graph, sched, !self.no_fusion, limit, self.time_limit)
+                            Session::new(graph, sched, self.passes(), limit, self.time_limit)
                         })
                     })
                 }))

@@ -70,6 +70,16 @@ pub struct RunReport {
     pub int8_recomputed: u64,
 }
 
+/// The load-time passes a builder asks for.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct LoadPasses {
+    /// Whether the fusion passes run.
+    pub fusion: bool,
+    /// Whether operators that pack a constant take it from the graph
+    /// ([`Graph::release_adopted`]).
+    pub release_weights: bool,
+}
+
 /// A loaded model, ready to run. `Session` is `Send + Sync`: runs from
 /// several threads at once are allowed.
 ///
@@ -121,7 +131,7 @@ impl Session {
     fn new(
         mut graph: Graph,
         sched: Scheduler,
-        fusion: bool,
+        passes: LoadPasses,
         memory_limit: usize,
         time_limit: Option<Duration>,
     ) -> Result<Session> {
@@ -145,8 +155,19 @@ impl Session {
             })
             .collect();
         on_own_pool(&sched, || {
-            optimize(&mut graph, &declared, Stage::Load { fusion })
+            optimize(
+                &mut graph,
+                &declared,
+                Stage::Load {
+                    fusion: passes.fusion,
+                },
+            )
         })?;
+        if passes.release_weights {
+            let fixed = declared.len() == graph.inputs.len()
+                && declared.iter().all(|(_, f)| f.shape.is_some());
+            graph.release_adopted(fixed);
+        }
         let info = |ids: &[ValueId]| -> Vec<IoInfo> {
             ids.iter()
                 .map(|&id| IoInfo {

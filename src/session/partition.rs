@@ -51,7 +51,10 @@ pub fn partition_model(
     critical: Critical,
 ) -> Result<Partitioned> {
     let path = path.as_ref();
-    let session = Session::builder().cpus(1).build_from_file(path)?;
+    let session = Session::builder()
+        .cpus(1)
+        .keep_weights(true)
+        .build_from_file(path)?;
     let inputs = declared_inputs(&session)?;
     let plan = session.plan_for(&inputs)?;
     let seconds = measured_seconds(&session, &plan, &inputs);

@@ -94,7 +94,7 @@ impl TaskGraph {
             }
         }
         for (v, s) in source.iter_mut().enumerate() {
-            *s |= graph.constant(v).is_some();
+            *s |= graph.is_constant(v);
         }
         let mut carried: BTreeMap<(usize, usize), BTreeSet<ValueId>> = BTreeMap::new();
         for (j, node) in graph.nodes.iter().enumerate() {

@@ -569,6 +569,7 @@ mod from_graph {
             inputs: vec![0],
             outputs: vec![4],
             constants,
+            released: Vec::new(),
             metadata: Default::default(),
         };
         let mut facts = vec![None; 5];

@@ -12,6 +12,7 @@
 //! the node's `Fusion::residual`) is added to each output block after the bias and
 //! before the activation.
 
+use super::adopted::{Adopted, Form, RunWeights};
 use super::geom::{Window, WindowAttrs};
 use super::implicit::{self, PackCache};
 use super::patches::PatchCache;
@@ -27,6 +28,7 @@ use crate::ops::util::{
     fact, input, is_f32_constant, opt_fact, opt_input, par_spans, takes_weighted_activation,
 };
 use crate::tensor::Tensor;
+use std::sync::Arc;
 
 const OP: &str = "Conv";
 
@@ -50,6 +52,8 @@ struct Conv {
     /// W packed for the non-overlapping (patch) path, on the first run
     /// that takes it.
     patch_weights: PatchCache,
+    /// W when the graph handed it over: held until a run packs it.
+    adopted: Adopted,
 }
 
 pub(super) fn build(ctx: &BuildContext) -> Result<Box<dyn Operator>> {
@@ -63,6 +67,7 @@ pub(super) fn build(ctx: &BuildContext) -> Result<Box<dyn Operator>> {
         implicit_weights: PackCache::default(),
         panel_weights: PackCache::default(),
         patch_weights: PatchCache::default(),
+        adopted: Adopted::default(),
     }))
 }
 
@@ -232,7 +237,54 @@ impl Operator for Conv {
 
     fn run(&self, inputs: &[Option<&Tensor>]) -> Result<Vec<Tensor>> {
         let x = input(OP, inputs, 0)?;
-        let w = input(OP, inputs, 1)?;
+        if let Some(w) = opt_input(inputs, 1) {
+            return Ok(vec![self.run_with(inputs, x, w, w.shape())?.0]);
+        }
+        // W was adopted from the graph (`adopt_constant`).
+        let weights =
+            self.adopted
+                .for_run(x.shape(), &self.panel_weights, &self.implicit_weights)?;
+        let y = match weights {
+            RunWeights::Original(w) => {
+                let before = self.packed_forms();
+                let (y, p) = self.run_with(inputs, x, &w, w.shape())?;
+                let after = self.packed_forms();
+                let winograd_before = before.2;
+                let panels_only = is_pointwise(&p.win) || super::im2col::reads_only_packed(&p);
+                let form = if panels_only && after.0 && !before.0 {
+                    Some(Form::Panels { group: p.group })
+                } else if after.1 && !before.1 {
+                    Some(Form::Implicit)
+                } else if after.2 && !winograd_before {
+                    Some(Form::Winograd)
+                } else {
+                    None
+                };
+                self.adopted.packed(x.shape(), form);
+                y
+            }
+            RunWeights::Packed(empty, shape) => self.run_with(inputs, x, &empty, &shape)?.0,
+            RunWeights::Unpacked(w) => self.run_with(inputs, x, &w, w.shape())?.0,
+        };
+        Ok(vec![y])
+    }
+
+    fn adopt_constant(&self, slot: usize, value: &Arc<Tensor>, fixed_shapes: bool) -> bool {
+        slot == 1 && self.w_constant && self.adopted.adopt(value, fixed_shapes)
+    }
+}
+
+impl Conv {
+    /// Runs on X and W (whose shape is `w_shape`: W is empty when only
+    /// packed weights are read) with the node's other inputs; returns Y
+    /// and the plan it ran.
+    fn run_with(
+        &self,
+        inputs: &[Option<&Tensor>],
+        x: &Tensor,
+        w: &Tensor,
+        w_shape: &[usize],
+    ) -> Result<(Tensor, ConvPlan)> {
         let b = opt_input(inputs, 2);
         let z = if self.residual {
             Some(input(OP, inputs, 3)?)
@@ -243,13 +295,30 @@ impl Operator for Conv {
             &self.window,
             self.group,
             x.shape(),
-            w.shape(),
+            w_shape,
             b.map(|b| b.shape()),
         )?;
         let k = ConvKernel { p: &p, op: self };
         let y = run_float(OP, &k, x, w, b, z, &p.out_shape)?;
-        Ok(vec![y])
+        Ok((y, p))
     }
+
+    /// Whether the pointwise/im2col panels, the implicit-GEMM blocks and
+    /// the Winograd transforms hold packed weights.
+    fn packed_forms(&self) -> (bool, bool, bool) {
+        (
+            self.panel_weights.packed().is_some(),
+            self.implicit_weights.packed().is_some(),
+            self.winograd_weights.filled(),
+        )
+    }
+}
+
+/// Whether a window is 1×1, stride 1 and unpadded: a product by X as it lies.
+fn is_pointwise(win: &Window) -> bool {
+    win.kernel_len() == 1
+        && win.strides.iter().all(|&s| s == 1)
+        && win.pad_begin.iter().chain(&win.pad_end).all(|&v| v == 0)
 }
 
 /// The Conv kernel for one plan.
@@ -279,9 +348,7 @@ impl FloatKernel for ConvKernel<'_> {
         // Kernels without a residual stage leave it and the activation to
         // a pass over Y after them.
         let inner_act = if z.is_some() { None } else { act };
-        let pointwise = win.kernel_len() == 1
-            && win.strides.iter().all(|&s| s == 1)
-            && win.pad_begin.iter().chain(&win.pad_end).all(|&v| v == 0);
+        let pointwise = is_pointwise(win);
         if p.cg() == 0 || win.kernel_len() == 0 {
             // No input channels (or taps): the output is the bias alone.
             y.fill(T::zero());

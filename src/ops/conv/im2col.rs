@@ -229,6 +229,16 @@ fn on_panels<T: GemmFloat>(
 
 /// Output positions per chunk: the whole plane when its column matrix is
 /// small, else as many aligned positions as fit `CHUNK_ELEMS`.
+/// Whether a run of `p` that packed W for the panel GEMM reads only the
+/// packed W: every chunk of the plane is at least a strip wide (a narrower
+/// last chunk runs on the plain engine, which reads W as it is).
+pub(super) fn reads_only_packed(p: &ConvPlan) -> bool {
+    let plane = p.win.out_len();
+    let width = chunk_width(p.c.saturating_mul(p.win.kernel_len()), plane);
+    let last = plane % width.max(1);
+    last == 0 || last >= NR
+}
+
 fn chunk_width(rows: usize, plane: usize) -> usize {
     let fit = (CHUNK_ELEMS / rows.max(1)) / CHUNK_ALIGN * CHUNK_ALIGN;
     if fit >= plane {

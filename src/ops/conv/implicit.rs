@@ -71,6 +71,11 @@ const WINOGRAD_MIN_OUT: usize = 48;
 pub(super) struct PackCache(OnceLock<Vec<f32>>);
 
 impl PackCache {
+    /// The packed weights, once a run has packed them.
+    pub(super) fn packed(&self) -> Option<&[f32]> {
+        self.0.get().map(Vec::as_slice)
+    }
+
     /// Runs `f` on the packed weights: those kept here when `cacheable`
     /// (packed by `pack` on the first call), else packed afresh.
     pub(super) fn with<R>(
@@ -140,6 +145,20 @@ fn pack(p: &ConvPlan, w: &[f32]) -> Vec<f32> {
         }
     }
     data
+}
+
+/// The `[m, k]` row-major weights that [`pack`] packed into `packed` for
+/// `m` output channels of `k` weights each: the inverse of `pack`, exact,
+/// for a layer whose original weights were let go.
+pub(super) fn unpack(m: usize, k: usize, packed: &[f32]) -> Vec<f32> {
+    let mut w = vec![0f32; m * k];
+    for (oc, wr) in w.chunks_exact_mut(k.max(1)).take(m).enumerate() {
+        let block = &packed[(oc / MB) * k * MB..(oc / MB + 1) * k * MB];
+        for (t, v) in wr.iter_mut().enumerate() {
+            *v = block[t * MB + oc % MB];
+        }
+    }
+    w
 }
 
 /// Runs the convolution of `x` by `w` into `y` (shapes from `p`) when `p`
@@ -534,6 +553,22 @@ mod tests {
     use super::super::geom::WindowAttrs;
     use super::*;
     use crate::ops::testutil::rand_vec;
+
+    /// Unpacking gives back every weight bit for bit, for channel counts
+    /// that fill their last block and counts that do not.
+    #[test]
+    fn unpack_inverts_pack() {
+        let attrs = crate::ir::attributes::Attributes::default();
+        let window = WindowAttrs::parse(&attrs, true).unwrap();
+        for (m, c) in [(16, 8), (21, 10), (5, 3), (33, 1)] {
+            let ws = [m, c, 3, 3];
+            let p = plan(&window, 1, &[1, c, 6, 6], &ws, None).unwrap();
+            let w = rand_vec(ws.iter().product(), 7);
+            let back = unpack(m, c * 9, &pack(&p, &w));
+            assert_eq!(back.len(), w.len());
+            assert!(back.iter().zip(&w).all(|(a, b)| a.to_bits() == b.to_bits()));
+        }
+    }
 
     /// On a CPU with the kernel it takes the layer and matches im2col's
     /// sums (to rounding: the order of the products differs).

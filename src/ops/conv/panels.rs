@@ -138,6 +138,30 @@ pub(super) fn pack(matrices: usize, rows: usize, k: usize, w: &[f32]) -> Vec<f32
     data
 }
 
+/// The row-major `matrices × rows × k` weights that [`pack`] packed into
+/// `packed`: the inverse of `pack`, exact (a weight's bits move, nothing is
+/// computed), for a layer whose original weights were let go.
+pub(super) fn unpack(matrices: usize, rows: usize, k: usize, packed: &[f32]) -> Vec<f32> {
+    let panel_len = k * MR;
+    let panels = rows.div_ceil(MR);
+    let mut w = vec![0.0; matrices * rows * k];
+    if w.is_empty() {
+        return w;
+    }
+    for (g, matrix) in packed.chunks_exact(panels * panel_len).enumerate() {
+        for (i, panel) in matrix.chunks_exact(panel_len).enumerate() {
+            let r0 = g * rows + i * MR;
+            for r in 0..panel_rows(i, rows) {
+                let row = &mut w[(r0 + r) * k..(r0 + r + 1) * k];
+                for (v, &slot) in row.iter_mut().zip(panel[r..].iter().step_by(MR)) {
+                    *v = slot;
+                }
+            }
+        }
+    }
+    w
+}
+
 /// Where one product of a batch starts.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct At {
@@ -564,6 +588,21 @@ fn zmm_blocks() -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Unpacking gives back every weight bit for bit, for row counts that
+    /// fill their last panel and rows that do not.
+    #[test]
+    fn unpack_inverts_pack() {
+        for (matrices, rows, k) in [(1, 6, 5), (3, 7, 4), (2, 13, 1), (1, 1, 9), (0, 4, 4)] {
+            let w: Vec<f32> = (0..matrices * rows * k)
+                .map(|i| (i as f32 * 0.37).sin())
+                .collect();
+            let packed = pack(matrices, rows, k, &w);
+            let back = unpack(matrices, rows, k, &packed);
+            assert_eq!(back.len(), w.len());
+            assert!(back.iter().zip(&w).all(|(a, b)| a.to_bits() == b.to_bits()));
+        }
+    }
 
     /// Chunks cover their range in order, each `per` long but the last.
     #[test]

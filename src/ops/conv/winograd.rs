@@ -103,6 +103,11 @@ pub(super) struct WeightCache {
 }
 
 impl WeightCache {
+    /// Whether either transform is held.
+    pub(super) fn filled(&self) -> bool {
+        self.f4.get().is_some() || self.f2.get().is_some()
+    }
+
     /// The weights of `w` transformed for `algo`, from the cache when it
     /// holds them for this element type (`w` must then be the tensor it was
     /// filled from), else computed into `fresh`.

@@ -164,17 +164,17 @@ impl GemmOp {
     fn run_packed(
         &self,
         a: &ArrayD<f32>,
-        b: &Tensor,
+        b: Option<&Tensor>,
         c: Option<&Tensor>,
         d: Dims,
     ) -> Option<Result<Tensor>> {
         let packed = self.packed.as_ref()?;
         let b_shape = if self.trans_b { [d.n, d.k] } else { [d.k, d.n] };
+        // No B: the graph handed it over (`adopt_constant`), as packed.
         if self.trans_a
             || self.alpha != 1.0
             || (d.k, d.n) != (packed.k(), packed.n())
-            || b.shape() != b_shape
-            || b.dtype() != DType::F32
+            || b.is_some_and(|b| b.shape() != b_shape || b.dtype() != DType::F32)
         {
             return None;
         }
@@ -305,7 +305,50 @@ fn wrap<T: crate::tensor::Element>(shape: &[usize], v: Vec<T>) -> Result<Tensor>
         .map_err(|e| Error::op(OP, e.to_string()))
 }
 
+/// A run without a B input, B being held packed.
+enum Adopted {
+    /// The packed kernel took the call.
+    Ran(Tensor),
+    /// B unpacked for a call the packed kernel does not take.
+    Unpacked(Tensor),
+}
+
+impl GemmOp {
+    /// The run without a B input: B was adopted from the graph and is held
+    /// only packed.
+    fn adopted_b(&self, a: &Tensor, c: Option<&Tensor>) -> Result<Adopted> {
+        #[cfg(target_arch = "x86_64")]
+        if let Some(packed) = &self.packed {
+            let (k, n) = (packed.k(), packed.n());
+            let b_shape = if self.trans_b { [n, k] } else { [k, n] };
+            if let Tensor::F32(x) = a {
+                let d = self.dims(a.shape(), &b_shape, c.map(|c| c.shape()))?;
+                if let Some(out) = self.run_packed(x, None, c, d) {
+                    return out.map(Adopted::Ran);
+                }
+            }
+            let b = Tensor::from_vec(&b_shape, packed.unpack(self.trans_b))?;
+            return Ok(Adopted::Unpacked(b));
+        }
+        let _ = (a, c);
+        Err(Error::op(OP, "input 1 (B) is missing"))
+    }
+}
+
 impl Operator for GemmOp {
+    /// B, when it is packed (float32, alpha = 1): the packed copy is then
+    /// the only one.
+    fn adopt_constant(&self, slot: usize, value: &std::sync::Arc<Tensor>, _fixed: bool) -> bool {
+        #[cfg(target_arch = "x86_64")]
+        if let (1, Some(packed), Tensor::F32(b)) = (slot, &self.packed, &**value) {
+            let (k, n) = (packed.k(), packed.n());
+            let shape = if self.trans_b { [n, k] } else { [k, n] };
+            return b.shape() == shape;
+        }
+        let _ = (slot, value);
+        false
+    }
+
     /// An activation, with a float32 constant B.
     fn accepts_fusion(&self, kind: FusionKind, inputs: &[InferInput]) -> bool {
         takes_weighted_activation(kind, self.act, inputs)
@@ -354,15 +397,26 @@ impl Operator for GemmOp {
     }
 
     fn run(&self, inputs: &[Option<&Tensor>]) -> Result<Vec<Tensor>> {
-        let (a, b) = (input(OP, inputs, 0)?, input(OP, inputs, 1)?);
+        let a = input(OP, inputs, 0)?;
         let c = opt_input(inputs, 2);
+        let adopted;
+        let b = match opt_input(inputs, 1) {
+            Some(b) => b,
+            None => {
+                adopted = self.adopted_b(a, c)?;
+                match adopted {
+                    Adopted::Ran(y) => return Ok(vec![y]),
+                    Adopted::Unpacked(ref b) => b,
+                }
+            }
+        };
         self.check_types(a.dtype(), b.dtype(), c.map(|c| c.dtype()))?;
         let d = self.dims(a.shape(), b.shape(), c.map(|c| c.shape()))?;
         let shape = [d.m, d.n];
         let out = match (a, b) {
             (Tensor::F32(x), Tensor::F32(y)) => {
                 #[cfg(target_arch = "x86_64")]
-                if let Some(out) = self.run_packed(x, b, c, d) {
+                if let Some(out) = self.run_packed(x, Some(b), c, d) {
                     return out.map(|t| vec![t]);
                 }
                 let cv = c.and_then(|c| c.array::<f32>()).map(contiguous);

@@ -159,6 +159,30 @@ impl PackedWeights {
         })
     }
 
+    /// The weights as they were given to [`PackedWeights::new`]: k×n
+    /// row-major, or n×k when `trans`. Exact (the inverse of packing), for
+    /// an operator whose original weights were let go.
+    pub(crate) fn unpack(&self, trans: bool) -> Vec<f32> {
+        let (k, n, w) = (self.k, self.n, self.kernel.width());
+        let mut b = vec![0.0f32; k * n];
+        let packed = &self.buf[self.start..];
+        for (p, panel) in packed.chunks_exact(k * w).take(n.div_ceil(w)).enumerate() {
+            let c0 = p * w;
+            let cols = w.min(n - c0);
+            for (kk, row) in panel.chunks_exact(w).enumerate() {
+                for (j, &v) in row[..cols].iter().enumerate() {
+                    let at = if trans {
+                        (c0 + j) * k + kk
+                    } else {
+                        kk * n + c0 + j
+                    };
+                    b[at] = v;
+                }
+            }
+        }
+        b
+    }
+
     /// The inner dimension.
     pub(crate) fn k(&self) -> usize {
         self.k

@@ -320,3 +320,22 @@ fn gemm_with_a_constant_b_gives_the_chain_bits() {
         }
     }
 }
+
+/// Unpacking gives back every weight bit for bit, B as given or transposed,
+/// for column counts that fill their last panel and counts that do not.
+#[test]
+fn unpack_inverts_packing() {
+    for kernel in [Kernel::Avx512, Kernel::Avx2] {
+        for (k, n) in [(3, 16), (5, 33), (1, 1), (7, 64)] {
+            for trans in [false, true] {
+                let b = rand_vec(k * n, (k * 100 + n) as u64);
+                let Some(packed) = PackedWeights::for_kernel(&b, k, n, trans, kernel) else {
+                    continue;
+                };
+                let back = packed.unpack(trans);
+                assert!(back.iter().zip(&b).all(|(x, y)| x.to_bits() == y.to_bits()));
+                assert_eq!(back.len(), b.len());
+            }
+        }
+    }
+}
