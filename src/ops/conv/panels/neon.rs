@@ -59,13 +59,17 @@ fn fma_row(
     hi: float32x2_t,
     r: usize,
 ) -> float32x4_t {
-    match r {
-        0 => vfmaq_laneq_f32::<0>(acc, x, lo),
-        1 => vfmaq_laneq_f32::<1>(acc, x, lo),
-        2 => vfmaq_laneq_f32::<2>(acc, x, lo),
-        3 => vfmaq_laneq_f32::<3>(acc, x, lo),
-        4 => vfmaq_lane_f32::<0>(acc, x, hi),
-        _ => vfmaq_lane_f32::<1>(acc, x, hi),
+    // SAFETY: NEON is part of every aarch64 target, and these intrinsics
+    // work on registers only.
+    unsafe {
+        match r {
+            0 => vfmaq_laneq_f32::<0>(acc, x, lo),
+            1 => vfmaq_laneq_f32::<1>(acc, x, lo),
+            2 => vfmaq_laneq_f32::<2>(acc, x, lo),
+            3 => vfmaq_laneq_f32::<3>(acc, x, lo),
+            4 => vfmaq_lane_f32::<0>(acc, x, hi),
+            _ => vfmaq_lane_f32::<1>(acc, x, hi),
+        }
     }
 }
 
@@ -76,6 +80,7 @@ fn fma_row(
 /// `x` must hold `k` rows of 4·Q at pitch `xs` (which is 4·Q where `P`, a
 /// packed strip), `w` `k` groups of 6, `bias` (if any) R values, and `y`
 /// (and `z`) R rows of pitch `n` with 4·Q writable (readable) columns each.
+#[target_feature(enable = "neon")]
 #[allow(clippy::too_many_arguments)]
 unsafe fn block<const Q: usize, const R: usize, const P: bool>(
     x: *const f32,

@@ -30,9 +30,9 @@ pub(crate) fn has_dotprod() -> bool {
 /// `p` must hold 16 readable bytes.
 #[inline(always)]
 unsafe fn load_flipped(p: *const u8) -> int8x16_t {
-    // SAFETY: 16 readable bytes at `p` (the contract).
-    let bytes = unsafe { vld1q_u8(p) };
-    vreinterpretq_s8_u8(veorq_u8(bytes, vdupq_n_u8(0x80)))
+    // SAFETY: 16 readable bytes at `p` (the contract); NEON is part of
+    // every aarch64 target.
+    unsafe { vreinterpretq_s8_u8(veorq_u8(vld1q_u8(p), vdupq_n_u8(0x80))) }
 }
 
 /// `acc[i] += Σ_j x[4i + j] · w[4L + j]`: `sdot` by lane `L`.
@@ -95,7 +95,8 @@ unsafe fn corrections(
     k4: usize,
     sum: impl Fn(int32x4_t, int8x16_t) -> int32x4_t,
 ) -> [i32; MR] {
-    let mut s = [vdupq_n_s32(0); 2];
+    // SAFETY: NEON is part of every aarch64 target; registers only.
+    let mut s = [unsafe { vdupq_n_s32(0) }; 2];
     for g in 0..k4 {
         // SAFETY: group g < k4 of MR·4 = 32 bytes of `w` (the contract),
         // two vectors of 16.
@@ -156,7 +157,8 @@ pub(super) unsafe fn tile_dot(w: &[i8], x: &[u8], k4: usize, out: &mut Tile) {
 #[inline(always)]
 fn row_sums_widening(acc: int32x4_t, w: int8x16_t) -> int32x4_t {
     // Pairs of bytes into i16, then pairs of those into the i32 lanes.
-    vpadalq_s16(acc, vpaddlq_s8(w))
+    // SAFETY: NEON is part of every aarch64 target; registers only.
+    unsafe { vpadalq_s16(acc, vpaddlq_s8(w)) }
 }
 
 /// The tile on ARMv8.0 NEON: 4 rows × 8 columns per pass (16
@@ -214,10 +216,11 @@ pub(super) unsafe fn tile_widening(w: &[i8], x: &[u8], k4: usize, out: &mut Tile
 unsafe fn store(acc: &[[int32x4_t; 2]; MR], fix: &[i32; MR], out: &mut Tile, quarter: usize) {
     let o = out.as_mut_ptr();
     for (r, a) in acc.iter().enumerate() {
-        let f = vdupq_n_s32(fix[r]);
         // SAFETY: columns 8·quarter..8·quarter + 8 ≤ NR (the contract) of
-        // row r < MR of the MR × NR tile.
+        // row r < MR of the MR × NR tile; NEON is part of every aarch64
+        // target.
         unsafe {
+            let f = vdupq_n_s32(fix[r]);
             let at = o.add(r * NR + quarter * 8);
             vst1q_s32(at, vaddq_s32(a[0], f));
             vst1q_s32(at.add(4), vaddq_s32(a[1], f));
