@@ -9,38 +9,21 @@
 #![allow(missing_docs)]
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
-use onnx_protobuf::{
-    tensor_shape_proto::{dimension::Value as DimValue, Dimension},
-    type_proto::{Tensor as TypeTensor, Value as TypeValue},
-    AttributeProto, GraphProto, Message, ModelProto, NodeProto, OperatorSetIdProto, TensorProto,
-    TensorShapeProto, TypeProto, ValueInfoProto,
-};
+use model_builder::onnx_protobuf::{AttributeProto, TensorProto};
+use model_builder::{bytes, graph, initializer, ints_attr as ints, model, named_node, FLOAT};
 use ramify::{Mode, Session, SessionBuilder, Tensor};
 use std::hint::black_box;
 
-fn value_info(name: &str, dims: &[usize]) -> ValueInfoProto {
-    let mut shape = TensorShapeProto::new();
-    for &d in dims {
-        let mut dim = Dimension::new();
-        dim.value = Some(DimValue::DimValue(d as i64));
-        shape.dim.push(dim);
-    }
-    let mut tt = TypeTensor::new();
-    tt.elem_type = 1;
-    tt.shape = Some(shape).into();
-    let mut tp = TypeProto::new();
-    tp.value = Some(TypeValue::TensorType(tt));
-    let mut vi = ValueInfoProto::new();
-    vi.name = name.into();
-    vi.type_ = Some(tp).into();
-    vi
+/// The dims as ONNX writes them.
+fn dims64(dims: &[usize]) -> Vec<i64> {
+    dims.iter().map(|&d| d as i64).collect()
 }
 
 /// A deterministic pseudo-random f32 initializer.
 fn weights(name: &str, dims: &[usize]) -> TensorProto {
     let n: usize = dims.iter().product();
     let mut state = 0x2545_f491_u32;
-    let data = (0..n)
+    let data: Vec<f32> = (0..n)
         .map(|_| {
             state ^= state << 13;
             state ^= state >> 17;
@@ -48,20 +31,7 @@ fn weights(name: &str, dims: &[usize]) -> TensorProto {
             (state as f32 / u32::MAX as f32 - 0.5) * 0.1
         })
         .collect();
-    let mut t = TensorProto::new();
-    t.name = name.into();
-    t.data_type = 1;
-    t.dims = dims.iter().map(|&d| d as i64).collect();
-    t.float_data = data;
-    t
-}
-
-fn ints(name: &str, v: &[i64]) -> AttributeProto {
-    let mut a = AttributeProto::new();
-    a.name = name.into();
-    a.type_ = onnx_protobuf::attribute_proto::AttributeType::INTS.into();
-    a.ints = v.to_vec();
-    a
+    initializer(name, &dims64(dims), &data)
 }
 
 /// One-node model `y = op(x, w)` with the given attributes.
@@ -72,24 +42,16 @@ fn one_node(
     y: &[usize],
     attrs: Vec<AttributeProto>,
 ) -> Vec<u8> {
-    let mut node = NodeProto::new();
-    node.op_type = op.into();
-    node.input = vec!["x".into(), "w".into()];
-    node.output = vec!["y".into()];
+    let mut node = named_node("", op, &["x", "w"], &["y"]);
     node.attribute = attrs;
-    let mut g = GraphProto::new();
+    let mut g = graph(
+        vec![node],
+        vec![model_builder::value_info("x", FLOAT, &dims64(x))],
+        vec![model_builder::value_info("y", FLOAT, &dims64(y))],
+        vec![weights("w", w)],
+    );
     g.name = op.into();
-    g.node.push(node);
-    g.initializer.push(weights("w", w));
-    g.input.push(value_info("x", x));
-    g.output.push(value_info("y", y));
-    let mut m = ModelProto::new();
-    m.ir_version = 8;
-    let mut opset = OperatorSetIdProto::new();
-    opset.version = 17;
-    m.opset_import.push(opset);
-    m.graph = Some(g).into();
-    m.write_to_bytes().expect("serialize")
+    bytes(&model(g, 17))
 }
 
 fn session(bytes: &[u8], threads: usize) -> Session {

@@ -18,12 +18,8 @@
 #![allow(missing_docs)]
 
 use criterion::{criterion_group, criterion_main, Criterion};
-use onnx_protobuf::{
-    tensor_shape_proto::{dimension::Value as DimValue, Dimension},
-    type_proto::{Tensor as TypeTensor, Value as TypeValue},
-    GraphProto, Message, ModelProto, NodeProto, OperatorSetIdProto, TensorShapeProto, TypeProto,
-    ValueInfoProto,
-};
+use model_builder::onnx_protobuf::{NodeProto, ValueInfoProto};
+use model_builder::{bytes, graph, model, named_node, FLOAT};
 use ramify::load::LoadMonitor;
 use ramify::sched::{PolicyConfig, Scheduler, SchedulerConfig};
 use ramify::{DType, Mode, Session, SessionBuilder, Tensor};
@@ -35,37 +31,20 @@ const K: usize = 64;
 /// Floats per tensor.
 const WIDTH: usize = 16;
 
+/// A float value of shape [1, WIDTH].
 fn value_info(name: &str) -> ValueInfoProto {
-    let mut shape = TensorShapeProto::new();
-    for d in [1, WIDTH] {
-        let mut dim = Dimension::new();
-        dim.value = Some(DimValue::DimValue(d as i64));
-        shape.dim.push(dim);
-    }
-    let mut tt = TypeTensor::new();
-    tt.elem_type = 1;
-    tt.shape = Some(shape).into();
-    let mut tp = TypeProto::new();
-    tp.value = Some(TypeValue::TensorType(tt));
-    let mut vi = ValueInfoProto::new();
-    vi.name = name.into();
-    vi.type_ = Some(tp).into();
-    vi
+    model_builder::value_info(name, FLOAT, &[1, WIDTH as i64])
 }
 
+/// A node with one output, named after it.
 fn node(op: &str, inputs: &[&str], output: &str) -> NodeProto {
-    let mut n = NodeProto::new();
-    n.op_type = op.into();
-    n.name = output.into();
-    n.input = inputs.iter().map(|s| s.to_string()).collect();
-    n.output = vec![output.to_string()];
-    n
+    named_node(output, op, inputs, &[output])
 }
 
 /// K blocks of Relu → (Relu, Relu) → Add: forks when `forked`, else the
 /// same four operators in a chain (Relu → Relu → Relu → Add(x, x)).
-fn model(forked: bool) -> Vec<u8> {
-    let mut g = GraphProto::new();
+fn forks_model(forked: bool) -> Vec<u8> {
+    let mut g = graph(vec![], vec![], vec![], vec![]);
     g.name = "forks".into();
     let mut prev = "x".to_string();
     for k in 0..K {
@@ -88,13 +67,7 @@ fn model(forked: bool) -> Vec<u8> {
     }
     g.input.push(value_info("x"));
     g.output.push(value_info(&prev));
-    let mut m = ModelProto::new();
-    m.ir_version = 8;
-    let mut o = OperatorSetIdProto::new();
-    o.version = 13;
-    m.opset_import.push(o);
-    m.graph = Some(g).into();
-    m.write_to_bytes().expect("serializable")
+    bytes(&model(g, 13))
 }
 
 fn session(forked: bool, mode: Mode, pin: bool) -> Session {
@@ -102,7 +75,7 @@ fn session(forked: bool, mode: Mode, pin: bool) -> Session {
         .cpus(2)
         .mode(mode)
         .pin_threads(pin)
-        .build_from_bytes(&model(forked))
+        .build_from_bytes(&forks_model(forked))
         .expect("valid model")
 }
 

@@ -70,7 +70,7 @@ pub struct BenchArgs {
     pipeline: Option<usize>,
     /// With --stream: which edges the partition treats as critical
     /// (`bytes:N` or `path`).
-    #[arg(long, default_value = "bytes:65536", value_parser = crate::partition::parse_critical)]
+    #[arg(long, default_value = crate::partition::DEFAULT_CRITICAL, value_parser = crate::partition::parse_critical)]
     critical: ramify::analysis::Critical,
     /// With --stream: rounds, each running every target's stream once.
     #[arg(long, default_value_t = 5)]

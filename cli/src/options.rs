@@ -59,33 +59,26 @@ impl SchedArgs {
     /// A session builder with these options.
     pub fn builder(&self) -> SessionBuilder {
         let mut b = self.placement.apply(SessionBuilder::new().mode(self.mode));
-        let usable = match &self.cpu_set {
-            Some(set) => set.len(),
-            None => ramify::available_cpus().len(),
-        };
-        let asked = self.cpus.unwrap_or(usable);
-        b = b.cpus(asked).oversubscribe(self.oversubscribe);
+        b = b.oversubscribe(self.oversubscribe);
+        if let Some(n) = self.cpus {
+            b = b.cpus(n);
+        }
         if let Some(set) = &self.cpu_set {
             b = b.cpu_set(set.iter().copied());
         }
-        // The limit the session will apply, so unset presets default to it.
-        let cpus = if self.oversubscribe {
-            asked
-        } else {
-            asked.min(usable)
-        };
-        let defaults = ramify::sched::PolicyConfig::for_cpus(cpus.max(1));
-        if self.theta1.is_some() || self.theta2.is_some() {
-            b = b.thresholds(
-                self.theta1.unwrap_or(defaults.theta1),
-                self.theta2.unwrap_or(defaults.theta2),
-            );
+        // Unset thresholds and presets take the library's defaults for the
+        // CPU limit the session applies.
+        if let Some(t) = self.theta1 {
+            b = b.theta1(t);
         }
-        if self.m1.is_some() || self.m2.is_some() {
-            b = b.presets(
-                self.m1.unwrap_or(defaults.m1),
-                self.m2.unwrap_or(defaults.m2),
-            );
+        if let Some(t) = self.theta2 {
+            b = b.theta2(t);
+        }
+        if let Some(m) = self.m1 {
+            b = b.m1(m);
+        }
+        if let Some(m) = self.m2 {
+            b = b.m2(m);
         }
         if self.no_pin {
             b = b.pin_threads(false);

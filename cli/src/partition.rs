@@ -12,25 +12,29 @@ use ramify::Partitioned;
 use std::fmt::Write;
 use std::path::PathBuf;
 
+/// The critical edges' default for `partition` and `bench --pipeline`.
+pub const DEFAULT_CRITICAL: &str = "bytes:65536";
+
+// The numeric defaults are the library's (`PartitionOptions::default`).
 #[derive(Args)]
 pub struct PartitionArgs {
     /// Model file (default: the example model in models/).
     model: Option<PathBuf>,
     /// Number of parts.
-    #[arg(long, default_value_t = 2)]
+    #[arg(long, default_value_t = PartitionOptions::default().parts)]
     parts: usize,
     /// Which edges are critical: `bytes:N` (the values between two
     /// operators exceed N bytes) or `path` (the edges of the critical path
     /// of the cost model's estimates).
-    #[arg(long, default_value = "bytes:65536", value_parser = parse_critical)]
+    #[arg(long, default_value = DEFAULT_CRITICAL, value_parser = parse_critical)]
     pub critical: Critical,
     /// A boundary operator moves when it gains more than this many critical
     /// neighbours in the other part than it has in its own.
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, default_value_t = PartitionOptions::default().threshold)]
     threshold: i64,
     /// How far a part's estimated time may grow past the initial split's
     /// largest part (0.25 = 25 %).
-    #[arg(long, default_value_t = 0.25)]
+    #[arg(long, default_value_t = PartitionOptions::default().balance)]
     balance: f64,
     /// Write the parts as ONNX models DIR/part_<i>.onnx.
     #[arg(long, value_name = "DIR")]

@@ -10,29 +10,31 @@ use std::io::Write;
 use std::sync::mpsc::RecvTimeoutError;
 use std::time::{Duration, Instant};
 
+// The defaults are the library's (`LoadConfig::default`,
+// `ReportConfig::default`), so the command line and an app agree.
 #[derive(Args)]
 pub struct WatchArgs {
     /// Time between two samples, in milliseconds.
-    #[arg(long, default_value_t = 100.0, value_name = "MS")]
+    #[arg(long, default_value_t = LoadConfig::default().period.as_millis() as f64, value_name = "MS")]
     period: f64,
     /// Stop after this many seconds (default: until interrupted).
     #[arg(long, value_name = "SECONDS")]
     seconds: Option<f64>,
     /// CPU use by others above which it is an anomaly.
-    #[arg(long, default_value_t = 0.9)]
+    #[arg(long, default_value_t = ReportConfig::default().cpu_threshold)]
     cpu_threshold: f64,
     /// Memory use above which it is an anomaly.
-    #[arg(long, default_value_t = 0.9)]
+    #[arg(long, default_value_t = ReportConfig::default().memory_threshold)]
     memory_threshold: f64,
     /// Battery level below which it is an anomaly.
-    #[arg(long, default_value_t = 0.15)]
+    #[arg(long, default_value_t = ReportConfig::default().battery_threshold)]
     battery_threshold: f64,
     /// Thermal state above which it is an anomaly.
-    #[arg(long, default_value_t = 0.8)]
+    #[arg(long, default_value_t = ReportConfig::default().thermal_threshold)]
     thermal_threshold: f64,
     /// A change is reported when a value moved more than this since its
     /// last report.
-    #[arg(long, default_value_t = 0.1)]
+    #[arg(long, default_value_t = ReportConfig::default().delta)]
     delta: f64,
 }
 

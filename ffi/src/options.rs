@@ -3,7 +3,6 @@
 
 use crate::error::{arg_mut, guard, guard_void, out_ptr, FfiError, FfiResult, RamifyStatus};
 use ramify::load::LoadSource;
-use ramify::sched::PolicyConfig;
 use ramify::{Mode, SessionBuilder};
 
 /// How a session runs sibling subgraphs (the values of `ramify_session_options_set_mode`).
@@ -61,36 +60,6 @@ pub struct RamifySessionOptions {
 }
 
 impl RamifySessionOptions {
-    /// The policy's defaults for the CPU limit the session will apply: the
-    /// CPUs asked for, bounded by those the process may use or the CPU set.
-    fn defaults(&self) -> PolicyConfig {
-        let usable = match &self.cpu_set {
-            Some(set) => set.len(),
-            None => ramify::available_cpus().len(),
-        }
-        .max(1);
-        PolicyConfig::for_cpus(self.cpus.unwrap_or(usable).min(usable))
-    }
-
-    /// (θ1, θ2) when either is set; the other takes its default.
-    fn thresholds(&self) -> Option<(f64, f64)> {
-        (self.theta1.is_some() || self.theta2.is_some()).then(|| {
-            let d = self.defaults();
-            (
-                self.theta1.unwrap_or(d.theta1),
-                self.theta2.unwrap_or(d.theta2),
-            )
-        })
-    }
-
-    /// (M1, M2) when either is set; the other takes its default for the CPU limit.
-    fn presets(&self) -> Option<(usize, usize)> {
-        (self.m1.is_some() || self.m2.is_some()).then(|| {
-            let d = self.defaults();
-            (self.m1.unwrap_or(d.m1), self.m2.unwrap_or(d.m2))
-        })
-    }
-
     /// The builder these options describe.
     pub(crate) fn builder(&self) -> SessionBuilder {
         let mut b = SessionBuilder::new();
@@ -103,11 +72,19 @@ impl RamifySessionOptions {
         if let Some(m) = self.mode {
             b = b.mode(m);
         }
-        if let Some((t1, t2)) = self.thresholds() {
-            b = b.thresholds(t1, t2);
+        // Unset thresholds and presets take the library's defaults for the
+        // CPU limit the session applies.
+        if let Some(t) = self.theta1 {
+            b = b.theta1(t);
         }
-        if let Some((m1, m2)) = self.presets() {
-            b = b.presets(m1, m2);
+        if let Some(t) = self.theta2 {
+            b = b.theta2(t);
+        }
+        if let Some(m) = self.m1 {
+            b = b.m1(m);
+        }
+        if let Some(m) = self.m2 {
+            b = b.m2(m);
         }
         if let Some(s) = &self.load_sources {
             b = b.load_sources(s.clone());
@@ -421,6 +398,7 @@ pub unsafe extern "C" fn ramify_session_options_set_memory_limit(
 mod tests {
     use super::*;
     use crate::ramify_last_error;
+    use ramify::sched::PolicyConfig;
     use std::ffi::CStr;
     use std::ptr;
 
@@ -564,21 +542,23 @@ mod tests {
     #[test]
     fn half_set_pairs_take_the_policy_defaults() {
         let o = options();
+        let pairs = |o: *mut RamifySessionOptions| {
+            // SAFETY: `o` is live until destroyed below.
+            let p = unsafe { (*o).builder().policy() };
+            ((p.theta1, p.theta2), (p.m1, p.m2))
+        };
         unsafe {
-            assert_eq!((*o).thresholds(), None);
-            assert_eq!((*o).presets(), None);
             ramify_session_options_set_cpus(o, 8);
             ramify_session_options_set_theta2(o, 0.3);
             ramify_session_options_set_m2(o, 1);
-            assert_eq!((*o).thresholds(), Some((0.7, 0.3)));
             // M1 defaults to ¾ of the limit the session will apply: 8, or
             // fewer where the process may use fewer CPUs.
             let m = 8.min(ramify::available_cpus().len());
-            assert_eq!((*o).presets(), Some((PolicyConfig::for_cpus(m).m1, 1)));
+            assert_eq!(pairs(o), ((0.7, 0.3), (PolicyConfig::for_cpus(m).m1, 1)));
             // A CPU set of one CPU bounds it to 1.
             let one = [*ramify::available_cpus().last().unwrap()];
             ramify_session_options_set_cpu_set(o, one.as_ptr(), 1);
-            assert_eq!((*o).presets(), Some((1, 1)));
+            assert_eq!(pairs(o).1, (1, 1));
             ramify_session_options_destroy(o);
         }
     }

@@ -114,7 +114,9 @@ impl<T> SendPtr<T> {
     /// The range must lie inside the buffer, and no other live reference may
     /// overlap it.
     pub(crate) unsafe fn slice<'a>(self, start: usize, len: usize) -> &'a mut [T] {
-        std::slice::from_raw_parts_mut(self.0.add(start), len)
+        // SAFETY: the range lies inside the buffer and nothing else
+        // borrows it (the contract).
+        unsafe { std::slice::from_raw_parts_mut(self.0.add(start), len) }
     }
 
     /// The pointer `off` elements further (no bounds check until used).

@@ -22,8 +22,10 @@ use std::time::Duration;
 pub struct SessionBuilder {
     cpus: Option<usize>,
     mode: Mode,
-    thresholds: Option<(f64, f64)>,
-    presets: Option<(usize, usize)>,
+    theta1: Option<f64>,
+    theta2: Option<f64>,
+    m1: Option<usize>,
+    m2: Option<usize>,
     pin_threads: Option<bool>,
     load_sources: Option<Vec<LoadSource>>,
     fixed_load: Option<f64>,
@@ -140,14 +142,42 @@ impl SessionBuilder {
     }
 
     /// The load thresholds θ1 (serial at or above) and θ2 (shrunk pool at or above).
-    pub fn thresholds(mut self, theta1: f64, theta2: f64) -> Self {
-        self.thresholds = Some((theta1, theta2));
+    pub fn thresholds(self, theta1: f64, theta2: f64) -> Self {
+        self.theta1(theta1).theta2(theta2)
+    }
+
+    /// The load threshold θ1 alone (serial at or above); θ2 keeps its
+    /// default, [`PolicyConfig::for_cpus`] of the CPU limit the session
+    /// applies, unless set too.
+    pub fn theta1(mut self, theta1: f64) -> Self {
+        self.theta1 = Some(theta1);
+        self
+    }
+
+    /// The load threshold θ2 alone (shrunk pool at or above); θ1 keeps its
+    /// default unless set too.
+    pub fn theta2(mut self, theta2: f64) -> Self {
+        self.theta2 = Some(theta2);
         self
     }
 
     /// The pool presets M1 (shrunk pool) and M2 (threads per operator when serial).
-    pub fn presets(mut self, m1: usize, m2: usize) -> Self {
-        self.presets = Some((m1, m2));
+    pub fn presets(self, m1: usize, m2: usize) -> Self {
+        self.m1(m1).m2(m2)
+    }
+
+    /// The preset M1 alone (shrunk pool); M2 keeps its default,
+    /// [`PolicyConfig::for_cpus`] of the CPU limit the session applies,
+    /// unless set too.
+    pub fn m1(mut self, m1: usize) -> Self {
+        self.m1 = Some(m1);
+        self
+    }
+
+    /// The preset M2 alone (threads per operator when serial); M1 keeps its
+    /// default unless set too.
+    pub fn m2(mut self, m2: usize) -> Self {
+        self.m2 = Some(m2);
         self
     }
 
@@ -259,28 +289,38 @@ impl SessionBuilder {
         self
     }
 
-    fn scheduler(&self) -> Result<Scheduler> {
+    /// The CPU limit the session applies: the CPUs asked for (default: all
+    /// it may use), at most those it may run on (all the process may use,
+    /// or the CPU set) unless oversubscribed; at least 1.
+    pub fn cpu_limit(&self) -> usize {
         let usable = match &self.cpu_set {
             Some(set) => set.len(),
             None => crate::available_cpus().len(),
         }
         .max(1);
-        let cpus = match self.cpus {
+        match self.cpus {
             Some(n) if self.oversubscribe => n,
             Some(n) => n.min(usable),
             None => usable,
         }
-        .max(1);
-        let mut policy = PolicyConfig::for_cpus(cpus);
-        if let Some((t1, t2)) = self.thresholds {
-            policy.theta1 = t1;
-            policy.theta2 = t2;
-        }
-        if let Some((m1, m2)) = self.presets {
-            policy.m1 = m1;
-            policy.m2 = m2;
-        }
+        .max(1)
+    }
+
+    /// The scheduling policy the session will apply: the defaults for its
+    /// CPU limit ([`PolicyConfig::for_cpus`]) with the thresholds, presets
+    /// and makespan check set here.
+    pub fn policy(&self) -> PolicyConfig {
+        let mut policy = PolicyConfig::for_cpus(self.cpu_limit());
+        policy.theta1 = self.theta1.unwrap_or(policy.theta1);
+        policy.theta2 = self.theta2.unwrap_or(policy.theta2);
+        policy.m1 = self.m1.unwrap_or(policy.m1);
+        policy.m2 = self.m2.unwrap_or(policy.m2);
         policy.makespan_check = !self.no_makespan_check;
+        policy
+    }
+
+    fn scheduler(&self) -> Result<Scheduler> {
+        let policy = self.policy();
         let mut config = SchedulerConfig {
             mode: self.mode,
             policy,

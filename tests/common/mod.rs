@@ -1,121 +1,19 @@
-//! Helpers for integration tests: small ONNX models built in code, and the
-//! paths of generated test data.
+//! Helpers for integration tests: small ONNX models built in code (with the
+//! shared builder of `tests/model_builder`), and the paths of generated
+//! test data.
 #![allow(dead_code)]
 
-use onnx_protobuf::{
-    tensor_shape_proto::{dimension::Value as DimValue, Dimension},
-    type_proto::{Tensor as TypeTensor, Value as TypeValue},
-    AttributeProto, GraphProto, Message, ModelProto, NodeProto, OperatorSetIdProto, TensorProto,
-    TensorShapeProto, TypeProto, ValueInfoProto,
-};
+use model_builder::onnx_protobuf::ModelProto;
 use std::path::PathBuf;
 
-/// A value info of a float tensor with the given dims (negative = symbolic).
-pub fn value_info(name: &str, elem_type: i32, dims: &[i64]) -> ValueInfoProto {
-    let mut shape = TensorShapeProto::new();
-    for &d in dims {
-        let mut dim = Dimension::new();
-        dim.value = Some(if d >= 0 {
-            DimValue::DimValue(d)
-        } else {
-            DimValue::DimParam("N".into())
-        });
-        shape.dim.push(dim);
-    }
-    let mut tt = TypeTensor::new();
-    tt.elem_type = elem_type;
-    tt.shape = Some(shape).into();
-    let mut tp = TypeProto::new();
-    tp.value = Some(TypeValue::TensorType(tt));
-    let mut vi = ValueInfoProto::new();
-    vi.name = name.into();
-    vi.type_ = Some(tp).into();
-    vi
-}
-
-/// A node.
-pub fn node(op: &str, inputs: &[&str], outputs: &[&str]) -> NodeProto {
-    let mut n = NodeProto::new();
-    n.op_type = op.into();
-    n.name = format!("{op}_{}", outputs.first().unwrap_or(&""));
-    n.input = inputs.iter().map(|s| s.to_string()).collect();
-    n.output = outputs.iter().map(|s| s.to_string()).collect();
-    n
-}
-
-/// An integer attribute.
-pub fn int_attr(name: &str, v: i64) -> AttributeProto {
-    let mut a = AttributeProto::new();
-    a.name = name.into();
-    a.i = v;
-    a.type_ = onnx_protobuf::attribute_proto::AttributeType::INT.into();
-    a
-}
-
-/// A float tensor initializer with raw data.
-pub fn initializer(name: &str, dims: &[i64], data: &[f32]) -> TensorProto {
-    let mut t = TensorProto::new();
-    t.name = name.into();
-    t.data_type = 1;
-    t.dims = dims.to_vec();
-    t.raw_data = data.iter().flat_map(|v| v.to_le_bytes()).collect();
-    t
-}
-
-/// An int64 tensor initializer with raw data (shapes, axes, counts).
-pub fn int64_initializer(name: &str, dims: &[i64], data: &[i64]) -> TensorProto {
-    let mut t = TensorProto::new();
-    t.name = name.into();
-    t.data_type = 7;
-    t.dims = dims.to_vec();
-    t.raw_data = data.iter().flat_map(|v| v.to_le_bytes()).collect();
-    t
-}
-
-/// A graph-valued attribute (a Loop body, an If branch).
-pub fn graph_attr(name: &str, g: GraphProto) -> AttributeProto {
-    let mut a = AttributeProto::new();
-    a.name = name.into();
-    a.g = Some(g).into();
-    a.type_ = onnx_protobuf::attribute_proto::AttributeType::GRAPH.into();
-    a
-}
-
-/// A scalar int64 initializer (in `int64_data`).
-pub fn int64_init(name: &str, v: i64) -> TensorProto {
-    let mut t = TensorProto::new();
-    t.name = name.into();
-    t.data_type = 7;
-    t.int64_data = vec![v];
-    t
-}
-
-/// A model around a graph, importing the default domain at `opset`.
-pub fn model(graph: GraphProto, opset: i64) -> ModelProto {
-    let mut m = ModelProto::new();
-    m.ir_version = 8;
-    let mut o = OperatorSetIdProto::new();
-    o.version = opset;
-    m.opset_import.push(o);
-    m.graph = Some(graph).into();
-    m
-}
-
-/// A graph from nodes, inputs, outputs and initializers.
-pub fn graph(
-    nodes: Vec<NodeProto>,
-    inputs: Vec<ValueInfoProto>,
-    outputs: Vec<ValueInfoProto>,
-    inits: Vec<TensorProto>,
-) -> GraphProto {
-    let mut g = GraphProto::new();
-    g.name = "test".into();
-    g.node = nodes;
-    g.input = inputs;
-    g.output = outputs;
-    g.initializer = inits;
-    g
-}
+// The ONNX builders are the shared ones of tests/model_builder (also used
+// by the C API's tests, the benches and the fuzz crate). Each test binary
+// uses some of them.
+#[allow(unused_imports)]
+pub use model_builder::{
+    bytes, float_attr, graph, graph_attr, initializer, int64_init, int64_initializer, int_attr,
+    ints_attr, model, node, raw_initializer, string_attr, value_info,
+};
 
 /// x[1,4] → Relu → Add(bias) → y[1,4]: a small valid model.
 pub fn relu_add_model() -> ModelProto {
@@ -131,11 +29,6 @@ pub fn relu_add_model() -> ModelProto {
         ),
         13,
     )
-}
-
-/// Serialized bytes of a model.
-pub fn bytes(m: &ModelProto) -> Vec<u8> {
-    m.write_to_bytes().expect("serializable")
 }
 
 /// The repository root: the crate's own folder, or its parent for the

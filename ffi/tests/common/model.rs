@@ -10,52 +10,26 @@
 //!   unnamed free dimension), and s = Sigmoid(x) with no declared shape; with
 //!   metadata (producer, version, description, two custom pairs).
 //!
-//! Shared by the crate's unit tests and the C program's test.
+//! Shared by the crate's unit tests and the C program's test; built with the
+//! workspace's shared test model builder (`tests/model_builder`).
 
-use onnx_protobuf::{
-    tensor_shape_proto::{dimension::Value as DimValue, Dimension},
-    type_proto::{Tensor as TypeTensor, Value as TypeValue},
-    GraphProto, Message, ModelProto, NodeProto, OperatorSetIdProto, StringStringEntryProto,
-    TensorProto, TensorShapeProto, TypeProto, ValueInfoProto,
+use model_builder::onnx_protobuf::{
+    type_proto::Value as TypeValue, GraphProto, Message, ModelProto, StringStringEntryProto,
+    ValueInfoProto,
+};
+use model_builder::{
+    initializer as float_initializer, value_info_free as typed_value_info, INT32, INT8, UINT8,
 };
 
 /// A float tensor value with dims (-1 = the symbolic dimension "N", any
 /// other negative value an unnamed free dimension).
 fn value_info(name: &str, dims: &[i64]) -> ValueInfoProto {
-    typed_value_info(name, 1, dims)
+    typed_value_info(name, model_builder::FLOAT, dims)
 }
 
-/// A tensor value of ONNX element type `elem_type` with dims (as
-/// [`value_info`]).
-fn typed_value_info(name: &str, elem_type: i32, dims: &[i64]) -> ValueInfoProto {
-    let mut shape = TensorShapeProto::new();
-    for &d in dims {
-        let mut dim = Dimension::new();
-        dim.value = match d {
-            0.. => Some(DimValue::DimValue(d)),
-            -1 => Some(DimValue::DimParam("N".into())),
-            _ => None,
-        };
-        shape.dim.push(dim);
-    }
-    let mut tt = TypeTensor::new();
-    tt.elem_type = elem_type;
-    tt.shape = Some(shape).into();
-    let mut tp = TypeProto::new();
-    tp.value = Some(TypeValue::TensorType(tt));
-    let mut vi = ValueInfoProto::new();
-    vi.name = name.into();
-    vi.type_ = Some(tp).into();
-    vi
-}
-
-fn node(op: &str, inputs: &[&str], output: &str) -> NodeProto {
-    let mut n = NodeProto::new();
-    n.op_type = op.into();
-    n.name = format!("{op}_{output}");
-    n.input = inputs.iter().map(|s| s.to_string()).collect();
-    n.output = vec![output.to_string()];
-    n
+/// A node with one output, named `op_output`.
+fn node(op: &str, inputs: &[&str], output: &str) -> model_builder::onnx_protobuf::NodeProto {
+    model_builder::node(op, inputs, &[output])
 }
 
 /// W of `matmul_add_bytes`, row-major [4, 3].
@@ -63,23 +37,9 @@ pub const MATMUL_W: [f32; 12] = [1.0, 0.0, -1.0, 2.0, 1.0, 0.0, 0.0, 0.5, 1.0, -
 /// b of `matmul_add_bytes`, [3].
 pub const MATMUL_B: [f32; 3] = [0.5, -1.0, 2.0];
 
-fn float_initializer(name: &str, dims: &[i64], values: &[f32]) -> TensorProto {
-    let mut t = TensorProto::new();
-    t.name = name.into();
-    t.data_type = 1;
-    t.dims = dims.to_vec();
-    t.raw_data = values.iter().flat_map(|v| v.to_le_bytes()).collect();
-    t
-}
-
+/// The serialized model around `graph`, at opset 13.
 fn model(graph: GraphProto) -> Vec<u8> {
-    let mut m = ModelProto::new();
-    m.ir_version = 8;
-    let mut o = OperatorSetIdProto::new();
-    o.version = 13;
-    m.opset_import.push(o);
-    m.graph = Some(graph).into();
-    m.write_to_bytes().expect("serializable model")
+    model_builder::bytes(&model_builder::model(graph, 13))
 }
 
 /// The serialized model x[N,4] → MatMul(W) → Add(b) → y[N,3].
@@ -173,18 +133,23 @@ pub fn int8_b(k: usize, n: usize) -> i8 {
 /// The serialized model a u8[4,64] → MatMulInteger(B) → y i32[4,40].
 #[allow(dead_code)]
 pub fn matmul_integer_bytes() -> Vec<u8> {
-    let mut b = TensorProto::new();
-    b.name = "b".into();
-    b.data_type = 3; // INT8
-    b.dims = vec![INT8_K as i64, INT8_N as i64];
-    b.raw_data = (0..INT8_K * INT8_N)
+    let raw = (0..INT8_K * INT8_N)
         .map(|i| int8_b(i / INT8_N, i % INT8_N) as u8)
         .collect();
+    let b = model_builder::raw_initializer("b", INT8, &[INT8_K as i64, INT8_N as i64], raw);
     let mut g = GraphProto::new();
     g.name = "matmul_integer".into();
     g.node = vec![node("MatMulInteger", &["a", "b"], "y")];
-    g.input = vec![typed_value_info("a", 2, &[INT8_M as i64, INT8_K as i64])];
-    g.output = vec![typed_value_info("y", 6, &[INT8_M as i64, INT8_N as i64])];
+    g.input = vec![typed_value_info(
+        "a",
+        UINT8,
+        &[INT8_M as i64, INT8_K as i64],
+    )];
+    g.output = vec![typed_value_info(
+        "y",
+        INT32,
+        &[INT8_M as i64, INT8_N as i64],
+    )];
     g.initializer = vec![b];
     model(g)
 }

@@ -222,14 +222,21 @@ macro_rules! direct_kernel {
     /// tap offset.
     #[target_feature(enable = $feature)]
     pub(super) unsafe fn planes(job: &Job<'_>, oc: usize, out: &mut [f32]) {
-        match out.len() / (job.oh * job.ow).max(1) {
-            4 => block::<4>(job, oc, out),
-            3 => block::<3>(job, oc, out),
-            2 => block::<2>(job, oc, out),
-            _ => block::<1>(job, oc, out),
+        // SAFETY: this function's contract is the block's, passed on.
+        unsafe {
+            match out.len() / (job.oh * job.ow).max(1) {
+                4 => block::<4>(job, oc, out),
+                3 => block::<3>(job, oc, out),
+                2 => block::<2>(job, oc, out),
+                _ => block::<1>(job, oc, out),
+            }
         }
     }
 
+    /// [`planes`] for N channels.
+    ///
+    /// # Safety
+    /// As for [`planes`].
     #[target_feature(enable = $feature)]
     #[inline]
     unsafe fn block<const N: usize>(job: &Job<'_>, oc: usize, out: &mut [f32]) {
@@ -253,11 +260,17 @@ macro_rules! direct_kernel {
             while j < job.ow {
                 let n = (job.ow - j).min(LANES);
                 let (at, dst) = (r * job.cols + j, r * job.ow + j);
-                let out = out.as_mut_ptr().add(dst);
-                if n > LANES / 2 {
-                    sums::<N, 2>(job, wt, &init, at, out, plane, n);
-                } else {
-                    sums::<N, 1>(job, wt, &init, at, out, plane, n);
+                // SAFETY: r < oh and j < ow, so `dst` is inside the first
+                // plane of `out` (asserted ≥ N planes); `sums` writes the
+                // n ≤ ow - j outputs from there in each of the N planes
+                // and reads what the contract vouches for.
+                unsafe {
+                    let out = out.as_mut_ptr().add(dst);
+                    if n > LANES / 2 {
+                        sums::<N, 2>(job, wt, &init, at, out, plane, n);
+                    } else {
+                        sums::<N, 1>(job, wt, &init, at, out, plane, n);
+                    }
                 }
                 j += n;
             }
@@ -271,6 +284,10 @@ macro_rules! direct_kernel {
 
     /// `n ≤ WIDTH·V` outputs from `at` of `N` channels: the bias, then every
     /// tap in order; written at `out + c·plane`.
+    ///
+    /// # Safety
+    /// As for [`planes`]; `at` is a row's output position in the phases,
+    /// and `out` must have `n` writable values at each `c·plane`.
     #[target_feature(enable = $feature)]
     #[inline]
     unsafe fn sums<const N: usize, const V: usize>(
@@ -286,12 +303,18 @@ macro_rules! direct_kernel {
         for (a, &i) in acc.iter_mut().zip(init) {
             *a = [$set1(i); V];
         }
-        let base = job.phases.as_ptr().add(at);
+        // SAFETY: `at` is an output's position in the phases.
+        let base = unsafe { job.phases.as_ptr().add(at) };
         for (&off, wv) in job.offsets.iter().zip(wt) {
-            let p = base.add(off);
             let mut xs = [$zero(); V];
-            for (v, x) in xs.iter_mut().enumerate() {
-                *x = $loadu(p.add(WIDTH * v));
+            // SAFETY: `job.phases` holds LANES ≥ WIDTH·V readable elements
+            // past every row's last output at every tap offset (the
+            // contract), and `at` is inside a row.
+            unsafe {
+                let p = base.add(off);
+                for (v, x) in xs.iter_mut().enumerate() {
+                    *x = $loadu(p.add(WIDTH * v));
+                }
             }
             for c in 0..N {
                 let w = $set1(wv[c]);
@@ -312,7 +335,9 @@ macro_rules! direct_kernel {
                     Some((l, h)) => $min($set1(h), $max($set1(l), reg)),
                     None => reg,
                 };
-                store(out.add(c * plane + lo), reg, n - lo);
+                // SAFETY: lanes lo..n of the n writable values at
+                // `c·plane` (the contract), lo < n.
+                unsafe { store(out.add(c * plane + lo), reg, n - lo) };
             }
         }
     }
@@ -327,11 +352,15 @@ direct_kernel! {
     _mm512_setzero_ps, _mm512_set1_ps, _mm512_loadu_ps, _mm512_fmadd_ps, _mm512_max_ps,
     _mm512_min_ps,
     /// Writes the first `n` (≥ 1) lanes of `reg` at `p`.
+    ///
+    /// # Safety
+    /// The CPU must support AVX-512F; `p` must have min(n, 16) writable values.
     #[target_feature(enable = "avx512f")]
     #[inline]
     unsafe fn store(p: *mut f32, reg: __m512, n: usize) {
         let mask: __mmask16 = if n >= 16 { 0xffff } else { (1u16 << n) - 1 };
-        _mm512_mask_storeu_ps(p, mask, reg);
+        // SAFETY: the mask keeps the first min(n, 16) lanes (the contract).
+        unsafe { _mm512_mask_storeu_ps(p, mask, reg) };
     }
 }
 
@@ -342,15 +371,20 @@ direct_kernel! {
     _mm256_setzero_ps, _mm256_set1_ps, _mm256_loadu_ps, _mm256_fmadd_ps, _mm256_max_ps,
     _mm256_min_ps,
     /// Writes the first `n` (≥ 1) lanes of `reg` at `p`.
+    ///
+    /// # Safety
+    /// The CPU must support AVX2; `p` must have min(n, 8) writable values.
     #[target_feature(enable = "avx2,fma")]
     #[inline]
     unsafe fn store(p: *mut f32, reg: __m256, n: usize) {
         if n >= 8 {
-            _mm256_storeu_ps(p, reg);
+            // SAFETY: 8 writable values (the contract).
+            unsafe { _mm256_storeu_ps(p, reg) };
         } else {
             let lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
             let mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(n as i32), lanes);
-            _mm256_maskstore_ps(p, mask, reg);
+            // SAFETY: the mask keeps the first n lanes (the contract).
+            unsafe { _mm256_maskstore_ps(p, mask, reg) };
         }
     }
 }

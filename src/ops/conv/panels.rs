@@ -213,7 +213,9 @@ impl Products<'_> {
         let in_place = self.x_pitch == self.n
             && self.n <= IN_PLACE_COLUMNS
             && self.k * self.n <= IN_PLACE_FLOATS;
-        self.run_on(y, zmm_blocks(), in_place)
+        // SAFETY: the contract is `run_on`'s, and `zmm_blocks` asks for
+        // the 512-bit block only where the CPU has it.
+        unsafe { self.run_on(y, zmm_blocks(), in_place) }
     }
 
     /// [`Products::run`] with the 512-bit block for whole strips where

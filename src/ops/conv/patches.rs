@@ -248,7 +248,8 @@ fn scatter(p: &ConvPlan, t: &[f32], m: usize, y: &mut [f32]) {
 #[target_feature(enable = "avx")]
 unsafe fn transpose8(src: *const f32, sp: usize, dst: *mut f32, dp: usize) {
     use std::arch::x86_64::*;
-    let r: [__m256; 8] = std::array::from_fn(|i| _mm256_loadu_ps(src.add(i * sp)));
+    // SAFETY: row i < 8 of `src`, 8 readable floats (the contract).
+    let r: [__m256; 8] = std::array::from_fn(|i| unsafe { _mm256_loadu_ps(src.add(i * sp)) });
     // Pairs of rows interleaved, then pairs of pairs, then the halves.
     let t0 = _mm256_unpacklo_ps(r[0], r[1]);
     let t1 = _mm256_unpackhi_ps(r[0], r[1]);
@@ -277,6 +278,7 @@ unsafe fn transpose8(src: *const f32, sp: usize, dst: *mut f32, dp: usize) {
         _mm256_permute2f128_ps::<0x31>(u3, u7),
     ];
     for (i, v) in out.into_iter().enumerate() {
-        _mm256_storeu_ps(dst.add(i * dp), v);
+        // SAFETY: row i < 8 of `dst`, 8 writable floats (the contract).
+        unsafe { _mm256_storeu_ps(dst.add(i * dp), v) };
     }
 }

@@ -75,9 +75,13 @@ impl<T> Mat<T> {
     /// # Safety
     /// (i, j) must be inside the matrix.
     unsafe fn at(&self, i: usize, j: usize) -> *const T {
-        self.ptr
-            .offset(i as isize * self.rs)
-            .offset(j as isize * self.cs)
+        // SAFETY: (i, j) is inside the matrix (the contract), and so is
+        // (i, 0) on the way.
+        unsafe {
+            self.ptr
+                .offset(i as isize * self.rs)
+                .offset(j as isize * self.cs)
+        }
     }
 }
 
@@ -172,27 +176,31 @@ unsafe fn kernel_gemm<T>(
 {
     // gemm computes dst ← α·dst + β·lhs·rhs, reading dst only when asked.
     let read_dst = beta != T::zero();
-    gemm::gemm(
-        m,
-        n,
-        k,
-        c,
-        csc,
-        rsc,
-        read_dst,
-        a.ptr,
-        a.cs,
-        a.rs,
-        b.ptr,
-        b.cs,
-        b.rs,
-        beta,
-        alpha,
-        false,
-        false,
-        false,
-        gemm::Parallelism::None,
-    )
+    // SAFETY: the matrices are valid and C writable and apart from A and B
+    // (this function's contract), which is what `gemm::gemm` asks.
+    unsafe {
+        gemm::gemm(
+            m,
+            n,
+            k,
+            c,
+            csc,
+            rsc,
+            read_dst,
+            a.ptr,
+            a.cs,
+            a.rs,
+            b.ptr,
+            b.cs,
+            b.rs,
+            beta,
+            alpha,
+            false,
+            false,
+            false,
+            gemm::Parallelism::None,
+        )
+    }
 }
 
 impl GemmFloat for f32 {
@@ -208,7 +216,8 @@ impl GemmFloat for f32 {
         rsc: isize,
         csc: isize,
     ) {
-        kernel_gemm(m, k, n, alpha, a, b, beta, c, rsc, csc)
+        // SAFETY: the trait method's contract is `kernel_gemm`'s.
+        unsafe { kernel_gemm(m, k, n, alpha, a, b, beta, c, rsc, csc) }
     }
 
     fn with_scratch<R>(len: usize, f: impl FnOnce(&mut [f32]) -> R) -> R {
@@ -229,7 +238,8 @@ impl GemmFloat for f64 {
         rsc: isize,
         csc: isize,
     ) {
-        kernel_gemm(m, k, n, alpha, a, b, beta, c, rsc, csc)
+        // SAFETY: the trait method's contract is `kernel_gemm`'s.
+        unsafe { kernel_gemm(m, k, n, alpha, a, b, beta, c, rsc, csc) }
     }
 
     fn with_scratch<R>(len: usize, f: impl FnOnce(&mut [f64]) -> R) -> R {
@@ -374,8 +384,13 @@ impl<T: GemmFloat> Batched<'_, T> {
                 let (a, b) = ((self.a)(bi), (self.b)(bi));
                 // Row vector x (k) and matrix W (k × len) with y = x·W.
                 let (x, w) = if m == 1 { (a, b) } else { (b.t(), a.t()) };
-                let out = (self.c)(bi).slice(j0, j1 - j0);
-                gemv(k, self.alpha, x, w, j0, out);
+                // SAFETY: C of batch bi is valid for its m×n = len values
+                // (the contract), j0 < j1 ≤ len, and the tasks' column
+                // ranges are disjoint; x and w are valid for k and k × len.
+                unsafe {
+                    let out = (self.c)(bi).slice(j0, j1 - j0);
+                    gemv(k, self.alpha, x, w, j0, out);
+                }
                 if let Some(e) = self.epilogue {
                     let blk = if m == 1 {
                         Block {
@@ -405,26 +420,32 @@ impl<T: GemmFloat> Batched<'_, T> {
             let bi = t / per;
             let (r0, r1, c0, c1) = tiling.block(t % per);
             let (a, b, c) = ((self.a)(bi), (self.b)(bi), (self.c)(bi));
-            let a = Mat {
-                ptr: a.at(r0, 0),
-                ..a
-            };
-            let b = Mat {
-                ptr: b.at(0, c0),
-                ..b
-            };
-            T::gemm(
-                r1 - r0,
-                k,
-                c1 - c0,
-                self.alpha,
-                a,
-                b,
-                T::zero(),
-                c.0.add(r0 * n + c0),
-                n as isize,
-                1,
-            );
+            // SAFETY: the block's rows r0..r1 ≤ m and columns c0..c1 ≤ n
+            // are inside batch bi's A (m×k), B (k×n) and C (m×n), valid by
+            // the contract; the tiling's blocks are disjoint, so no other
+            // task writes this one.
+            unsafe {
+                let a = Mat {
+                    ptr: a.at(r0, 0),
+                    ..a
+                };
+                let b = Mat {
+                    ptr: b.at(0, c0),
+                    ..b
+                };
+                T::gemm(
+                    r1 - r0,
+                    k,
+                    c1 - c0,
+                    self.alpha,
+                    a,
+                    b,
+                    T::zero(),
+                    c.0.add(r0 * n + c0),
+                    n as isize,
+                    1,
+                );
+            }
             if let Some(e) = self.epilogue {
                 e(Block {
                     batch: bi,
@@ -447,25 +468,31 @@ unsafe fn gemv<T: GemmFloat>(k: usize, alpha: T, x: Mat<T>, w: Mat<T>, j0: usize
     let len = y.len();
     T::with_scratch(k, |xs| {
         for (i, v) in xs.iter_mut().enumerate() {
-            *v = *x.at(0, i);
+            // SAFETY: x is valid for k columns (the contract), i < k.
+            *v = unsafe { *x.at(0, i) };
         }
         if w.cs == 1 {
             // Rows of w are contiguous: accumulate scaled rows (axpy).
             let rows: Vec<&[T]> = (0..k)
-                .map(|i| std::slice::from_raw_parts(w.at(i, j0), len))
+                // SAFETY: row i < k of w, columns j0..j0 + len, contiguous
+                // (cs = 1) and valid (the contract).
+                .map(|i| unsafe { std::slice::from_raw_parts(w.at(i, j0), len) })
                 .collect();
             gemv_rows(xs, &rows, y);
         } else if w.rs == 1 {
             // Columns of w are contiguous: one dot product per output.
             for (j, out) in y.iter_mut().enumerate() {
-                let col = std::slice::from_raw_parts(w.at(0, j0 + j), k);
+                // SAFETY: column j0 + j of w, k rows, contiguous (rs = 1)
+                // and valid (the contract).
+                let col = unsafe { std::slice::from_raw_parts(w.at(0, j0 + j), k) };
                 *out = dot(xs, col);
             }
         } else {
             for (j, out) in y.iter_mut().enumerate() {
                 let mut acc = T::zero();
                 for (i, &xv) in xs.iter().enumerate() {
-                    acc = acc + xv * *w.at(i, j0 + j);
+                    // SAFETY: element (i, j0 + j) of w, i < k (the contract).
+                    acc = acc + xv * unsafe { *w.at(i, j0 + j) };
                 }
                 *out = acc;
             }

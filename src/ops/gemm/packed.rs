@@ -279,24 +279,33 @@ impl PackedWeights {
         let (k, n) = (self.k, self.n);
         let (rb, w) = (self.kernel.rows(), self.kernel.width());
         let (c0, c1) = (panels.0 * w, (panels.1 * w).min(n));
-        let packed = self.buf.as_ptr().add(self.start);
+        // SAFETY: the packed B starts at `start` inside `buf`.
+        let packed = unsafe { self.buf.as_ptr().add(self.start) };
         let mut r0 = rows.0;
         while r0 < rows.1 {
             let r = rb.min(rows.1 - r0);
             for p in panels.0..panels.1 {
                 let pc0 = p * w;
                 let cols = w.min(n - pc0);
-                let mut tile = Tile {
-                    a: a.add(r0 * k),
-                    lda: k,
-                    b: packed.add(p * k * w),
-                    k,
-                    bias: epi.bias.map(|b| b.as_ptr().add(pc0)),
-                    c: out.0.add(r0 * n + pc0),
-                    ldc: n,
+                // SAFETY: row r0 < m of A (m×k), panel p < n/w of the packed
+                // B (k×w each), column pc0 < n of the bias (n values) and
+                // element (r0, pc0) of `out` (m×n): all inside their buffers.
+                let mut tile = unsafe {
+                    Tile {
+                        a: a.add(r0 * k),
+                        lda: k,
+                        b: packed.add(p * k * w),
+                        k,
+                        bias: epi.bias.map(|b| b.as_ptr().add(pc0)),
+                        c: out.0.add(r0 * n + pc0),
+                        ldc: n,
+                    }
                 };
                 if cols == w {
-                    self.tile(r, &tile);
+                    // SAFETY: a full panel: rows r0..r0+r of A and `out`
+                    // (r0 + r ≤ m) and w columns of B, bias and `out`, which
+                    // this task alone writes; the caller checked the CPU.
+                    unsafe { self.tile(r, &tile) };
                 } else {
                     // The right edge: into a full-width scratch tile (with
                     // a zero-padded bias), then its columns out.
@@ -308,22 +317,30 @@ impl PackedWeights {
                     }
                     tile.c = scratch.0.as_mut_ptr();
                     tile.ldc = w;
-                    self.tile(r, &tile);
+                    // SAFETY: as for a full panel, with C the scratch tile
+                    // (12 rows ≥ r of w ≤ 32) and a full-width bias.
+                    unsafe { self.tile(r, &tile) };
                     for i in 0..r {
-                        std::ptr::copy_nonoverlapping(
-                            scratch.0.as_ptr().add(i * w),
-                            out.0.add((r0 + i) * n + pc0),
-                            cols,
-                        );
+                        // SAFETY: row i < r of the scratch tile, and the
+                        // `cols` = n - pc0 last columns of row r0 + i < m of
+                        // `out`, which this task alone writes.
+                        unsafe {
+                            std::ptr::copy_nonoverlapping(
+                                scratch.0.as_ptr().add(i * w),
+                                out.0.add((r0 + i) * n + pc0),
+                                cols,
+                            )
+                        };
                     }
                 }
             }
             if let Some(act) = epi.act {
                 for i in r0..r0 + r {
-                    act.apply(std::slice::from_raw_parts_mut(
-                        out.0.add(i * n + c0),
-                        c1 - c0,
-                    ));
+                    // SAFETY: columns c0..c1 ≤ n of row i < m of `out`, this
+                    // task's block, borrowed by nothing else meanwhile.
+                    act.apply(unsafe {
+                        std::slice::from_raw_parts_mut(out.0.add(i * n + c0), c1 - c0)
+                    });
                 }
             }
             r0 += r;
@@ -343,9 +360,13 @@ impl PackedWeights {
                 }
             };
         }
-        match self.kernel {
-            Kernel::Avx512 => rows!(tile512; 1 2 3 4 5 6 7 8 9 10 11 12),
-            Kernel::Avx2 => rows!(tile256; 1 2 3 4 5 6),
+        // SAFETY: this function's contract is the kernels' (R = `r`), and
+        // the kernel was chosen for what the CPU supports.
+        unsafe {
+            match self.kernel {
+                Kernel::Avx512 => rows!(tile512; 1 2 3 4 5 6 7 8 9 10 11 12),
+                Kernel::Avx2 => rows!(tile256; 1 2 3 4 5 6),
+            }
         }
     }
 }
@@ -395,27 +416,36 @@ macro_rules! tile_kernel {
             let mut acc = [[$zero(); 2]; R];
             let (mut a, mut b) = (t.a, t.b);
             for _ in 0..t.k {
-                let b0 = $load(b);
-                let b1 = $load(b.add($lanes));
+                // SAFETY: `b` walks the k rows of W values of the panel.
+                let (b0, b1) = unsafe { ($load(b), $load(b.add($lanes))) };
                 for (r, acc) in acc.iter_mut().enumerate() {
-                    let av = $set1(*a.add(r * t.lda));
+                    // SAFETY: column kk < k of row r < R of A at pitch `lda`.
+                    let av = $set1(unsafe { *a.add(r * t.lda) });
                     acc[0] = $fmadd(av, b0, acc[0]);
                     acc[1] = $fmadd(av, b1, acc[1]);
                 }
-                a = a.add(1);
-                b = b.add(W);
+                // SAFETY: one past at most the last column of A's first row
+                // and the last row of the panel, when the loop ends.
+                unsafe {
+                    a = a.add(1);
+                    b = b.add(W);
+                }
             }
             if let Some(bias) = t.bias {
-                let (v0, v1) = ($load(bias), $load(bias.add($lanes)));
+                // SAFETY: the bias holds W values.
+                let (v0, v1) = unsafe { ($load(bias), $load(bias.add($lanes))) };
                 for acc in acc.iter_mut() {
                     acc[0] = $add(acc[0], v0);
                     acc[1] = $add(acc[1], v1);
                 }
             }
             for (r, acc) in acc.iter().enumerate() {
-                let c = t.c.add(r * t.ldc);
-                $store(c, acc[0]);
-                $store(c.add($lanes), acc[1]);
+                // SAFETY: row r < R of C, W writable values at pitch `ldc`.
+                unsafe {
+                    let c = t.c.add(r * t.ldc);
+                    $store(c, acc[0]);
+                    $store(c.add($lanes), acc[1]);
+                }
             }
         }
     };

@@ -139,24 +139,30 @@ mod avx512 {
     /// `blocks` of each row.
     ///
     /// # Safety
-    /// The CPU must have AVX-512F.
+    /// The CPU must have AVX-512F, and `blocks` must be `g`'s.
     #[target_feature(enable = "avx512f")]
     pub(super) unsafe fn plane(g: &Geometry, blocks: &[Block], xp: &[f32], yp: &mut [f32]) {
         assert!(xp.len() >= g.h * g.wd && yp.len() >= g.oh * g.ow);
         for oy in 0..g.oh {
             let rows = g.rows(oy);
-            let out = yp.as_mut_ptr().add(oy * g.ow);
+            // SAFETY: row oy < oh of `yp` (asserted ≥ oh × ow).
+            let out = unsafe { yp.as_mut_ptr().add(oy * g.ow) };
             let at = |r: usize| xp.as_ptr().wrapping_add(r * g.wd);
             let n = rows.len();
             let p = [at(rows.start), at(rows.start + 1), at(rows.start + 2)];
-            if n == 3 {
-                // Inside the plane: the row loop unrolled.
-                for k in blocks {
-                    block(k, &p, out);
-                }
-            } else {
-                for k in blocks {
-                    block(k, &p[..n], out);
+            // SAFETY: `p[..n]` are the window's rows of `xp` (inside it,
+            // asserted ≥ h × wd) and `out` this output row's `ow` values;
+            // `g`'s blocks read inside those rows and write below `ow`.
+            unsafe {
+                if n == 3 {
+                    // Inside the plane: the row loop unrolled.
+                    for k in blocks {
+                        block(k, &p, out);
+                    }
+                } else {
+                    for k in blocks {
+                        block(k, &p[..n], out);
+                    }
                 }
             }
         }
@@ -164,6 +170,11 @@ mod avx512 {
 
     /// The outputs of block `k` of a row from the input rows starting at
     /// `rows`, written from `out`.
+    ///
+    /// # Safety
+    /// The CPU must have AVX-512F; each of `rows` must hold the columns of
+    /// `k.masks`' lanes from `k.b`, and `out` the outputs of `k.keep` from
+    /// `k.j`.
     #[target_feature(enable = "avx512f")]
     #[inline]
     unsafe fn block(k: &Block, rows: &[*const f32], out: *mut f32) {
@@ -177,9 +188,18 @@ mod avx512 {
             // Lanes are read only inside the row (the masks); padding
             // loads as −∞, which never wins.
             let p = row.wrapping_offset(k.b);
-            lo = _mm512_max_ps(_mm512_mask_loadu_ps(lowest, m0, p), lo);
-            hi = _mm512_max_ps(_mm512_mask_loadu_ps(lowest, m1, p.wrapping_add(16)), hi);
-            next = _mm512_max_ps(_mm512_mask_loadu_ps(lowest, m2, p.wrapping_add(32)), next);
+            // SAFETY: the masked loads read only the lanes of `k.masks`,
+            // inside the row (the contract).
+            let (l, h, x) = unsafe {
+                (
+                    _mm512_mask_loadu_ps(lowest, m0, p),
+                    _mm512_mask_loadu_ps(lowest, m1, p.wrapping_add(16)),
+                    _mm512_mask_loadu_ps(lowest, m2, p.wrapping_add(32)),
+                )
+            };
+            lo = _mm512_max_ps(l, lo);
+            hi = _mm512_max_ps(h, hi);
+            next = _mm512_max_ps(x, next);
         }
         let left = _mm512_permutex2var_ps(lo, even, hi);
         let middle = _mm512_permutex2var_ps(lo, odd, hi);
@@ -191,6 +211,8 @@ mod avx512 {
             1,
         ));
         let m = _mm512_max_ps(_mm512_max_ps(left, middle), right);
-        _mm512_mask_storeu_ps(out.add(k.j), k.keep, m);
+        // SAFETY: the masked store writes the outputs of `k.keep` from
+        // `k.j`, inside `out` (the contract).
+        unsafe { _mm512_mask_storeu_ps(out.add(k.j), k.keep, m) };
     }
 }

@@ -143,15 +143,20 @@ mod avx512 {
         let p = panel.as_ptr();
         let xp = x.as_ptr();
         for kk in 0..k {
-            let w = p.add(kk * NR);
-            let wv = [
-                _mm512_loadu_ps(w),
-                _mm512_loadu_ps(w.add(16)),
-                _mm512_loadu_ps(w.add(32)),
-                _mm512_loadu_ps(w.add(48)),
-            ];
+            // SAFETY: row kk < k of the panel's k·NR values (the contract),
+            // NR = 64: four vectors of 16.
+            let wv = unsafe {
+                let w = p.add(kk * NR);
+                [
+                    _mm512_loadu_ps(w),
+                    _mm512_loadu_ps(w.add(16)),
+                    _mm512_loadu_ps(w.add(32)),
+                    _mm512_loadu_ps(w.add(48)),
+                ]
+            };
             for (i, a) in acc.iter_mut().enumerate() {
-                let xv = _mm512_set1_ps(*xp.add(i * ldx + kk));
+                // SAFETY: value kk < k of row i < R of `x` (the contract).
+                let xv = _mm512_set1_ps(unsafe { *xp.add(i * ldx + kk) });
                 for v in 0..4 {
                     a[v] = _mm512_fmadd_ps(wv[v], xv, a[v]);
                 }
@@ -159,7 +164,9 @@ mod avx512 {
         }
         for (i, a) in acc.iter().enumerate() {
             for (v, &r) in a.iter().enumerate() {
-                _mm512_storeu_ps(out[i].as_mut_ptr().add(v * 16), r);
+                // SAFETY: values 16·v..16·v + 16 of row i < R ≤ MR, v < 4:
+                // inside the row's NR = 64.
+                unsafe { _mm512_storeu_ps(out[i].as_mut_ptr().add(v * 16), r) };
             }
         }
     }

@@ -1,18 +1,13 @@
 //! Shared helpers for ramify's fuzz targets: the session configuration,
 //! tensors of any element type from
 //! fuzzed values, inputs synthesised from a session's declared inputs, and
-//! small ONNX models built in code (the approach of tests/common/mod.rs,
-//! re-done here so that the fuzz crate stands alone).
+//! small ONNX models built in code (through the shared builder of
+//! tests/model_builder, as the integration tests and benches build theirs).
 
 use arbitrary::Arbitrary;
 use half::{bf16, f16};
-use onnx_protobuf::{
-    attribute_proto::AttributeType,
-    tensor_shape_proto::{dimension::Value as DimValue, Dimension},
-    type_proto::{Tensor as TypeTensor, Value as TypeValue},
-    AttributeProto, GraphProto, ModelProto, NodeProto, OperatorSetIdProto, TensorShapeProto,
-    TypeProto, ValueInfoProto,
-};
+use model_builder::Dim;
+use onnx_protobuf::{AttributeProto, GraphProto, NodeProto, ValueInfoProto};
 use ramify::tensor::{F4E2M1, F8E4M3FN, F8E4M3FNUZ, F8E5M2, F8E5M2FNUZ, I2, I4, U2, U4};
 use ramify::{DType, Element, Session, SessionBuilder, Tensor};
 
@@ -234,126 +229,55 @@ pub fn synth_inputs(session: &Session) -> Option<Vec<(String, Tensor)>> {
 }
 
 // ---------------------------------------------------------------------------
-// ONNX protobuf builders.
+// ONNX protobuf builders: the shared test model builder
+// (tests/model_builder), with the fuzz targets' own signatures where they
+// take the library's types or owned names.
+
+pub use model_builder::{
+    float_attr, int_attr, model, string_attr, strings_attr, untyped_value_info,
+};
 
 /// A tensor value info; `dims[i] = None` declares dimension i symbolic.
 pub fn value_info(name: &str, dtype: DType, dims: &[Option<i64>]) -> ValueInfoProto {
-    let mut shape = TensorShapeProto::new();
-    for (i, d) in dims.iter().enumerate() {
-        let mut dim = Dimension::new();
-        dim.value = Some(match d {
-            Some(n) => DimValue::DimValue(*n),
-            None => DimValue::DimParam(format!("d{i}")),
-        });
-        shape.dim.push(dim);
-    }
-    let mut tt = TypeTensor::new();
-    tt.elem_type = dtype.onnx_code();
-    tt.shape = Some(shape).into();
-    let mut tp = TypeProto::new();
-    tp.value = Some(TypeValue::TensorType(tt));
-    let mut vi = ValueInfoProto::new();
-    vi.name = name.into();
-    vi.type_ = Some(tp).into();
-    vi
-}
-
-/// A value info with a name only (no declared type).
-pub fn untyped_value_info(name: &str) -> ValueInfoProto {
-    let mut vi = ValueInfoProto::new();
-    vi.name = name.into();
-    vi
+    let dims: Vec<Dim> = dims
+        .iter()
+        .enumerate()
+        .map(|(i, d)| match d {
+            Some(n) => Dim::Fixed(*n),
+            None => Dim::Param(format!("d{i}")),
+        })
+        .collect();
+    model_builder::value_info_dims(name, dtype.onnx_code(), &dims)
 }
 
 /// A node of the default domain.
 pub fn node(op: &str, inputs: &[String], outputs: &[String]) -> NodeProto {
-    let mut n = NodeProto::new();
-    n.op_type = op.into();
-    n.name = format!("{op}_0");
-    n.input = inputs.to_vec();
-    n.output = outputs.to_vec();
-    n
-}
-
-fn attr(name: &str, ty: AttributeType) -> AttributeProto {
-    let mut a = AttributeProto::new();
-    a.name = name.into();
-    a.type_ = ty.into();
-    a
-}
-
-/// An INT attribute.
-pub fn int_attr(name: &str, v: i64) -> AttributeProto {
-    let mut a = attr(name, AttributeType::INT);
-    a.i = v;
-    a
-}
-
-/// A FLOAT attribute.
-pub fn float_attr(name: &str, v: f32) -> AttributeProto {
-    let mut a = attr(name, AttributeType::FLOAT);
-    a.f = v;
-    a
+    model_builder::named_node(&format!("{op}_0"), op, inputs, outputs)
 }
 
 /// An INTS attribute.
 pub fn ints_attr(name: &str, v: Vec<i64>) -> AttributeProto {
-    let mut a = attr(name, AttributeType::INTS);
-    a.ints = v;
-    a
+    model_builder::ints_attr(name, &v)
 }
 
 /// A FLOATS attribute.
 pub fn floats_attr(name: &str, v: Vec<f32>) -> AttributeProto {
-    let mut a = attr(name, AttributeType::FLOATS);
-    a.floats = v;
-    a
-}
-
-/// A STRING attribute.
-pub fn string_attr(name: &str, v: &str) -> AttributeProto {
-    let mut a = attr(name, AttributeType::STRING);
-    a.s = v.as_bytes().to_vec();
-    a
-}
-
-/// A STRINGS attribute.
-pub fn strings_attr(name: &str, v: &[String]) -> AttributeProto {
-    let mut a = attr(name, AttributeType::STRINGS);
-    a.strings = v.iter().map(|s| s.as_bytes().to_vec()).collect();
-    a
+    model_builder::floats_attr(name, &v)
 }
 
 /// A TENSOR attribute.
 pub fn tensor_attr(name: &str, t: &Tensor) -> AttributeProto {
-    let mut a = attr(name, AttributeType::TENSOR);
-    a.t = Some(ramify::onnx::tensor_to_proto(t, "")).into();
-    a
+    model_builder::tensor_attr(name, ramify::onnx::tensor_to_proto(t, ""))
 }
 
-/// A graph from nodes, inputs, outputs and initializers.
+/// A graph named "fuzz" from nodes, inputs, outputs and initializers.
 pub fn graph(
     nodes: Vec<NodeProto>,
     inputs: Vec<ValueInfoProto>,
     outputs: Vec<ValueInfoProto>,
     inits: Vec<onnx_protobuf::TensorProto>,
 ) -> GraphProto {
-    let mut g = GraphProto::new();
+    let mut g = model_builder::graph(nodes, inputs, outputs, inits);
     g.name = "fuzz".into();
-    g.node = nodes;
-    g.input = inputs;
-    g.output = outputs;
-    g.initializer = inits;
     g
-}
-
-/// A model around a graph, importing the default domain at `opset`.
-pub fn model(graph: GraphProto, opset: i64) -> ModelProto {
-    let mut m = ModelProto::new();
-    m.ir_version = 8;
-    let mut o = OperatorSetIdProto::new();
-    o.version = opset;
-    m.opset_import.push(o);
-    m.graph = Some(graph).into();
-    m
 }

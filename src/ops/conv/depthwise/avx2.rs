@@ -46,10 +46,10 @@ impl<'a> Plane<'a> {
 /// When `out`, `w` or `phases` are shorter than the plane's reads and
 /// writes need (a bug in the caller).
 ///
-/// # Safety
-/// The CPU must support AVX2 and FMA.
+/// Safe but for the target features: a caller outside AVX2 + FMA code calls
+/// it in `unsafe` once it has checked that the CPU supports them.
 #[target_feature(enable = "avx2,fma")]
-pub(super) unsafe fn sum_plane(
+pub(super) fn sum_plane(
     g: &Plane,
     out: &mut [f32],
     init: f32,
@@ -65,15 +65,19 @@ pub(super) unsafe fn sum_plane(
     assert!(g.reach <= phases.len() && w.len() >= g.offsets.len() && out.len() >= oh * ow);
     // Eight chains of fused multiply-adds in flight where the plane has
     // the rows: enough to cover their latency.
-    match (ow, oh) {
-        (32.., 2..) => chunks::<4, 2>(g, out, init, w, phases, relu),
-        (32.., _) => chunks::<4, 1>(g, out, init, w, phases, relu),
-        (16.., 4..) => chunks::<2, 4>(g, out, init, w, phases, relu),
-        (16.., 2..) => chunks::<2, 2>(g, out, init, w, phases, relu),
-        (16.., _) => chunks::<2, 1>(g, out, init, w, phases, relu),
-        (_, 8..) => chunks::<1, 8>(g, out, init, w, phases, relu),
-        (_, 4..) => chunks::<1, 4>(g, out, init, w, phases, relu),
-        _ => chunks::<1, 1>(g, out, init, w, phases, relu),
+    // SAFETY: this function runs with AVX2 and FMA, and the assert above
+    // is the reach `chunks` needs.
+    unsafe {
+        match (ow, oh) {
+            (32.., 2..) => chunks::<4, 2>(g, out, init, w, phases, relu),
+            (32.., _) => chunks::<4, 1>(g, out, init, w, phases, relu),
+            (16.., 4..) => chunks::<2, 4>(g, out, init, w, phases, relu),
+            (16.., 2..) => chunks::<2, 2>(g, out, init, w, phases, relu),
+            (16.., _) => chunks::<2, 1>(g, out, init, w, phases, relu),
+            (_, 8..) => chunks::<1, 8>(g, out, init, w, phases, relu),
+            (_, 4..) => chunks::<1, 4>(g, out, init, w, phases, relu),
+            _ => chunks::<1, 1>(g, out, init, w, phases, relu),
+        }
     }
 }
 
@@ -81,6 +85,10 @@ pub(super) unsafe fn sum_plane(
 /// are pulled back to end at the plane's edge (recomputing a few outputs,
 /// with the same bits) so that every store is whole; only rows shorter than
 /// one vector store part of one.
+///
+/// # Safety
+/// The CPU must support AVX2 and FMA, and `phases`, `w` and `out` must be
+/// as long as [`sum_plane`]'s assert requires.
 #[inline(always)]
 unsafe fn chunks<const V: usize, const R: usize>(
     g: &Plane,
@@ -96,55 +104,71 @@ unsafe fn chunks<const V: usize, const R: usize>(
     for (j, a) in at.iter_mut().enumerate().take(V * R) {
         *a = (j / V) * cols + (j % V) * WIDTH;
     }
-    let zero = _mm256_setzero_ps();
-    let mut next_y = 0;
-    while next_y < oh {
-        let y0 = next_y.min(oh.saturating_sub(R));
-        let mut next_x = 0;
-        while next_x < ow {
-            let x0 = next_x.min(ow.saturating_sub(span));
-            let src = phases.as_ptr().add(y0 * cols + x0);
-            let mut acc = [_mm256_set1_ps(init); CHAINS];
-            for (&off, &wt) in g.offsets.iter().zip(w) {
-                let p = src.add(off);
-                let wv = _mm256_set1_ps(wt);
-                for j in 0..V * R {
-                    acc[j] = _mm256_fmadd_ps(wv, _mm256_loadu_ps(p.add(at[j])), acc[j]);
+    // SAFETY: AVX2 and FMA (the contract) make the intrinsics sound; the
+    // loads reach at most `reach` ≤ phases.len() elements past `phases`
+    // (the last chunk is pulled back to the plane's edge, reading up to one
+    // short row's vector past it, which `reach` counts), and the stores
+    // write rows y0..y0+R < oh of `ow` inside `out` (≥ oh·ow), the short
+    // ones only `ow` lanes.
+    unsafe {
+        let zero = _mm256_setzero_ps();
+        let mut next_y = 0;
+        while next_y < oh {
+            let y0 = next_y.min(oh.saturating_sub(R));
+            let mut next_x = 0;
+            while next_x < ow {
+                let x0 = next_x.min(ow.saturating_sub(span));
+                let src = phases.as_ptr().add(y0 * cols + x0);
+                let mut acc = [_mm256_set1_ps(init); CHAINS];
+                for (&off, &wt) in g.offsets.iter().zip(w) {
+                    let p = src.add(off);
+                    let wv = _mm256_set1_ps(wt);
+                    for j in 0..V * R {
+                        acc[j] = _mm256_fmadd_ps(wv, _mm256_loadu_ps(p.add(at[j])), acc[j]);
+                    }
                 }
-            }
-            for (j, &a) in acc.iter().enumerate().take(V * R) {
-                // max(0, x) keeps NaN and −0, as Relu's definition does.
-                let v = if relu { _mm256_max_ps(zero, a) } else { a };
-                let dst = out
-                    .as_mut_ptr()
-                    .add((y0 + j / V) * ow + x0 + (j % V) * WIDTH);
-                if ow >= WIDTH {
-                    _mm256_storeu_ps(dst, v);
-                } else {
-                    store_short(dst, v, ow);
+                for (j, &a) in acc.iter().enumerate().take(V * R) {
+                    // max(0, x) keeps NaN and −0, as Relu's definition does.
+                    let v = if relu { _mm256_max_ps(zero, a) } else { a };
+                    let dst = out
+                        .as_mut_ptr()
+                        .add((y0 + j / V) * ow + x0 + (j % V) * WIDTH);
+                    if ow >= WIDTH {
+                        _mm256_storeu_ps(dst, v);
+                    } else {
+                        store_short(dst, v, ow);
+                    }
                 }
+                next_x += span;
             }
-            next_x += span;
+            next_y += R;
         }
-        next_y += R;
     }
 }
 
 /// Stores the first `n` (< 8) lanes of `v` at `dst`: two 4-lane stores that
 /// overlap, or single lanes (a `memcpy` of a few bytes cost more).
+///
+/// # Safety
+/// The CPU must support AVX2; `dst` must have `n` writable values.
 #[inline(always)]
 unsafe fn store_short(dst: *mut f32, v: __m256, n: usize) {
-    if n >= 4 {
-        _mm_storeu_ps(dst, _mm256_castps256_ps128(v));
-        let from = _mm256_set1_epi32(n as i32 - 4);
-        let idx = _mm256_add_epi32(from, _mm256_setr_epi32(0, 1, 2, 3, 0, 0, 0, 0));
-        let tail = _mm256_permutevar8x32_ps(v, idx);
-        _mm_storeu_ps(dst.add(n - 4), _mm256_castps256_ps128(tail));
-    } else {
-        let mut lanes = [0f32; WIDTH];
-        _mm256_storeu_ps(lanes.as_mut_ptr(), v);
-        for (j, &l) in lanes.iter().enumerate().take(n.min(3)) {
-            *dst.add(j) = l;
+    // SAFETY: AVX2 (the contract); the stores write lanes 0..4 and
+    // n-4..n where n ≥ 4, or lanes 0..n, all within `dst`'s `n`, and the
+    // full store goes to the local `lanes`.
+    unsafe {
+        if n >= 4 {
+            _mm_storeu_ps(dst, _mm256_castps256_ps128(v));
+            let from = _mm256_set1_epi32(n as i32 - 4);
+            let idx = _mm256_add_epi32(from, _mm256_setr_epi32(0, 1, 2, 3, 0, 0, 0, 0));
+            let tail = _mm256_permutevar8x32_ps(v, idx);
+            _mm_storeu_ps(dst.add(n - 4), _mm256_castps256_ps128(tail));
+        } else {
+            let mut lanes = [0f32; WIDTH];
+            _mm256_storeu_ps(lanes.as_mut_ptr(), v);
+            for (j, &l) in lanes.iter().enumerate().take(n.min(3)) {
+                *dst.add(j) = l;
+            }
         }
     }
 }

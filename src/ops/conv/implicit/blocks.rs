@@ -36,23 +36,30 @@ pub(super) mod avx2 {
         assert!(job.xp.len() >= job.lay.c * plane);
         let mut acc = [[_mm256_setzero_ps(); 2]; NQ];
         let mut wp = w.as_ptr();
-        for ci in 0..job.lay.c {
-            let base = job.xp.as_ptr().add(ci * plane);
-            let srcs: [*const f32; NQ] = std::array::from_fn(|j| base.add(qs[j]));
-            for &t in taps {
-                let w0 = _mm256_loadu_ps(wp);
-                let w1 = _mm256_loadu_ps(wp.add(8));
-                for (j, a) in acc.iter_mut().enumerate() {
-                    let xv = _mm256_broadcast_ss(&*srcs[j].add(t));
-                    a[0] = _mm256_fmadd_ps(xv, w0, a[0]);
-                    a[1] = _mm256_fmadd_ps(xv, w1, a[1]);
+        // SAFETY: the asserts above bound every access: `wp` walks the
+        // c × taps groups of MB weights in `w`; channel ci < c's plane is in
+        // `job.xp`, and q + t < plane for every position q and tap t (the
+        // taps ascend, so the last is the largest, and the contract puts
+        // them inside the padded plane); `out` rows hold MB = 16 each.
+        unsafe {
+            for ci in 0..job.lay.c {
+                let base = job.xp.as_ptr().add(ci * plane);
+                let srcs: [*const f32; NQ] = std::array::from_fn(|j| base.add(qs[j]));
+                for &t in taps {
+                    let w0 = _mm256_loadu_ps(wp);
+                    let w1 = _mm256_loadu_ps(wp.add(8));
+                    for (j, a) in acc.iter_mut().enumerate() {
+                        let xv = _mm256_broadcast_ss(&*srcs[j].add(t));
+                        a[0] = _mm256_fmadd_ps(xv, w0, a[0]);
+                        a[1] = _mm256_fmadd_ps(xv, w1, a[1]);
+                    }
+                    wp = wp.add(MB);
                 }
-                wp = wp.add(MB);
             }
-        }
-        for (a, o) in acc.iter().zip(out.iter_mut()) {
-            _mm256_storeu_ps(o.as_mut_ptr(), a[0]);
-            _mm256_storeu_ps(o.as_mut_ptr().add(8), a[1]);
+            for (a, o) in acc.iter().zip(out.iter_mut()) {
+                _mm256_storeu_ps(o.as_mut_ptr(), a[0]);
+                _mm256_storeu_ps(o.as_mut_ptr().add(8), a[1]);
+            }
         }
     }
 }
@@ -86,19 +93,26 @@ pub(super) mod avx512 {
         assert!(job.xp.len() >= job.lay.c * plane);
         let mut acc = [_mm512_setzero_ps(); N];
         let mut wp = w.as_ptr();
-        for ci in 0..job.lay.c {
-            let base = job.xp.as_ptr().add(ci * plane + q0);
-            for &t in taps {
-                let wv = _mm512_loadu_ps(wp);
-                let src = base.add(t);
-                for (j, a) in acc.iter_mut().enumerate() {
-                    *a = _mm512_fmadd_ps(_mm512_set1_ps(*src.add(j)), wv, *a);
+        // SAFETY: the asserts above bound every access: `wp` walks the
+        // c × taps groups of MB = 16 weights in `w`; channel ci < c's plane
+        // is in `job.xp`, and q0 + j + t < plane for j < N and every tap t
+        // (the taps ascend, so the last is the largest); `out` rows hold
+        // MB = 16 each.
+        unsafe {
+            for ci in 0..job.lay.c {
+                let base = job.xp.as_ptr().add(ci * plane + q0);
+                for &t in taps {
+                    let wv = _mm512_loadu_ps(wp);
+                    let src = base.add(t);
+                    for (j, a) in acc.iter_mut().enumerate() {
+                        *a = _mm512_fmadd_ps(_mm512_set1_ps(*src.add(j)), wv, *a);
+                    }
+                    wp = wp.add(MB);
                 }
-                wp = wp.add(MB);
             }
-        }
-        for (a, o) in acc.iter().zip(out.iter_mut()) {
-            _mm512_storeu_ps(o.as_mut_ptr(), *a);
+            for (a, o) in acc.iter().zip(out.iter_mut()) {
+                _mm512_storeu_ps(o.as_mut_ptr(), *a);
+            }
         }
     }
 }

@@ -21,10 +21,18 @@ pub(super) unsafe fn dispatch(rows: usize, wide: bool, _zmm: bool, packed: bool,
     if rows > MR {
         let (x, xs, n, k, w, bias, z, y, epi) = a;
         let first = (x, xs, n, k, &w[..k * MR], bias, z, y, epi);
-        dispatch(MR, wide, false, packed, first);
-        let (bias, z) = (bias.map(|b| &b[MR..]), z.map(|z| z.add(MR * n)));
-        let rest = (x, xs, n, k, &w[k * MR..], bias, z, y.add(MR * n), epi);
-        return dispatch(rows - MR, wide, false, packed, rest);
+        // SAFETY: the first 6 of this call's `rows` rows, with the first
+        // panel of `w`: within what the caller vouched for.
+        unsafe { dispatch(MR, wide, false, packed, first) };
+        // SAFETY: `y` and `z` hold `rows` > 6 rows of pitch `n`, so row 6
+        // is inside them, and the rest is the remaining `rows - 6` rows
+        // with the second panel of `w`.
+        unsafe {
+            let (bias, z) = (bias.map(|b| &b[MR..]), z.map(|z| z.add(MR * n)));
+            let rest = (x, xs, n, k, &w[k * MR..], bias, z, y.add(MR * n), epi);
+            dispatch(rows - MR, wide, false, packed, rest)
+        }
+        return;
     }
     macro_rules! rows {
         ($($r:literal)*) => {
@@ -37,25 +45,31 @@ pub(super) unsafe fn dispatch(rows: usize, wide: bool, _zmm: bool, packed: bool,
             }
         };
     }
-    rows!(1 2 3 4 5 6)
+    // SAFETY: this function's contract is the block's (R = `rows` ≤ 6),
+    // passed on unchanged.
+    unsafe { rows!(1 2 3 4 5 6) }
 }
 
 /// `acc + w[lane r of (lo, hi)] · x`, one fused multiply-add by lane.
 #[inline(always)]
-unsafe fn fma_row(
+fn fma_row(
     acc: float32x4_t,
     x: float32x4_t,
     lo: float32x4_t,
     hi: float32x2_t,
     r: usize,
 ) -> float32x4_t {
-    match r {
-        0 => vfmaq_laneq_f32::<0>(acc, x, lo),
-        1 => vfmaq_laneq_f32::<1>(acc, x, lo),
-        2 => vfmaq_laneq_f32::<2>(acc, x, lo),
-        3 => vfmaq_laneq_f32::<3>(acc, x, lo),
-        4 => vfmaq_lane_f32::<0>(acc, x, hi),
-        _ => vfmaq_lane_f32::<1>(acc, x, hi),
+    // SAFETY: NEON is part of every aarch64 target, and these intrinsics
+    // work on registers only.
+    unsafe {
+        match r {
+            0 => vfmaq_laneq_f32::<0>(acc, x, lo),
+            1 => vfmaq_laneq_f32::<1>(acc, x, lo),
+            2 => vfmaq_laneq_f32::<2>(acc, x, lo),
+            3 => vfmaq_laneq_f32::<3>(acc, x, lo),
+            4 => vfmaq_lane_f32::<0>(acc, x, hi),
+            _ => vfmaq_lane_f32::<1>(acc, x, hi),
+        }
     }
 }
 
@@ -66,6 +80,7 @@ unsafe fn fma_row(
 /// `x` must hold `k` rows of 4·Q at pitch `xs` (which is 4·Q where `P`, a
 /// packed strip), `w` `k` groups of 6, `bias` (if any) R values, and `y`
 /// (and `z`) R rows of pitch `n` with 4·Q writable (readable) columns each.
+#[target_feature(enable = "neon")]
 #[allow(clippy::too_many_arguments)]
 unsafe fn block<const Q: usize, const R: usize, const P: bool>(
     x: *const f32,
@@ -83,12 +98,16 @@ unsafe fn block<const Q: usize, const R: usize, const P: bool>(
     let wp = w.as_ptr();
     let xs = if P { 4 * Q } else { xs };
     for kk in 0..k {
-        let xr = x.add(kk * xs);
+        // SAFETY: `x` holds `k` rows of 4·Q at pitch `xs` (the caller's
+        // contract), and kk < k.
+        let xr = unsafe { x.add(kk * xs) };
         let mut xv = [vdupq_n_f32(0.0); Q];
         for (h, v) in xv.iter_mut().enumerate() {
-            *v = vld1q_f32(xr.add(4 * h));
+            // SAFETY: columns 4h..4h+4 of row kk, h < Q.
+            *v = unsafe { vld1q_f32(xr.add(4 * h)) };
         }
-        let (lo, hi) = (vld1q_f32(wp.add(kk * MR)), vld1_f32(wp.add(kk * MR + 4)));
+        // SAFETY: group kk < k of 6 weights in `w` (asserted above).
+        let (lo, hi) = unsafe { (vld1q_f32(wp.add(kk * MR)), vld1_f32(wp.add(kk * MR + 4))) };
         for (r, a) in acc.iter_mut().enumerate() {
             for (h, v) in a.iter_mut().enumerate() {
                 *v = fma_row(*v, xv[h], lo, hi, r);
@@ -102,7 +121,9 @@ unsafe fn block<const Q: usize, const R: usize, const P: bool>(
                 v = vaddq_f32(v, vdupq_n_f32(b[r]));
             }
             if let Some(z) = z {
-                v = vaddq_f32(v, vld1q_f32(z.add(r * n + 4 * h)));
+                // SAFETY: `z` holds R rows of pitch `n` with 4·Q readable
+                // columns; r < R, h < Q.
+                v = vaddq_f32(v, unsafe { vld1q_f32(z.add(r * n + 4 * h)) });
             }
             // FMAX/FMIN return NaN for a NaN operand, so NaN stays, as the
             // definitions (and x86's max/min with the bound first) keep it.
@@ -114,10 +135,14 @@ unsafe fn block<const Q: usize, const R: usize, const P: bool>(
                 }
                 Epilogue::None | Epilogue::Other(_) => {}
             }
-            vst1q_f32(y.add(r * n + 4 * h), v);
+            // SAFETY: `y` holds R rows of pitch `n` with 4·Q writable
+            // columns; r < R, h < Q.
+            unsafe { vst1q_f32(y.add(r * n + 4 * h), v) };
         }
         if let Epilogue::Other(a) = *epi {
-            a.apply(std::slice::from_raw_parts_mut(y.add(r * n), 4 * Q));
+            // SAFETY: row r's 4·Q writable columns of `y`, which nothing
+            // else borrows while the slice lives.
+            a.apply(unsafe { std::slice::from_raw_parts_mut(y.add(r * n), 4 * Q) });
         }
     }
 }

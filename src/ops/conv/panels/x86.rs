@@ -26,16 +26,26 @@ pub(super) unsafe fn dispatch(rows: usize, wide: bool, zmm: bool, packed: bool, 
                 }
             };
         }
-        return rows!(1 2 3 4 5 6 7 8 9 10 11 12);
+        // SAFETY: this function's contract is the AVX-512 blocks' (R =
+        // `rows`), passed on unchanged, and `zmm` says the CPU has AVX-512F.
+        return unsafe { rows!(1 2 3 4 5 6 7 8 9 10 11 12) };
     }
     if rows > MR {
         // Two panels for the 256-bit block: one after the other.
         let (x, xs, n, k, w, bias, z, y, epi) = a;
         let first = (x, xs, n, k, &w[..k * MR], bias, z, y, epi);
-        dispatch(MR, wide, false, packed, first);
-        let (bias, z) = (bias.map(|b| &b[MR..]), z.map(|z| z.add(MR * n)));
-        let rest = (x, xs, n, k, &w[k * MR..], bias, z, y.add(MR * n), epi);
-        return dispatch(rows - MR, wide, false, packed, rest);
+        // SAFETY: the first 6 of this call's `rows` rows, with the first
+        // panel of `w`: within what the caller vouched for.
+        unsafe { dispatch(MR, wide, false, packed, first) };
+        // SAFETY: `y` and `z` hold `rows` > 6 rows of pitch `n`, so row 6
+        // is inside them, and the rest is the remaining `rows - 6` rows
+        // with the second panel of `w`.
+        unsafe {
+            let (bias, z) = (bias.map(|b| &b[MR..]), z.map(|z| z.add(MR * n)));
+            let rest = (x, xs, n, k, &w[k * MR..], bias, z, y.add(MR * n), epi);
+            dispatch(rows - MR, wide, false, packed, rest)
+        }
+        return;
     }
     macro_rules! rows {
         ($($r:literal)*) => {
@@ -48,7 +58,9 @@ pub(super) unsafe fn dispatch(rows: usize, wide: bool, zmm: bool, packed: bool, 
             }
         };
     }
-    rows!(1 2 3 4 5 6)
+    // SAFETY: this function's contract is the block's (R = `rows` ≤ 6),
+    // passed on unchanged; the caller checked AVX2 and FMA.
+    unsafe { rows!(1 2 3 4 5 6) }
 }
 
 /// One block: `y[r·n + j] = act(Σ_k w[k·6 + r]·x[k·xs + j] + bias[r] +
@@ -79,13 +91,17 @@ unsafe fn block<const V: usize, const R: usize, const P: bool>(
     // path 2–8 % (176→64 on 24×24, 64→64 on 56×56, one thread).
     let xs = if P { 8 * V } else { xs };
     for kk in 0..k {
-        let xr = x.add(kk * xs);
+        // SAFETY: `x` holds `k` rows of 8·V at pitch `xs` (the caller's
+        // contract), and kk < k.
+        let xr = unsafe { x.add(kk * xs) };
         let mut xv = [_mm256_setzero_ps(); V];
         for (h, v) in xv.iter_mut().enumerate() {
-            *v = _mm256_loadu_ps(xr.add(8 * h));
+            // SAFETY: columns 8h..8h+8 of row kk, h < V.
+            *v = unsafe { _mm256_loadu_ps(xr.add(8 * h)) };
         }
         for (r, a) in acc.iter_mut().enumerate() {
-            let wv = _mm256_broadcast_ss(&*wp.add(kk * MR + r));
+            // SAFETY: `w` holds `k` groups of 6 and r < R ≤ 6, kk < k.
+            let wv = _mm256_broadcast_ss(unsafe { &*wp.add(kk * MR + r) });
             for (h, v) in a.iter_mut().enumerate() {
                 *v = _mm256_fmadd_ps(wv, xv[h], *v);
             }
@@ -98,7 +114,9 @@ unsafe fn block<const V: usize, const R: usize, const P: bool>(
                 v = _mm256_add_ps(v, _mm256_set1_ps(b[r]));
             }
             if let Some(z) = z {
-                v = _mm256_add_ps(v, _mm256_loadu_ps(z.add(r * n + 8 * h)));
+                // SAFETY: `z` holds R rows of pitch `n` with 8·V readable
+                // columns; r < R, h < V.
+                v = _mm256_add_ps(v, unsafe { _mm256_loadu_ps(z.add(r * n + 8 * h)) });
             }
             // max/min with the bound first keep NaN, as the definitions do.
             match *epi {
@@ -109,10 +127,14 @@ unsafe fn block<const V: usize, const R: usize, const P: bool>(
                 }
                 Epilogue::None | Epilogue::Other(_) => {}
             }
-            _mm256_storeu_ps(y.add(r * n + 8 * h), v);
+            // SAFETY: `y` holds R rows of pitch `n` with 8·V writable
+            // columns; r < R, h < V.
+            unsafe { _mm256_storeu_ps(y.add(r * n + 8 * h), v) };
         }
         if let Epilogue::Other(a) = *epi {
-            a.apply(std::slice::from_raw_parts_mut(y.add(r * n), 8 * V));
+            // SAFETY: row r's 8·V writable columns of `y`, which nothing
+            // else borrows while the slice lives.
+            a.apply(unsafe { std::slice::from_raw_parts_mut(y.add(r * n), 8 * V) });
         }
     }
 }
@@ -148,12 +170,18 @@ macro_rules! two_panel_block {
             let xs = if P { $cols } else { xs };
             assert!(w.len() >= R.div_ceil(MR) * k * MR);
             // Rows past the first panel's take their weights from the second.
-            let (w0, w1) = (w.as_ptr(), w.as_ptr().add(if R > MR { k * MR } else { 0 }));
+            // SAFETY: the assert above: `w` holds a second panel where R > 6.
+            let (w0, w1) = (w.as_ptr(), unsafe { w.as_ptr().add(if R > MR { k * MR } else { 0 }) });
             for kk in 0..k {
-                let xv = $load(x.add(kk * xs));
-                let (p0, p1) = (w0.add(kk * MR), w1.add(kk * MR));
+                // SAFETY: row kk < k of `x` at pitch `xs`, `$cols` readable
+                // columns (the caller's contract).
+                let xv = unsafe { $load(x.add(kk * xs)) };
+                // SAFETY: group kk < k of each panel (the assert above).
+                let (p0, p1) = unsafe { (w0.add(kk * MR), w1.add(kk * MR)) };
                 for (r, a) in acc.iter_mut().enumerate() {
-                    let wv = if r < MR { *p0.add(r) } else { *p1.add(r - MR) };
+                    // SAFETY: r < 6 in the first panel's group, r - 6 < 6 in
+                    // the second's; both groups are in `w` (the assert above).
+                    let wv = unsafe { if r < MR { *p0.add(r) } else { *p1.add(r - MR) } };
                     *a = $fmadd($set1(wv), xv, *a);
                 }
             }
@@ -163,7 +191,9 @@ macro_rules! two_panel_block {
                     v = $add(v, $set1(b[r]));
                 }
                 if let Some(z) = z {
-                    v = $add(v, $load(z.add(r * n)));
+                    // SAFETY: row r < R of `z`, pitch `n`, `$cols` readable
+                    // columns (the caller's contract).
+                    v = $add(v, unsafe { $load(z.add(r * n)) });
                 }
                 // max/min with the bound first keep NaN, as the definitions do.
                 match *epi {
@@ -174,9 +204,13 @@ macro_rules! two_panel_block {
                     }
                     Epilogue::None | Epilogue::Other(_) => {}
                 }
-                $store(y.add(r * n), v);
+                // SAFETY: row r < R of `y`, pitch `n`, `$cols` writable
+                // columns (the caller's contract).
+                unsafe { $store(y.add(r * n), v) };
                 if let Epilogue::Other(a) = *epi {
-                    a.apply(std::slice::from_raw_parts_mut(y.add(r * n), $cols));
+                    // SAFETY: the same row, which nothing else borrows
+                    // while the slice lives.
+                    a.apply(unsafe { std::slice::from_raw_parts_mut(y.add(r * n), $cols) });
                 }
             }
         }

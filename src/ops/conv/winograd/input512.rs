@@ -113,7 +113,11 @@ mod avx512 {
             .plane
             .as_ptr()
             .wrapping_offset(y * blk.width as isize + blk.x0);
-        let load = |o: usize| _mm512_maskz_loadu_ps((valid >> o) as u16, row.wrapping_add(o));
+        let load = |o: usize| {
+            // SAFETY: the mask keeps only the lanes of `valid`, columns of
+            // the row inside the plane (the contract: `width × height`).
+            unsafe { _mm512_maskz_loadu_ps((valid >> o) as u16, row.wrapping_add(o)) }
+        };
         // 16 tiles of F(4×4, 3×3) span 66 columns: two halves of 8 tiles,
         // 32 columns apart. One permute of two vectors reaches 32 columns,
         // so the last taps of a half come from vectors loaded M columns on.
@@ -177,13 +181,15 @@ mod avx512 {
     unsafe fn store<const L: usize>(v: &mut [f32], at: usize, x: __m512) {
         debug_assert!(at + L <= v.len());
         let keep = if L >= 16 { u16::MAX } else { (1u16 << L) - 1 };
-        _mm512_mask_storeu_ps(v.as_mut_ptr().add(at), keep, x);
+        // SAFETY: the masked store writes v[at..at + L], which `v` holds
+        // (the contract).
+        unsafe { _mm512_mask_storeu_ps(v.as_mut_ptr().add(at), keep, x) };
     }
 
     /// F(4×4, 3×3)'s `Bᵀ·z`, as `f4::bt` computes it.
     #[target_feature(enable = "avx512f")]
     #[inline]
-    unsafe fn bt6(z: &[__m512; 6]) -> [__m512; 6] {
+    fn bt6(z: &[__m512; 6]) -> [__m512; 6] {
         let (two, four, five) = (
             _mm512_set1_ps(2.0),
             _mm512_set1_ps(4.0),
@@ -204,7 +210,7 @@ mod avx512 {
     /// F(2×2, 3×3)'s `Bᵀ·z`, as `f2::bt` computes it.
     #[target_feature(enable = "avx512f")]
     #[inline]
-    unsafe fn bt4(z: &[__m512; 4]) -> [__m512; 4] {
+    fn bt4(z: &[__m512; 4]) -> [__m512; 4] {
         let [z0, z1, z2, z3] = *z;
         [
             _mm512_sub_ps(z0, z2),
@@ -232,14 +238,18 @@ mod avx512 {
                 // cols[i][r]: column i of the row-transformed tiles, row r.
                 let mut cols = [[_mm512_setzero_ps(); $n]; $n];
                 for r in 0..$n {
-                    let rowt = $bt(&taps::<$n, $m, L>(blk, blk.y0 + r as isize));
+                    // SAFETY: `blk.plane` holds `width × height` (the
+                    // contract).
+                    let rowt = $bt(&unsafe { taps::<$n, $m, L>(blk, blk.y0 + r as isize) });
                     for (col, x) in cols.iter_mut().zip(rowt) {
                         col[r] = x;
                     }
                 }
                 for (i, col) in cols.iter().enumerate() {
                     for (a, x) in $bt(col).into_iter().enumerate() {
-                        store::<L>(v, (a * $n + i) * stride, x);
+                        // SAFETY: `v` holds every position's L lanes (the
+                        // contract); position a·n + i is one of them.
+                        unsafe { store::<L>(v, (a * $n + i) * stride, x) };
                     }
                 }
             }

@@ -91,13 +91,15 @@ mod avx512 {
     unsafe fn load<const L: usize>(m: &[f32], at: usize) -> __m512 {
         debug_assert!(at + L <= m.len());
         let keep = if L >= 16 { u16::MAX } else { (1u16 << L) - 1 };
-        _mm512_maskz_loadu_ps(keep, m.as_ptr().add(at))
+        // SAFETY: the masked load reads lanes at..at+L, which `m` holds
+        // (the contract).
+        unsafe { _mm512_maskz_loadu_ps(keep, m.as_ptr().add(at)) }
     }
 
     /// F(4×4, 3×3)'s `Aᵀ·m`, as `f4::at` computes it.
     #[target_feature(enable = "avx512f")]
     #[inline]
-    unsafe fn at6(m: &[__m512; 6]) -> [__m512; 4] {
+    fn at6(m: &[__m512; 6]) -> [__m512; 4] {
         let (two, four, eight) = (
             _mm512_set1_ps(2.0),
             _mm512_set1_ps(4.0),
@@ -117,7 +119,7 @@ mod avx512 {
     /// F(2×2, 3×3)'s `Aᵀ·m`, as `f2::at` computes it.
     #[target_feature(enable = "avx512f")]
     #[inline]
-    unsafe fn at4(m: &[__m512; 4]) -> [__m512; 2] {
+    fn at4(m: &[__m512; 4]) -> [__m512; 2] {
         let [m0, m1, m2, m3] = *m;
         [
             _mm512_add_ps(_mm512_add_ps(m0, m1), m2),
@@ -128,12 +130,13 @@ mod avx512 {
     /// Index vector `[f(0), .., f(15)]`.
     #[target_feature(enable = "avx512f")]
     #[inline]
-    unsafe fn index(f: impl Fn(i32) -> i32) -> __m512i {
+    fn index(f: impl Fn(i32) -> i32) -> __m512i {
         let mut lanes = [0i32; 16];
         for (i, l) in lanes.iter_mut().enumerate() {
             *l = f(i as i32);
         }
-        _mm512_loadu_si512(lanes.as_ptr().cast())
+        // SAFETY: reads the 16 lanes of the local `lanes`.
+        unsafe { _mm512_loadu_si512(lanes.as_ptr().cast()) }
     }
 
     /// Stores the columns of `x` below `cols` (from 0 to 16) at `p`.
@@ -148,7 +151,9 @@ mod avx512 {
         } else {
             (1u16 << cols) - 1
         };
-        _mm512_mask_storeu_ps(p, keep, x);
+        // SAFETY: the masked store writes columns below `cols`, which `p`
+        // holds (the contract).
+        unsafe { _mm512_mask_storeu_ps(p, keep, x) };
     }
 
     /// Writes one output row of 4-column tiles: lane `l` of `cols[j]` to
@@ -169,16 +174,24 @@ mod avx512 {
         let ab = _mm512_permutex2var_ps(cols[0], pair_lo, cols[1]);
         let cd = _mm512_permutex2var_ps(cols[2], pair_lo, cols[3]);
         let rest = |from: usize| width.saturating_sub(from);
-        store(p, rest(0), _mm512_permutex2var_ps(ab, quad_lo, cd));
-        if width > 16 {
-            store(p.add(16), rest(16), _mm512_permutex2var_ps(ab, quad_hi, cd));
+        // SAFETY: each store starts at a column `from` < `width` (the
+        // guards) and writes the `width - from` columns below `width`,
+        // which `p` holds (the contract).
+        unsafe {
+            store(p, rest(0), _mm512_permutex2var_ps(ab, quad_lo, cd));
+            if width > 16 {
+                store(p.add(16), rest(16), _mm512_permutex2var_ps(ab, quad_hi, cd));
+            }
         }
         if L > 8 && width > 32 {
             let ab = _mm512_permutex2var_ps(cols[0], pair_hi, cols[1]);
             let cd = _mm512_permutex2var_ps(cols[2], pair_hi, cols[3]);
-            store(p.add(32), rest(32), _mm512_permutex2var_ps(ab, quad_lo, cd));
-            if width > 48 {
-                store(p.add(48), rest(48), _mm512_permutex2var_ps(ab, quad_hi, cd));
+            // SAFETY: as above, from columns 32 and 48.
+            unsafe {
+                store(p.add(32), rest(32), _mm512_permutex2var_ps(ab, quad_lo, cd));
+                if width > 48 {
+                    store(p.add(48), rest(48), _mm512_permutex2var_ps(ab, quad_hi, cd));
+                }
             }
         }
     }
@@ -194,13 +207,17 @@ mod avx512 {
     unsafe fn interleave2<const L: usize>(cols: &[__m512; 2], p: *mut f32, width: usize) {
         let pair_lo = index(|i| (i / 2) + 16 * (i % 2));
         let pair_hi = index(|i| 8 + (i / 2) + 16 * (i % 2));
-        store(p, width, _mm512_permutex2var_ps(cols[0], pair_lo, cols[1]));
-        if L > 8 && width > 16 {
-            store(
-                p.add(16),
-                width - 16,
-                _mm512_permutex2var_ps(cols[0], pair_hi, cols[1]),
-            );
+        // SAFETY: the stores write the columns below `width` from 0 and
+        // (where width > 16) from 16, which `p` holds (the contract).
+        unsafe {
+            store(p, width, _mm512_permutex2var_ps(cols[0], pair_lo, cols[1]));
+            if L > 8 && width > 16 {
+                store(
+                    p.add(16),
+                    width - 16,
+                    _mm512_permutex2var_ps(cols[0], pair_hi, cols[1]),
+                );
+            }
         }
     }
 
@@ -224,7 +241,9 @@ mod avx512 {
                 for a in 0..$n {
                     let mut pos = [_mm512_setzero_ps(); $n];
                     for (i, x) in pos.iter_mut().enumerate() {
-                        *x = load::<L>(m, (a * $n + i) * stride);
+                        // SAFETY: `m` holds every position's L lanes (the
+                        // contract); position a·n + i is one of them.
+                        *x = unsafe { load::<L>(m, (a * $n + i) * stride) };
                     }
                     for (col, x) in cols.iter_mut().zip($at(&pos)) {
                         col[a] = x;
@@ -237,9 +256,14 @@ mod avx512 {
                         row[j] = x;
                     }
                 }
-                let y = dst.y.as_mut_ptr().add(dst.at);
-                for (i, row) in rows.iter().enumerate().take(dst.rows) {
-                    $interleave::<L>(row, y.add(i * dst.pitch), dst.cols);
+                // SAFETY: `dst.y` holds the block's `dst.rows` rows of
+                // `dst.cols` columns at pitch `dst.pitch` from `dst.at` (the
+                // contract).
+                unsafe {
+                    let y = dst.y.as_mut_ptr().add(dst.at);
+                    for (i, row) in rows.iter().enumerate().take(dst.rows) {
+                        $interleave::<L>(row, y.add(i * dst.pitch), dst.cols);
+                    }
                 }
             }
         };

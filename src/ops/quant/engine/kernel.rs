@@ -88,11 +88,15 @@ crate::ops::gemm::simd::multiversion! {
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
 unsafe fn tile_vnni512(w: &[i8], x: &[u8], k4: usize, out: &mut Tile) {
     use std::arch::x86_64::*;
-    let acc = sums_vnni512(w, x, k4);
+    // SAFETY: `w` and `x` hold k4 groups (this function's contract).
+    let acc = unsafe { sums_vnni512(w, x, k4) };
     let o = out.as_mut_ptr().cast::<__m512i>();
     for (r, a) in acc.iter().enumerate() {
-        _mm512_storeu_si512(o.add(2 * r), a[0]);
-        _mm512_storeu_si512(o.add(2 * r + 1), a[1]);
+        // SAFETY: row r < MR of the tile is NR = 32 i32, two vectors of 16.
+        unsafe {
+            _mm512_storeu_si512(o.add(2 * r), a[0]);
+            _mm512_storeu_si512(o.add(2 * r + 1), a[1]);
+        }
     }
 }
 
@@ -105,15 +109,21 @@ unsafe fn sums_vnni512(w: &[i8], x: &[u8], k4: usize) -> [[std::arch::x86_64::__
     let mut acc = [[_mm512_setzero_si512(); 2]; MR];
     let (mut wp, mut xp) = (w.as_ptr().cast::<i32>(), x.as_ptr().cast::<__m512i>());
     for _ in 0..k4 {
-        let x0 = _mm512_loadu_si512(xp);
-        let x1 = _mm512_loadu_si512(xp.add(1));
+        // SAFETY: `x` holds k4 groups of NR·4 = 128 bytes (the contract),
+        // two vectors each, and `xp` is at the start of one.
+        let (x0, x1) = unsafe { (_mm512_loadu_si512(xp), _mm512_loadu_si512(xp.add(1))) };
         for (r, a) in acc.iter_mut().enumerate() {
-            let wr = _mm512_set1_epi32(wp.add(r).read_unaligned());
+            // SAFETY: `w` holds k4 groups of MR·4 bytes (the contract):
+            // row r < MR's four bytes of the group at `wp`.
+            let wr = _mm512_set1_epi32(unsafe { wp.add(r).read_unaligned() });
             a[0] = _mm512_dpbusd_epi32(a[0], x0, wr);
             a[1] = _mm512_dpbusd_epi32(a[1], x1, wr);
         }
-        wp = wp.add(MR);
-        xp = xp.add(2);
+        // SAFETY: the next group, or one past the last when the loop ends.
+        unsafe {
+            wp = wp.add(MR);
+            xp = xp.add(2);
+        }
     }
     acc
 }
@@ -134,12 +144,21 @@ unsafe fn tile_narrow_avx2(w: &[i8], x: &[u8], k4: usize, out: &mut Tile) -> boo
         for cols in 0..NR / 16 {
             let mut acc = [[_mm256_setzero_si256(); 2]; 4];
             for g in 0..k4 {
-                let xp = x.as_ptr().add(g * NR * 4 + cols * 64);
-                let x0 = _mm256_loadu_si256(xp.cast());
-                let x1 = _mm256_loadu_si256(xp.add(32).cast());
-                let wp = w.as_ptr().add(g * MR * 4 + rows * 16).cast::<i32>();
+                // SAFETY: `x` holds k4 groups of NR·4 bytes (the contract):
+                // bytes 64·cols..64·cols + 64 < NR·4 of group g < k4.
+                let (x0, x1) = unsafe {
+                    let xp = x.as_ptr().add(g * NR * 4 + cols * 64);
+                    (
+                        _mm256_loadu_si256(xp.cast()),
+                        _mm256_loadu_si256(xp.add(32).cast()),
+                    )
+                };
+                // SAFETY: `w` holds k4 groups of MR·4 bytes (the contract):
+                // rows 4·rows..4·rows + 4 < MR of group g.
+                let wp = unsafe { w.as_ptr().add(g * MR * 4 + rows * 16).cast::<i32>() };
                 for (r, a) in acc.iter_mut().enumerate() {
-                    let wr = _mm256_set1_epi32(wp.add(r).read_unaligned());
+                    // SAFETY: row 4·rows + r of the group at `wp`, r < 4.
+                    let wr = _mm256_set1_epi32(unsafe { wp.add(r).read_unaligned() });
                     let p0 = _mm256_maddubs_epi16(x0, wr);
                     let p1 = _mm256_maddubs_epi16(x1, wr);
                     high = _mm256_max_epi16(high, _mm256_max_epi16(p0, p1));
@@ -149,9 +168,13 @@ unsafe fn tile_narrow_avx2(w: &[i8], x: &[u8], k4: usize, out: &mut Tile) -> boo
                 }
             }
             for (r, a) in acc.iter().enumerate() {
-                let o = out.as_mut_ptr().add((rows * 4 + r) * NR + cols * 16);
-                _mm256_storeu_si256(o.cast(), a[0]);
-                _mm256_storeu_si256(o.add(8).cast(), a[1]);
+                // SAFETY: columns 16·cols..16·cols + 16 ≤ NR of row
+                // 4·rows + r < MR of the MR × NR tile.
+                unsafe {
+                    let o = out.as_mut_ptr().add((rows * 4 + r) * NR + cols * 16);
+                    _mm256_storeu_si256(o.cast(), a[0]);
+                    _mm256_storeu_si256(o.add(8).cast(), a[1]);
+                }
             }
         }
     }
@@ -207,7 +230,8 @@ unsafe fn tile_requant_vnni512(
 ) {
     use super::sink::{lanes, Requant16};
     use std::arch::x86_64::*;
-    let acc = sums_vnni512(w, x, k4);
+    // SAFETY: `w` and `x` hold k4 groups (this function's contract).
+    let acc = unsafe { sums_vnni512(w, x, k4) };
     let requant = Requant16::new(dst.zero, dst.lo, dst.hi);
     let masks = [lanes(nc), lanes(nc.saturating_sub(16))];
     for (r, a) in acc.iter().enumerate().take(nr) {
@@ -218,7 +242,11 @@ unsafe fn tile_requant_vnni512(
                 continue;
             }
             let q = requant.apply(_mm512_add_epi32(v, bias), s);
-            _mm512_mask_cvtepi32_storeu_epi8(rows[r].add(16 * half).cast(), masks[half], q);
+            // SAFETY: `rows[r]` holds nc bytes (the contract) and the mask
+            // keeps the columns of this half below nc.
+            unsafe {
+                _mm512_mask_cvtepi32_storeu_epi8(rows[r].add(16 * half).cast(), masks[half], q)
+            };
         }
     }
 }

@@ -99,13 +99,17 @@ pub(crate) fn column_sums(panel: &[u8], k4: usize, sums: &mut [i32; NR]) {
 
 /// Interleaves four rows of [`NR`] bytes into `[NR][4]` (a 4 × 32 byte
 /// transpose in registers), XOR-ing each byte with `flip`.
+///
+/// # Safety
+/// The CPU must have AVX2; each row must hold 32 bytes and `dst` 128.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
 unsafe fn interleave4_avx2(rows: [&[u8]; 4], dst: &mut [u8], flip: u8) {
     use std::arch::x86_64::*;
     debug_assert!(rows.iter().all(|r| r.len() >= 32) && dst.len() >= 128);
     let m = _mm256_set1_epi8(flip as i8);
-    let ld = |r: &[u8]| _mm256_xor_si256(_mm256_loadu_si256(r.as_ptr().cast()), m);
+    // SAFETY: each row holds 32 bytes (the contract).
+    let ld = |r: &[u8]| _mm256_xor_si256(unsafe { _mm256_loadu_si256(r.as_ptr().cast()) }, m);
     let (r0, r1, r2, r3) = (ld(rows[0]), ld(rows[1]), ld(rows[2]), ld(rows[3]));
     let a_lo = _mm256_unpacklo_epi8(r0, r1);
     let a_hi = _mm256_unpackhi_epi8(r0, r1);
@@ -118,10 +122,13 @@ unsafe fn interleave4_avx2(rows: [&[u8]; 4], dst: &mut [u8], flip: u8) {
     let q2 = _mm256_unpacklo_epi16(a_hi, b_hi);
     let q3 = _mm256_unpackhi_epi16(a_hi, b_hi);
     let out = dst.as_mut_ptr().cast::<__m256i>();
-    _mm256_storeu_si256(out, _mm256_permute2x128_si256(q0, q1, 0x20));
-    _mm256_storeu_si256(out.add(1), _mm256_permute2x128_si256(q2, q3, 0x20));
-    _mm256_storeu_si256(out.add(2), _mm256_permute2x128_si256(q0, q1, 0x31));
-    _mm256_storeu_si256(out.add(3), _mm256_permute2x128_si256(q2, q3, 0x31));
+    // SAFETY: four vectors of 32 bytes, the 128 `dst` holds (the contract).
+    unsafe {
+        _mm256_storeu_si256(out, _mm256_permute2x128_si256(q0, q1, 0x20));
+        _mm256_storeu_si256(out.add(1), _mm256_permute2x128_si256(q2, q3, 0x20));
+        _mm256_storeu_si256(out.add(2), _mm256_permute2x128_si256(q0, q1, 0x31));
+        _mm256_storeu_si256(out.add(3), _mm256_permute2x128_si256(q2, q3, 0x31));
+    }
 }
 
 #[cfg(test)]

@@ -260,6 +260,10 @@ pub(crate) fn requantize_tile(
 }
 
 /// [`requantize_tile`] 16 values per instruction, stored with masks.
+///
+/// # Safety
+/// The CPU must have the target features; no row may be longer than the
+/// tile's NR columns.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl")]
 unsafe fn requantize_tile_avx512(
@@ -278,10 +282,12 @@ unsafe fn requantize_tile_avx512(
         let mut c = 0;
         while c < dst.len() {
             let n = (dst.len() - c).min(16);
-            let q = requant.apply(_mm512_loadu_si512(src[c..].as_ptr().cast()), s);
+            // SAFETY: c is a multiple of 16 below dst.len() ≤ NR = 32 (the
+            // contract), so src[c..c + 16] is inside the row.
+            let q = requant.apply(unsafe { _mm512_loadu_si512(src[c..].as_ptr().cast()) }, s);
             let mask = lanes(n);
             // SAFETY: lanes past `n` are masked off; `dst[c..]` holds n bytes.
-            _mm512_mask_cvtepi32_storeu_epi8(dst[c..].as_mut_ptr().cast(), mask, q);
+            unsafe { _mm512_mask_cvtepi32_storeu_epi8(dst[c..].as_mut_ptr().cast(), mask, q) };
             c += 16;
         }
     }

@@ -300,6 +300,10 @@ const INTERLEAVE: usize = 4;
 /// [`INTERLEAVE`] vectors side by side. Vectors are stored in output order:
 /// a vector's lanes past its row or plane spill into outputs stored after
 /// it or into `acc`'s LANES values of slack.
+///
+/// # Safety
+/// The CPU must have the target features; `pad` must hold the padded plane
+/// plus SPAN bytes, and `acc` oh·ow + LANES values.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni,avx512vbmi")]
 unsafe fn plane_vnni(
@@ -313,20 +317,26 @@ unsafe fn plane_vnni(
 ) {
     use std::arch::x86_64::*;
     debug_assert!(acc.len() >= g.oh * g.ow + LANES);
-    let index = _mm512_loadu_si512(index.as_ptr().cast());
+    // SAFETY: `index` is SPAN = 64 bytes, one vector.
+    let index = unsafe { _mm512_loadu_si512(index.as_ptr().cast()) };
     let start = _mm512_set1_epi32(init);
     let mut v = 0;
     while v + INTERLEAVE <= cover.count {
-        vectors::<INTERLEAVE>(g, cover, v, pad, quads, index, start, acc);
+        // SAFETY: this function's contract is `vectors`'; v + 4 ≤ count.
+        unsafe { vectors::<INTERLEAVE>(g, cover, v, pad, quads, index, start, acc) };
         v += INTERLEAVE;
     }
     while v < cover.count {
-        vectors::<1>(g, cover, v, pad, quads, index, start, acc);
+        // SAFETY: as above, v < count.
+        unsafe { vectors::<1>(g, cover, v, pad, quads, index, start, acc) };
         v += 1;
     }
 }
 
 /// Vectors `v .. v + N` of [`plane_vnni`], side by side.
+///
+/// # Safety
+/// As for [`plane_vnni`], with `v + N` ≤ the cover's count.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni,avx512vbmi")]
 #[inline]
@@ -357,7 +367,7 @@ unsafe fn vectors<const N: usize>(
             debug_assert!(base[i] + off + SPAN <= pad.len());
             // SAFETY: every tap's first byte is inside the padded plane and
             // `pad` has SPAN bytes beyond it.
-            let bytes = _mm512_loadu_si512(pad.as_ptr().add(base[i] + off).cast());
+            let bytes = unsafe { _mm512_loadu_si512(pad.as_ptr().add(base[i] + off).cast()) };
             let gathered = _mm512_permutexvar_epi8(index, bytes);
             sums[i] = _mm512_dpbusd_epi32(sums[i], gathered, w);
         }
@@ -365,7 +375,7 @@ unsafe fn vectors<const N: usize>(
     for i in 0..N {
         debug_assert!(dst[i] + LANES <= acc.len());
         // SAFETY: dst < oh·ow, and acc has LANES values of slack.
-        _mm512_storeu_si512(acc.as_mut_ptr().add(dst[i]).cast(), sums[i]);
+        unsafe { _mm512_storeu_si512(acc.as_mut_ptr().add(dst[i]).cast(), sums[i]) };
     }
 }
 
