@@ -91,23 +91,36 @@ impl Subgraph for Body {
                     })?),
                 });
             }
-            let outs = if node.op.uses_values() {
-                node.op.run_values(&args)
-            } else {
-                tensor_args(&args)
-                    .and_then(|t| run_checked(node.op.as_ref(), &t))
-                    .map(|outs| outs.into_iter().map(Value::from).collect())
-            }
-            .map_err(|e| wrap(node, e))?;
-            if outs.len() < node.outputs.iter().flatten().count() {
-                return Err(Error::op(
+            let needed = node.outputs.iter().flatten().count();
+            let too_few = || {
+                Error::op(
                     &node.op_type,
                     format!("node {:?} returned too few outputs", node.name),
-                ));
-            }
-            for (slot, v) in node.outputs.iter().zip(outs) {
-                if let Some(id) = slot {
-                    vals[*id] = Some(v);
+                )
+            };
+            if node.op.uses_values() {
+                let outs = node.op.run_values(&args).map_err(|e| wrap(node, e))?;
+                if outs.len() < needed {
+                    return Err(too_few());
+                }
+                for (slot, v) in node.outputs.iter().zip(outs) {
+                    if let Some(id) = slot {
+                        vals[*id] = Some(v);
+                    }
+                }
+            } else {
+                // A tensor operator: its tensors, as before bodies carried values.
+                let outs = tensor_args(&args)
+                    .and_then(|t| run_checked(node.op.as_ref(), &t))
+                    .map_err(|e| wrap(node, e))?;
+                drop(args);
+                if outs.len() < needed {
+                    return Err(too_few());
+                }
+                for (slot, t) in node.outputs.iter().zip(outs) {
+                    if let Some(id) = slot {
+                        vals[*id] = Some(Value::from(t));
+                    }
                 }
             }
         }
