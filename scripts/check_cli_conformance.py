@@ -4,7 +4,8 @@ For each case folder under tests/data/generated/node (or those named in a list
 file) and each of its test_data_set_N folders, runs
 `ramify run model.onnx --input-dir test_data_set_N --output-dir OUT` and compares
 OUT/output_*.pb with the expected outputs: same element type and shape, values
-within rtol 1e-3 / atol 1e-7 (exact for integers, booleans and strings).
+within rtol 1e-3 / atol 1e-7 (exact for integers, booleans and strings);
+sequence and optional outputs (SequenceProto, OptionalProto) tensor by tensor.
 Cases with random outputs, named in tests/conformance/random.txt with a
 property, get the same type and shape checks and then the property instead of
 the values (as tests/conformance/random.rs does): `binary` (every value 0 or
@@ -38,9 +39,8 @@ def load(path):
     return t, numpy_helper.to_array(t)
 
 
-def same(got_path, want_path):
-    gp, g = load(got_path)
-    wp, w = load(want_path)
+def same_tensor(gp, wp):
+    g, w = numpy_helper.to_array(gp), numpy_helper.to_array(wp)
     if gp.data_type != wp.data_type:
         return f"type {gp.data_type} != {wp.data_type}"
     if g.shape != w.shape:
@@ -57,6 +57,46 @@ def same(got_path, want_path):
     elif not np.array_equal(g, w):
         return "values differ"
     return None
+
+
+def same_sequence(gs, ws):
+    if len(gs.tensor_values) != len(ws.tensor_values):
+        return f"{len(gs.tensor_values)} tensors != {len(ws.tensor_values)}"
+    for i, (g, w) in enumerate(zip(gs.tensor_values, ws.tensor_values)):
+        why = same_tensor(g, w)
+        if why:
+            return f"tensor {i}: {why}"
+    return None
+
+
+def same(got_path, want_path, kind="tensor_type"):
+    """Compares two stored values of the declared kind: a TensorProto, a
+    SequenceProto (tensor by tensor) or an OptionalProto (presence, then the
+    value)."""
+    if kind == "sequence_type":
+        g, w = onnx.SequenceProto(), onnx.SequenceProto()
+        g.ParseFromString(got_path.read_bytes())
+        w.ParseFromString(want_path.read_bytes())
+        return same_sequence(g, w)
+    if kind == "optional_type":
+        g, w = onnx.OptionalProto(), onnx.OptionalProto()
+        g.ParseFromString(got_path.read_bytes())
+        w.ParseFromString(want_path.read_bytes())
+        for field, compare in (("tensor_value", same_tensor), ("sequence_value", same_sequence)):
+            if g.HasField(field) != w.HasField(field):
+                return f"{field} present {g.HasField(field)} != {w.HasField(field)}"
+            if w.HasField(field):
+                return compare(getattr(g, field), getattr(w, field))
+        return None
+    gp, _ = load(got_path)
+    wp, _ = load(want_path)
+    return same_tensor(gp, wp)
+
+
+def output_kinds(model_path):
+    """The declared kind of each graph output (tensor_type, sequence_type, ...)."""
+    m = onnx.load(str(model_path), load_external_data=False)
+    return [o.type.WhichOneof("value") or "tensor_type" for o in m.graph.output]
 
 
 def random_cases():
@@ -125,8 +165,11 @@ def main():
                         ok = False
                         break
                     continue
+                kinds = output_kinds(case / "model.onnx")
                 for want in sorted(ds.glob("output_*.pb")):
-                    why = same(out / want.name, want)
+                    i = int(want.stem.split("_")[1])
+                    kind = kinds[i] if i < len(kinds) else "tensor_type"
+                    why = same(out / want.name, want, kind)
                     if why:
                         failed.append((name, f"{want.name}: {why}"))
                         ok = False

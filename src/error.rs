@@ -153,6 +153,18 @@ pub enum Error {
         /// The declared type.
         expected: String,
     },
+    /// A value of one kind (tensor, sequence, optional) where another is
+    /// needed: a sequence given to a tensor operator, or a sequence graph
+    /// output asked for through a tensor-only API.
+    #[error("{what} is a {actual}, where a {expected} is needed")]
+    ValueKind {
+        /// The value or operator input concerned.
+        what: String,
+        /// The kind given.
+        actual: String,
+        /// The kind needed.
+        expected: String,
+    },
     /// An operator met inputs it cannot work with (shapes, types, values).
     #[error("{op}: {reason}")]
     Op {

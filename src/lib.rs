@@ -37,6 +37,7 @@ pub mod tensor;
 pub use error::{DeadlineMiss, Error, Result};
 pub use exec::{Progress, RunEvent};
 pub use ir::attributes;
+pub use ir::{Kind as ValueKind, Optional, Sequence, Value};
 pub use ops::interrupt::CancelToken;
 pub use ops::overflow::{Int8Kernel, Int8Settings};
 pub use sched::{Mode, Placement};

@@ -26,8 +26,8 @@ mod random;
 
 use common::{generated, repo};
 use onnx_protobuf::{Message, ModelProto};
-use ramify::onnx::read_tensor_file;
-use ramify::{Error, Mode, SessionBuilder, Tensor};
+use ramify::onnx::{read_tensor_file, read_value_file};
+use ramify::{DType, Error, IoInfo, Mode, SessionBuilder, Tensor, Value, ValueKind};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;
@@ -113,6 +113,56 @@ fn compare(got: &Tensor, want: &Tensor) -> Result<(), String> {
     Ok(())
 }
 
+/// Compares values: tensors as [`compare`] does, sequences element by
+/// element, optionals by presence and then their values.
+fn compare_value(got: &Value, want: &Value) -> Result<(), String> {
+    match (got, want) {
+        (Value::Tensor(g), Value::Tensor(w)) => compare(g, w),
+        (Value::Sequence(g), Value::Sequence(w)) => {
+            if g.len() != w.len() {
+                return Err(format!("{} tensors instead of {}", g.len(), w.len()));
+            }
+            if g.dtype() != w.dtype() {
+                return Err(format!(
+                    "a sequence of {} instead of {}",
+                    g.dtype(),
+                    w.dtype()
+                ));
+            }
+            for (i, (a, b)) in g.items().iter().zip(w.items()).enumerate() {
+                compare(a, b).map_err(|e| format!("tensor {i}: {e}"))?;
+            }
+            Ok(())
+        }
+        (Value::Optional(g), Value::Optional(w)) => match (g.value(), w.value()) {
+            (None, None) => Ok(()),
+            (Some(a), Some(b)) => compare_value(a, b),
+            (a, b) => Err(format!(
+                "present {} instead of {}",
+                a.is_some(),
+                b.is_some()
+            )),
+        },
+        (g, w) => Err(format!("a {} instead of a {}", g.kind(), w.kind())),
+    }
+}
+
+/// The kind and element type an input or output is declared with.
+fn declared_kind(info: &IoInfo) -> (ValueKind, DType) {
+    info.declared
+        .as_ref()
+        .map_or((ValueKind::Tensor, DType::F32), |d| (d.kind, d.dtype))
+}
+
+/// Reads a value file as the declared kind says (a TensorProto, a
+/// SequenceProto or an OptionalProto).
+fn read_declared(info: &IoInfo, path: &Path) -> ramify::Result<Value> {
+    match declared_kind(info) {
+        (ValueKind::Tensor, _) => read_tensor_file(path).map(Value::from),
+        (kind, dtype) => read_value_file(path, kind, dtype),
+    }
+}
+
 fn data_sets(dir: &Path) -> Vec<PathBuf> {
     let mut sets: Vec<PathBuf> = std::fs::read_dir(dir)
         .map(|it| it.filter_map(|e| e.ok().map(|e| e.path())).collect())
@@ -148,13 +198,16 @@ fn run_case(dir: &Path, prop: Option<random::Property>) -> Outcome {
     for set in data_sets(dir) {
         let mut inputs = Vec::new();
         for (info, path) in session.inputs().iter().zip(numbered(&set, "input")) {
-            match read_tensor_file(&path) {
-                Ok(t) => inputs.push((info.name.clone(), t)),
+            match read_declared(info, &path) {
+                Ok(v) => inputs.push((info.name.clone(), v)),
                 Err(e) => return Outcome::Unsupported(format!("input {}: {e}", path.display())),
             }
         }
-        let given: Vec<Tensor> = inputs.iter().map(|(_, t)| t.clone()).collect();
-        let outputs = match session.run(inputs) {
+        let given: Vec<Tensor> = inputs
+            .iter()
+            .filter_map(|(_, v)| v.tensor().map(|t| (**t).clone()))
+            .collect();
+        let outputs = match session.run_values(inputs) {
             Ok(o) => o,
             Err(e) if is_unsupported(&e) => return Outcome::Unsupported(e.to_string()),
             Err(e) => return Outcome::Fail(format!("run: {e}")),
@@ -168,21 +221,29 @@ fn run_case(dir: &Path, prop: Option<random::Property>) -> Outcome {
             ));
         }
         let mut wanted = Vec::new();
-        for path in &expected {
-            match read_tensor_file(path) {
-                Ok(t) => wanted.push(t),
+        for (info, path) in session.outputs().iter().zip(&expected) {
+            match read_declared(info, path) {
+                Ok(v) => wanted.push(v),
                 Err(e) => return Outcome::Unsupported(format!("output {}: {e}", path.display())),
             }
         }
         if let Some(prop) = prop {
-            let got: Vec<Tensor> = outputs.into_iter().map(|(_, t)| t).collect();
+            let as_tensors = |vs: Vec<Value>| -> Option<Vec<Tensor>> {
+                vs.into_iter()
+                    .map(|v| v.tensor().map(|t| (**t).clone()))
+                    .collect()
+            };
+            let got = as_tensors(outputs.into_iter().map(|(_, v)| v).collect());
+            let (Some(got), Some(wanted)) = (got, as_tensors(wanted)) else {
+                return Outcome::Fail("a random case with non-tensor outputs".into());
+            };
             if let Err(why) = random::check(prop, &given, &got, &wanted) {
                 return Outcome::Fail(format!("{}: {why}", prop.name()));
             }
             continue;
         }
         for ((name, got), want) in outputs.iter().zip(&wanted) {
-            if let Err(why) = compare(got, want) {
+            if let Err(why) = compare_value(got, want) {
                 return Outcome::Fail(format!("output {name}: {why}"));
             }
         }

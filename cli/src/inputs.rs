@@ -3,7 +3,7 @@
 
 use anyhow::{bail, Context, Result};
 use ramify::tensor::budget;
-use ramify::{DType, Session, Tensor};
+use ramify::{DType, Session, Tensor, Value, ValueKind};
 use std::path::Path;
 
 /// The inputs in the model's order, from `dir` or synthesised.
@@ -37,6 +37,54 @@ pub fn beside(model: &Path) -> Option<std::path::PathBuf> {
         .into_iter()
         .flatten()
         .find(|d| d.join("input_0.pb").exists())
+}
+
+/// The inputs in the model's order as values: from `dir`, where a sequence
+/// or optional input is read as the SequenceProto or OptionalProto ONNX's
+/// test data sets store, or synthesised (tensors only).
+pub fn load_values(session: &Session, dir: Option<&Path>) -> Result<Vec<(String, Value)>> {
+    let Some(dir) = dir else {
+        if let Some(info) = session.inputs().iter().find(|i| {
+            i.declared
+                .as_ref()
+                .is_some_and(|d| d.kind != ValueKind::Tensor)
+        }) {
+            bail!(
+                "input {:?} ({}) is not a tensor: give it in --input-dir",
+                info.name,
+                info.declared
+                    .as_ref()
+                    .map_or(String::new(), |d| d.to_string())
+            );
+        }
+        return Ok(load(session, None)?
+            .into_iter()
+            .map(|(n, t)| (n, Value::from(t)))
+            .collect());
+    };
+    let mut out = Vec::new();
+    for (i, info) in session.inputs().iter().enumerate() {
+        let path = dir.join(format!("input_{i}.pb"));
+        let (kind, dtype) = info
+            .declared
+            .as_ref()
+            .map_or((ValueKind::Tensor, DType::F32), |d| (d.kind, d.dtype));
+        let v = match kind {
+            ValueKind::Tensor => ramify::onnx::read_tensor_file(&path).map(Value::from),
+            kind => ramify::onnx::read_value_file(&path, kind, dtype),
+        }
+        .with_context(|| format!("reading input {:?}", info.name))?;
+        out.push((info.name.clone(), v));
+    }
+    let extra = dir.join(format!("input_{}.pb", out.len()));
+    if extra.exists() {
+        bail!(
+            "{} exists, but the model has only {} input(s)",
+            extra.display(),
+            out.len()
+        );
+    }
+    Ok(out)
 }
 
 fn from_dir(session: &Session, dir: &Path) -> Result<Vec<(String, Tensor)>> {

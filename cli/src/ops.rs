@@ -63,6 +63,7 @@ fn family_title(family: &str) -> &'static str {
         "random" => "Random generators",
         "reduce" => "Reductions, ArgMax/ArgMin, TopK",
         "resize" => "Resizing",
+        "sequence" => "Sequences and optionals",
         "shape" => "Shape and data movement",
         "text" => "Strings",
         "unary" => "Unary elementwise and casts",

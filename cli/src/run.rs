@@ -6,7 +6,7 @@ use crate::inputs;
 use crate::options::{DeadlineArgs, SchedArgs};
 use anyhow::{Context, Result};
 use clap::Args;
-use ramify::Tensor;
+use ramify::{Tensor, Value};
 use std::path::PathBuf;
 use std::time::Instant;
 
@@ -46,6 +46,27 @@ fn summary(t: &Tensor) -> String {
     }
 }
 
+/// One line about an output value: a tensor's type, shape and summary, a
+/// sequence's length and each tensor's, an optional's presence.
+fn describe(v: &Value) -> String {
+    match v {
+        Value::Tensor(t) => format!("{t}  {}", summary(t)),
+        Value::Sequence(s) => {
+            let parts: Vec<String> = s.items().iter().map(|t| t.to_string()).collect();
+            format!(
+                "sequence of {} {} tensors [{}]",
+                s.len(),
+                s.dtype(),
+                parts.join("; ")
+            )
+        }
+        Value::Optional(o) => match o.value() {
+            Some(inner) => format!("optional holding {}", describe(inner)),
+            None => format!("optional {} of {}, absent", o.kind(), o.dtype()),
+        },
+    }
+}
+
 pub fn main(a: RunArgs) -> Result<()> {
     let model = a.model.unwrap_or_else(crate::default_model);
     let builder = a.sched.builder();
@@ -54,11 +75,11 @@ pub fn main(a: RunArgs) -> Result<()> {
         .build_from_file(&model)
         .with_context(|| format!("loading {}", model.display()))?;
     let load_ms = t0.elapsed().as_secs_f64() * 1e3;
-    let feeds = inputs::load(&session, a.input_dir.as_deref())?;
+    let feeds = inputs::load_values(&session, a.input_dir.as_deref())?;
     let options = a.deadline.options()?.trace(a.trace.is_some());
     let t1 = Instant::now();
     let (outputs, report) = session
-        .run_with_options(feeds, &options)
+        .run_values_with_options(feeds, &options)
         .with_context(|| format!("running {}", model.display()))?;
     let run_ms = t1.elapsed().as_secs_f64() * 1e3;
     for event in &report.events {
@@ -75,14 +96,16 @@ pub fn main(a: RunArgs) -> Result<()> {
             .with_context(|| format!("writing {}", path.display()))?;
     }
     println!("model {} (loaded in {load_ms:.1} ms)", model.display());
-    for (name, t) in &outputs {
-        println!("  {name}: {t}  {}", summary(t));
+    for (name, v) in &outputs {
+        println!("  {name}: {}", describe(v));
     }
     println!("run time {run_ms:.2} ms");
     if let Some(dir) = a.output_dir {
         std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-        for (i, (name, t)) in outputs.iter().enumerate() {
-            ramify::onnx::write_tensor_file(&dir.join(format!("output_{i}.pb")), t, name)?;
+        for (i, (name, v)) in outputs.iter().enumerate() {
+            // A tensor as a TensorProto, a sequence or optional as the
+            // SequenceProto or OptionalProto ONNX's test data sets hold.
+            ramify::onnx::write_value_file(&dir.join(format!("output_{i}.pb")), v, name)?;
         }
     }
     Ok(())

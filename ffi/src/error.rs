@@ -93,7 +93,9 @@ pub(crate) fn status_of(e: &Error) -> RamifyStatus {
         Error::UnsupportedOperator { .. }
         | Error::OperatorLeftOut { .. }
         | Error::UnsupportedType(_)
-        | Error::UnsupportedFeature { .. } => RamifyStatus::Unsupported,
+        | Error::UnsupportedFeature { .. }
+        // A sequence or optional input or output: the C API passes tensors.
+        | Error::ValueKind { .. } => RamifyStatus::Unsupported,
         Error::UnknownInput { .. }
         | Error::MissingInput(_)
         | Error::InputShape { .. }
@@ -353,6 +355,12 @@ mod tests {
             status_of(&Error::UnsupportedType("complex64".into())),
             RamifyStatus::Unsupported
         );
+        let sequence_output = Error::ValueKind {
+            what: "output \"seq\"".into(),
+            actual: "sequence".into(),
+            expected: "tensor".into(),
+        };
+        assert_eq!(status_of(&sequence_output), RamifyStatus::Unsupported);
         assert_eq!(
             status_of(&Error::MissingInput("x".into())),
             RamifyStatus::InvalidInput

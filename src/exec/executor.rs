@@ -15,6 +15,7 @@ use super::{Plan, ValueStore};
 use crate::analysis::Step;
 use crate::error::{Error, Result};
 use crate::graph::{wrap, ValueId};
+use crate::ir::{Kind, Value};
 use crate::ops::checked::check_outputs;
 use crate::ops::interrupt::{with_interrupt, Interrupt};
 use crate::ops::overflow::{self as guard, Int8Settings};
@@ -64,8 +65,8 @@ impl Run<'_> {
 
 /// The outputs of a run and the decisions taken at its forks.
 pub struct RunResult {
-    /// Graph outputs, in order.
-    pub outputs: Vec<Arc<Tensor>>,
+    /// Graph outputs, in order (tensors, sequences or optionals).
+    pub outputs: Vec<Value>,
     /// One entry per fork reached, in the order decided.
     pub forks: Vec<ForkReport>,
     /// The timeline, when tracing was asked for.
@@ -84,7 +85,7 @@ pub struct RunResult {
 pub fn run(
     plan: &Plan,
     sched: &Scheduler,
-    inputs: Vec<(ValueId, Arc<Tensor>)>,
+    inputs: Vec<(ValueId, Value)>,
     traced: bool,
     interrupt: &Interrupt,
     control: Control,
@@ -426,7 +427,7 @@ fn run_node(run: &Run, index: usize, threads: usize) -> Result<()> {
         run.watch.after_operator(index);
         return Ok(());
     }
-    let mut held: Vec<Option<Arc<Tensor>>> = Vec::with_capacity(node.inputs.len());
+    let mut held: Vec<Option<Value>> = Vec::with_capacity(node.inputs.len());
     for &input in &node.inputs {
         held.push(match input {
             None => None,
@@ -438,14 +439,28 @@ fn run_node(run: &Run, index: usize, threads: usize) -> Result<()> {
             })?),
         });
     }
-    let args: Vec<Option<&Tensor>> = held.iter().map(|t| t.as_deref()).collect();
     let start = Instant::now();
     let outs = budget::with_limit(plan.memory_limit, || {
         with_interrupt(run.interrupt, || {
-            if plan.check_at_run[index] {
-                check_outputs(node.op.as_ref(), &args)?;
-            }
-            let (outs, recomputed) = guard::scope(run.int8, || node.op.run(&args));
+            let (outs, recomputed) = guard::scope(run.int8, || {
+                if node.op.uses_values() {
+                    let args: Vec<Option<&Value>> = held.iter().map(Option::as_ref).collect();
+                    return node.op.run_values(&args).map(Outs::Values);
+                }
+                // The tensor path, as fast as before values had kinds.
+                let mut args: Vec<Option<&Tensor>> = Vec::with_capacity(held.len());
+                for (i, v) in held.iter().enumerate() {
+                    args.push(match v {
+                        None => None,
+                        Some(Value::Tensor(t)) => Some(&**t),
+                        Some(v) => return Err(v.not(&format!("input {i}"), Kind::Tensor)),
+                    });
+                }
+                if plan.check_at_run[index] {
+                    check_outputs(node.op.as_ref(), &args)?;
+                }
+                node.op.run(&args).map(Outs::Tensors)
+            });
             run.int8_recomputed.fetch_add(recomputed, Ordering::Relaxed);
             outs
         })
@@ -460,26 +475,46 @@ fn run_node(run: &Run, index: usize, threads: usize) -> Result<()> {
     })?;
     plan.record(index, threads, start.elapsed().as_nanos() as u64);
     run.watch.after_operator(index);
-    drop(args);
     drop(held);
     for &input in node.inputs.iter().flatten() {
         store.release(input);
     }
-    for (slot, t) in node.outputs.iter().zip(outs) {
-        if let Some(id) = slot {
-            store.put(*id, Arc::new(t));
+    match outs {
+        Outs::Tensors(outs) => {
+            for (slot, t) in node.outputs.iter().zip(outs) {
+                if let Some(id) = slot {
+                    store.put(*id, Value::Tensor(Arc::new(t)));
+                }
+            }
+        }
+        Outs::Values(outs) => {
+            for (slot, v) in node.outputs.iter().zip(outs) {
+                if let Some(id) = slot {
+                    store.put(*id, v);
+                }
+            }
         }
     }
     Ok(())
 }
 
+/// A node's outputs: tensors from a tensor operator's kernel, or values
+/// from an operator that [uses values](crate::ir::Operator::uses_values).
+enum Outs {
+    Tensors(Vec<Tensor>),
+    Values(Vec<Value>),
+}
+
 /// A value from the store, or the plan's constant.
-pub fn value(plan: &Plan, store: &ValueStore, id: ValueId) -> Option<Arc<Tensor>> {
-    plan.graph.constant(id).cloned().or_else(|| store.get(id))
+pub fn value(plan: &Plan, store: &ValueStore, id: ValueId) -> Option<Value> {
+    match plan.graph.constant(id) {
+        Some(c) => Some(Value::Tensor(c.clone())),
+        None => store.get(id),
+    }
 }
 
 /// The graph outputs from a finished run.
-pub fn collect_outputs(plan: &Plan, store: &ValueStore) -> Result<Vec<Arc<Tensor>>> {
+pub fn collect_outputs(plan: &Plan, store: &ValueStore) -> Result<Vec<Value>> {
     plan.graph
         .outputs
         .iter()

@@ -2,17 +2,20 @@
 //! and released after its last reader, so intermediate tensors are freed as
 //! early as possible. Slots are individually locked so that parallel siblings
 //! can read and write their own values concurrently. Freed values go to
-//! the buffer pools (`tensor::recycle`) for later outputs to reuse.
+//! the buffer pools (`tensor::recycle`) for later outputs to reuse. A slot
+//! holds a [`Value`]: a tensor (shared as before, no extra allocation), or a
+//! sequence or optional.
 
 use super::Plan;
 use crate::graph::ValueId;
-use crate::tensor::{recycle, Tensor};
+use crate::ir::Value;
+use crate::tensor::recycle;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// The values of one run.
 pub struct ValueStore {
-    slots: Vec<Mutex<Option<Arc<Tensor>>>>,
+    slots: Vec<Mutex<Option<Value>>>,
     remaining: Vec<AtomicU32>,
 }
 
@@ -25,13 +28,13 @@ impl ValueStore {
         }
     }
 
-    fn slot(&self, id: ValueId) -> std::sync::MutexGuard<'_, Option<Arc<Tensor>>> {
+    fn slot(&self, id: ValueId) -> std::sync::MutexGuard<'_, Option<Value>> {
         // A poisoned slot only means another reader panicked; the data is intact.
         self.slots[id].lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Stores a value (recycled at once if nothing reads it).
-    pub fn put(&self, id: ValueId, t: Arc<Tensor>) {
+    pub fn put(&self, id: ValueId, t: Value) {
         if self.remaining[id].load(Ordering::Acquire) > 0 {
             *self.slot(id) = Some(t);
         } else {
@@ -40,7 +43,7 @@ impl ValueStore {
     }
 
     /// The value, if present.
-    pub fn get(&self, id: ValueId) -> Option<Arc<Tensor>> {
+    pub fn get(&self, id: ValueId) -> Option<Value> {
         self.slot(id).clone()
     }
 
@@ -51,7 +54,7 @@ impl ValueStore {
 
     /// Marks the last read of `id` done and hands its value to the caller
     /// instead of freeing it.
-    pub fn take(&self, id: ValueId) -> Option<Arc<Tensor>> {
+    pub fn take(&self, id: ValueId) -> Option<Value> {
         if self.remaining[id].fetch_sub(1, Ordering::AcqRel) == 1 {
             self.slot(id).take()
         } else {
@@ -72,8 +75,10 @@ impl ValueStore {
 
 /// Hands a freed value's storage to the buffer pools when no one else holds
 /// it (a graph output or a constant is never recycled while in use).
-fn give_back(t: Arc<Tensor>) {
-    if let Ok(t) = Arc::try_unwrap(t) {
-        recycle::recycle(t);
+fn give_back(v: Value) {
+    if let Value::Tensor(t) = v {
+        if let Ok(t) = Arc::try_unwrap(t) {
+            recycle::recycle(t);
+        }
     }
 }

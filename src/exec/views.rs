@@ -10,7 +10,7 @@
 use super::{Plan, ValueStore};
 use crate::error::{Error, Result};
 use crate::graph::ValueId;
-use crate::ir::Fact;
+use crate::ir::{Fact, Value};
 use crate::tensor::{Element, Tensor};
 use ndarray::{ArrayD, IxDyn};
 use std::sync::Arc;
@@ -60,7 +60,8 @@ pub(super) fn forward(plan: &Plan, store: &ValueStore, index: usize) -> Result<b
     };
     let shape = fact.shape.as_deref().unwrap_or(&[]);
     match store.get(data) {
-        Some(t) if t.dtype() == fact.dtype && shape.iter().product::<usize>() == t.len() => {}
+        Some(Value::Tensor(t))
+            if t.dtype() == fact.dtype && shape.iter().product::<usize>() == t.len() => {}
         _ => return Ok(false),
     }
     let node = &plan.graph.nodes[index];
@@ -73,6 +74,7 @@ pub(super) fn forward(plan: &Plan, store: &ValueStore, index: usize) -> Result<b
             store.release(input);
         }
     }
+    let taken = taken.into_tensor("a view's input")?;
     let owned = Arc::try_unwrap(taken).unwrap_or_else(|shared| (*shared).clone());
     let t = relabel(owned, shape).ok_or_else(|| {
         Error::op(
@@ -80,7 +82,7 @@ pub(super) fn forward(plan: &Plan, store: &ValueStore, index: usize) -> Result<b
             format!("cannot view the data as shape {shape:?}"),
         )
     })?;
-    store.put(out, Arc::new(t));
+    store.put(out, Value::from(t));
     Ok(true)
 }
 

@@ -4,10 +4,9 @@
 
 use super::{specialize, wrap, Graph};
 use crate::error::{Error, Result};
-use crate::ir::{Fact, Subgraph};
+use crate::ir::{tensor_args, Fact, Subgraph, Value};
 use crate::ops::checked::run_checked;
-use crate::tensor::{DType, Tensor};
-use std::borrow::Cow;
+use crate::tensor::DType;
 
 /// A body graph. `graph.inputs` holds the `formal` declared inputs first, then
 /// one input per outer-scope name the body reads; `outer[k]` is the index of
@@ -47,7 +46,7 @@ impl Subgraph for Body {
         self.graph.values[id].declared.as_ref().map(|d| d.dtype)
     }
 
-    fn run(&self, formal: &[&Tensor], implicit: &[Option<&Tensor>]) -> Result<Vec<Tensor>> {
+    fn run(&self, formal: &[Value], implicit: &[Option<&Value>]) -> Result<Vec<Value>> {
         if formal.len() != self.formal {
             return Err(Error::op(
                 "subgraph",
@@ -59,56 +58,76 @@ impl Subgraph for Body {
             ));
         }
         let g = &self.graph;
-        let mut vals: Vec<Option<Cow<Tensor>>> = g
+        let mut vals: Vec<Option<Value>> = g
             .constants
             .iter()
-            .map(|c| c.as_deref().map(Cow::Borrowed))
+            .map(|c| c.clone().map(Value::Tensor))
             .collect();
         vals.resize(g.values.len(), None);
         for (k, &id) in g.inputs.iter().enumerate() {
-            let t = if k < self.formal {
-                Some(formal[k])
+            let v = if k < self.formal {
+                formal.get(k)
             } else {
                 self.outer
                     .get(k - self.formal)
                     .and_then(|&j| implicit.get(j).copied().flatten())
             };
-            let t = t.ok_or_else(|| {
+            let v = v.ok_or_else(|| {
                 Error::op(
                     "subgraph",
                     format!("outer-scope value {:?} is not available", g.name(id)),
                 )
             })?;
-            vals[id] = Some(Cow::Borrowed(t));
+            vals[id] = Some(v.clone());
         }
         for node in &g.nodes {
             let mut args = Vec::with_capacity(node.inputs.len());
             for i in &node.inputs {
                 args.push(match i {
                     None => None,
-                    Some(id) => Some(vals[*id].as_deref().ok_or_else(|| Error::MissingValue {
+                    Some(id) => Some(vals[*id].as_ref().ok_or_else(|| Error::MissingValue {
                         node: node.name.clone(),
                         value: g.name(*id).to_string(),
                     })?),
                 });
             }
-            let outs = run_checked(node.op.as_ref(), &args).map_err(|e| wrap(node, e))?;
-            if outs.len() < node.outputs.iter().flatten().count() {
-                return Err(Error::op(
+            let needed = node.outputs.iter().flatten().count();
+            let too_few = || {
+                Error::op(
                     &node.op_type,
                     format!("node {:?} returned too few outputs", node.name),
-                ));
-            }
-            for (slot, t) in node.outputs.iter().zip(outs) {
-                if let Some(id) = slot {
-                    vals[*id] = Some(Cow::Owned(t));
+                )
+            };
+            if node.op.uses_values() {
+                let outs = node.op.run_values(&args).map_err(|e| wrap(node, e))?;
+                if outs.len() < needed {
+                    return Err(too_few());
+                }
+                for (slot, v) in node.outputs.iter().zip(outs) {
+                    if let Some(id) = slot {
+                        vals[*id] = Some(v);
+                    }
+                }
+            } else {
+                // A tensor operator: its tensors, as before bodies carried values.
+                let outs = tensor_args(&args)
+                    .and_then(|t| run_checked(node.op.as_ref(), &t))
+                    .map_err(|e| wrap(node, e))?;
+                drop(args);
+                if outs.len() < needed {
+                    return Err(too_few());
+                }
+                for (slot, t) in node.outputs.iter().zip(outs) {
+                    if let Some(id) = slot {
+                        vals[*id] = Some(Value::from(t));
+                    }
                 }
             }
         }
         g.outputs
             .iter()
             .map(|&id| {
-                vals[id].as_deref().cloned().ok_or_else(|| {
+                vals[id].clone().ok_or_else(|| {
                     Error::op(
                         "subgraph",
                         format!("body output {:?} was not computed", g.name(id)),
@@ -145,7 +164,7 @@ impl Subgraph for Body {
                     g.values[id]
                         .declared
                         .as_ref()
-                        .map(|d| Fact::unknown_shape(d.dtype))
+                        .map(|d| Fact::of_kind(d.kind, d.dtype))
                 })
             })
             .collect()

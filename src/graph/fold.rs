@@ -2,11 +2,12 @@
 //! and constant folding of every node whose result is known before running
 //! (all inputs constant, or a shape-only operator with known input shapes).
 //! A random operator ([`crate::ir::Operator::is_random`]) is never folded: it
-//! must draw anew on every run.
+//! must draw anew on every run. Sequences and optionals are never constants:
+//! a node whose output is one stays in the graph.
 
 use super::{wrap, Graph, ValueId};
 use crate::error::Result;
-use crate::ir::{Fact, InferInput};
+use crate::ir::{Fact, InferInput, Value};
 use crate::ops::checked::{check_facts, run_checked};
 use crate::tensor::Tensor;
 use std::sync::Arc;
@@ -61,6 +62,21 @@ pub fn specialize(graph: &mut Graph, inputs: &[(ValueId, Fact)], strict: bool) -
             .collect();
         let folded = if node.op.is_random() {
             None
+        } else if all_const && node.op.uses_values() {
+            // An operator of sequences or optionals (or control flow) folds
+            // only when every output is a tensor: constants are tensors.
+            let values: Vec<Option<Value>> = consts
+                .iter()
+                .map(|c| c.clone().map(Value::Tensor))
+                .collect();
+            let args: Vec<Option<&Value>> = values.iter().map(Option::as_ref).collect();
+            let outs = node.op.run_values(&args).map_err(|e| wrap(&node, e))?;
+            outs.into_iter()
+                .map(|v| match v {
+                    Value::Tensor(t) => Some(Arc::try_unwrap(t).unwrap_or_else(|t| (*t).clone())),
+                    _ => None,
+                })
+                .collect::<Option<Vec<Tensor>>>()
         } else if all_const {
             let args: Vec<Option<&Tensor>> = consts.iter().map(|c| c.as_deref()).collect();
             Some(run_checked(node.op.as_ref(), &args).map_err(|e| wrap(&node, e))?)

@@ -22,7 +22,7 @@ pub use prune::prune;
 
 use crate::error::{Error, Result};
 use crate::ir::attributes::Attributes;
-use crate::ir::{BuildContext, Fact, Fusion, Operator};
+use crate::ir::{BuildContext, Fact, Fusion, Kind, Operator};
 use crate::ops;
 use crate::tensor::{DType, Tensor};
 use std::fmt;
@@ -43,8 +43,10 @@ pub enum Dim {
 /// The type a model declares for a value.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Declared {
-    /// Element type.
+    /// Element type (of the tensor, or of a sequence's or optional's tensors).
     pub dtype: DType,
+    /// Tensor, sequence or optional.
+    pub kind: Kind,
     /// Dimensions, when the model declares a shape.
     pub dims: Option<Vec<Dim>>,
 }
@@ -79,6 +81,11 @@ impl Declared {
 
 impl fmt::Display for Declared {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.kind {
+            Kind::Tensor => {}
+            Kind::Sequence => return write!(f, "sequence of {}", self.dtype),
+            k => return write!(f, "{k} of {}", self.dtype),
+        }
         write!(f, "{}", self.dtype)?;
         match &self.dims {
             None => write!(f, "[?]"),

@@ -30,7 +30,11 @@ pub enum Attribute {
     Graphs(Vec<onnx_protobuf::GraphProto>),
     /// A subgraph the loader has converted into a body of ramify's graph IR.
     Body(std::sync::Arc<dyn super::Subgraph>),
-    /// A kind operators never read (type protos, sparse tensors).
+    /// A type (Optional's `type`): the kind of value and its tensors'
+    /// element type.
+    Type(super::Kind, crate::tensor::DType),
+    /// A kind operators never read (sparse tensors, types ramify cannot
+    /// represent).
     Other(&'static str),
 }
 
@@ -48,6 +52,7 @@ impl Attribute {
             Attribute::Graph(_) => "graph",
             Attribute::Graphs(_) => "graphs",
             Attribute::Body(_) => "graph",
+            Attribute::Type(..) => "type",
             Attribute::Other(k) => k,
         }
     }
@@ -136,6 +141,15 @@ impl Attributes {
             Some(Attribute::Body(b)) => Ok(b.clone()),
             None => Err(self.error(name, "required but missing")),
             Some(other) => Err(self.wrong_kind(name, "graph", other)),
+        }
+    }
+
+    /// A type attribute (kind and element type), if present.
+    pub fn value_type(&self, name: &str) -> Result<Option<(super::Kind, crate::tensor::DType)>> {
+        match self.get(name) {
+            None => Ok(None),
+            Some(Attribute::Type(k, d)) => Ok(Some((*k, *d))),
+            Some(other) => Err(self.wrong_kind(name, "type", other)),
         }
     }
 

@@ -13,17 +13,23 @@ use std::sync::Arc;
 
 pub mod attributes;
 pub mod fusion;
+pub mod value;
 
 pub use fusion::{Activation, Fusion, FusionKind, Scale};
+pub use value::{run_via_values, tensor_args, Kind, Optional, Sequence, Value};
 
 /// What is known about a value before running: its element type and, when
-/// fixed, its shape.
+/// fixed, its shape; and its kind (a tensor unless said otherwise: a
+/// sequence's or optional's `dtype` is its tensors' element type, and its
+/// `shape` is `None`).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Fact {
     /// Element type.
     pub dtype: DType,
     /// Concrete shape, or `None` when it depends on data.
     pub shape: Option<Vec<usize>>,
+    /// Tensor, sequence or optional.
+    pub kind: Kind,
 }
 
 impl Fact {
@@ -32,17 +38,40 @@ impl Fact {
         Fact {
             dtype,
             shape: Some(shape),
+            kind: Kind::Tensor,
         }
     }
 
     /// A fact whose shape is unknown.
     pub fn unknown_shape(dtype: DType) -> Fact {
-        Fact { dtype, shape: None }
+        Fact {
+            dtype,
+            shape: None,
+            kind: Kind::Tensor,
+        }
+    }
+
+    /// The fact of a value of `kind` (not a tensor: its shape is unknown)
+    /// whose tensors have element type `dtype`.
+    pub fn of_kind(kind: Kind, dtype: DType) -> Fact {
+        Fact {
+            dtype,
+            shape: None,
+            kind,
+        }
     }
 
     /// The fact describing a tensor.
     pub fn of(t: &Tensor) -> Fact {
         Fact::new(t.dtype(), t.shape().to_vec())
+    }
+
+    /// The fact describing a value of any kind.
+    pub fn of_value(v: &Value) -> Fact {
+        match v {
+            Value::Tensor(t) => Fact::of(t),
+            v => Fact::of_kind(v.kind(), v.dtype()),
+        }
     }
 
     /// Number of elements, when the shape is known.
@@ -130,6 +159,21 @@ pub trait Operator: Send + Sync + Debug {
     /// their work over the threads of the current rayon pool and only over
     /// independent outputs, so results do not depend on the thread count.
     fn run(&self, inputs: &[Option<&Tensor>]) -> Result<Vec<Tensor>>;
+    /// Whether the operator takes or gives values other than tensors
+    /// (sequences, optionals) or passes them through (Identity, control
+    /// flow): the executor then calls [`run_values`](Self::run_values)
+    /// instead of [`run`](Self::run).
+    fn uses_values(&self) -> bool {
+        false
+    }
+    /// Computes the outputs from values of any kind. The default, for tensor
+    /// operators, unwraps the tensors (a sequence or optional input is an
+    /// [`Error::ValueKind`](crate::error::Error::ValueKind)) and calls
+    /// [`run`](Self::run).
+    fn run_values(&self, inputs: &[Option<&Value>]) -> Result<Vec<Value>> {
+        let tensors = tensor_args(inputs)?;
+        Ok(self.run(&tensors)?.into_iter().map(Value::from).collect())
+    }
     /// The outputs computed from input facts alone, for operators whose
     /// result depends only on shapes and types (`Shape`, `Size`); this lets
     /// constant folding remove them once shapes are known.
@@ -195,8 +239,9 @@ pub trait Subgraph: Send + Sync + Debug {
     fn num_outputs(&self) -> usize;
     /// The declared element type of output `k`, when the model gives one.
     fn declared_output(&self, k: usize) -> Option<DType>;
-    /// Runs the body on its formal inputs and the node's implicit inputs.
-    fn run(&self, formal: &[&Tensor], implicit: &[Option<&Tensor>]) -> Result<Vec<Tensor>>;
+    /// Runs the body on its formal inputs and the node's implicit inputs
+    /// (values of any kind).
+    fn run(&self, formal: &[Value], implicit: &[Option<&Value>]) -> Result<Vec<Value>>;
     /// Facts of the body outputs for these facts of its formal and the node's
     /// implicit inputs; `None` where nothing is known.
     fn infer(&self, formal: &[Option<Fact>], implicit: &[Option<&Fact>]) -> Vec<Option<Fact>>;

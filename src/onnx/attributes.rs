@@ -1,6 +1,7 @@
 //! AttributeProto → [`Attribute`]: every attribute kind, including old models
 //! that leave the `type` field unset.
 
+use super::model::declared_type;
 use super::tensor_proto::tensor_from_proto;
 use crate::error::{Error, Result};
 use crate::ir::attributes::{Attribute, Attributes};
@@ -71,9 +72,13 @@ fn convert_one(a: &mut AttributeProto, base: Option<&Path>, node: &str) -> Resul
         Some(AttributeType::SPARSE_TENSOR) | Some(AttributeType::SPARSE_TENSORS) => {
             Attribute::Other("sparse tensor")
         }
-        Some(AttributeType::TYPE_PROTO) | Some(AttributeType::TYPE_PROTOS) => {
-            Attribute::Other("type proto")
+        Some(AttributeType::TYPE_PROTO) => {
+            match a.tp.as_ref().map(|tp| declared_type(tp, &a.name, 0)) {
+                Some(Ok(Some(d))) => Attribute::Type(d.kind, d.dtype),
+                _ => Attribute::Other("type proto"),
+            }
         }
+        Some(AttributeType::TYPE_PROTOS) => Attribute::Other("type protos"),
         Some(AttributeType::UNDEFINED) => Attribute::Other("undefined"),
     })
 }

@@ -9,11 +9,11 @@ use super::tensor_proto::tensor_from_proto;
 use crate::error::{Error, Result};
 use crate::graph::{topological_sort, Declared, Dim, Graph, ModelMetadata, Node, Value, ValueId};
 use crate::ir::attributes::Attribute;
-use crate::ir::Fusion;
+use crate::ir::{Fusion, Kind};
 use crate::tensor::DType;
 use onnx_protobuf::{
     tensor_shape_proto::dimension::Value as DimValue, type_proto::Value as TypeValue, GraphProto,
-    Message, ModelProto, ValueInfoProto,
+    Message, ModelProto, TypeProto, ValueInfoProto,
 };
 use std::collections::HashMap;
 use std::io::BufReader;
@@ -84,11 +84,77 @@ fn declared(v: &ValueInfoProto) -> Result<Option<Declared>> {
     let Some(tp) = v.type_.as_ref() else {
         return Ok(None);
     };
-    let Some(TypeValue::TensorType(tt)) = &tp.value else {
-        return Err(Error::UnsupportedType(format!(
-            "value {:?} is not a tensor (sequences, maps and optionals are not supported)",
-            v.name
-        )));
+    declared_type(tp, &v.name, 0)
+}
+
+/// The declared type of value `name`: a tensor type, a sequence of tensors,
+/// or an optional tensor or sequence (`depth` counts the wrappers seen).
+pub(super) fn declared_type(tp: &TypeProto, name: &str, depth: usize) -> Result<Option<Declared>> {
+    let unsupported = |what: &str| {
+        Error::UnsupportedType(format!(
+            "value {name:?} is {what} (maps, sparse tensors and nested sequences or optionals are not supported)"
+        ))
+    };
+    let wrap = |inner: Option<&TypeProto>, kind: Kind| -> Result<Option<Declared>> {
+        if depth > 0 {
+            return Err(unsupported("a nested sequence or optional"));
+        }
+        let Some(inner) = inner else {
+            return Ok(None);
+        };
+        let Some(d) = declared_type(inner, name, depth + 1)? else {
+            return Ok(None);
+        };
+        let kind = match (kind, d.kind) {
+            (Kind::Sequence, Kind::Tensor) => Kind::Sequence,
+            (_, Kind::Tensor) => Kind::OptionalTensor,
+            (_, Kind::Sequence) => Kind::OptionalSequence,
+            _ => return Err(unsupported("a nested sequence or optional")),
+        };
+        Ok(Some(Declared {
+            dtype: d.dtype,
+            kind,
+            dims: None,
+        }))
+    };
+    let tt = match &tp.value {
+        Some(TypeValue::TensorType(tt)) => tt,
+        Some(TypeValue::SequenceType(s)) => {
+            let d = wrap(s.elem_type.as_ref(), Kind::Sequence)?;
+            return match d {
+                Some(d) if d.kind != Kind::Sequence => Err(unsupported("a sequence of optionals")),
+                d => Ok(d),
+            };
+        }
+        Some(TypeValue::OptionalType(o)) => {
+            // A sequence inside an optional is one level deeper.
+            let inner = o.elem_type.as_ref();
+            if let Some(TypeValue::SequenceType(s)) = inner.and_then(|i| i.value.as_ref()) {
+                if depth > 0 {
+                    return Err(unsupported("a nested sequence or optional"));
+                }
+                let d = s
+                    .elem_type
+                    .as_ref()
+                    .map(|e| declared_type(e, name, depth + 2))
+                    .transpose()?
+                    .flatten();
+                return match d {
+                    Some(d) if d.kind == Kind::Tensor => Ok(Some(Declared {
+                        dtype: d.dtype,
+                        kind: Kind::OptionalSequence,
+                        dims: None,
+                    })),
+                    Some(_) => Err(unsupported("a nested sequence or optional")),
+                    None => Ok(None),
+                };
+            }
+            return wrap(inner, Kind::OptionalTensor);
+        }
+        Some(TypeValue::MapType(_)) => return Err(unsupported("a map")),
+        Some(TypeValue::SparseTensorType(_)) => return Err(unsupported("a sparse tensor")),
+        Some(_) => return Err(unsupported("of an unknown type kind")),
+        None => return Ok(None),
     };
     if tt.elem_type == 0 {
         return Ok(None);
@@ -97,7 +163,7 @@ fn declared(v: &ValueInfoProto) -> Result<Option<Declared>> {
         Error::UnsupportedType(format!(
             "{} (value {:?})",
             crate::tensor::onnx_type_name(tt.elem_type),
-            v.name
+            name
         ))
     })?;
     let dims = tt.shape.as_ref().map(|s| {
@@ -110,7 +176,11 @@ fn declared(v: &ValueInfoProto) -> Result<Option<Declared>> {
             })
             .collect()
     });
-    Ok(Some(Declared { dtype, dims }))
+    Ok(Some(Declared {
+        dtype,
+        kind: Kind::Tensor,
+        dims,
+    }))
 }
 
 struct Values {

@@ -225,6 +225,15 @@ impl Sources<'_> {
                 "{name:?} crosses between parts but its type is not known"
             ))
         })?;
+        // Stages pass tensors to one another: a sequence or optional cannot
+        // cross between parts.
+        if fact.kind != crate::ir::Kind::Tensor {
+            return Err(Error::ValueKind {
+                what: format!("{name:?}, which crosses between parts,"),
+                actual: fact.kind.to_string(),
+                expected: crate::ir::Kind::Tensor.to_string(),
+            });
+        }
         Ok(value_info(name, fact))
     }
 }

@@ -35,15 +35,7 @@ fn model() -> ModelProto {
         node("Relu", &["d"], "r1"),
         node("Add", &["d", "r1"], "y"),
     ];
-    let fact = |dtype, name: &str| {
-        super::value_info(
-            name,
-            &Fact {
-                dtype,
-                shape: Some(vec![4]),
-            },
-        )
-    };
+    let fact = |dtype, name: &str| super::value_info(name, &Fact::new(dtype, vec![4]));
     g.input = vec![fact(DType::U8, "x_q")];
     g.output = vec![fact(DType::F32, "y")];
     g.initializer = vec![
@@ -62,15 +54,7 @@ fn model() -> ModelProto {
 fn facts() -> HashMap<String, Fact> {
     [("x_q", DType::U8), ("r1", DType::F32), ("y", DType::F32)]
         .into_iter()
-        .map(|(n, dtype)| {
-            (
-                n.to_string(),
-                Fact {
-                    dtype,
-                    shape: Some(vec![4]),
-                },
-            )
-        })
+        .map(|(n, dtype)| (n.to_string(), Fact::new(dtype, vec![4])))
         .collect()
 }
 

@@ -52,6 +52,7 @@ pub(crate) fn infer_types(
         None => None,
     };
     Ok(vec![Fact {
+        kind: crate::ir::Kind::Tensor,
         dtype: out.unwrap_or(first.dtype),
         shape,
     }])

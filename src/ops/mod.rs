@@ -32,6 +32,7 @@ mod random;
 mod reduce;
 mod resize;
 mod rnn;
+mod sequence;
 mod shape;
 mod signal;
 mod text;
@@ -276,6 +277,7 @@ fn operators() -> &'static Operators {
         family!(ops, "reduce", "ops-reduce", reduce);
         family!(ops, "resize", "ops-resize", resize);
         family!(ops, "rnn", "ops-rnn", rnn);
+        family!(ops, "sequence", "ops-sequence", sequence);
         family!(ops, "shape", "ops-shape", shape);
         family!(ops, "signal", "ops-signal", signal);
         family!(ops, "text", "ops-text", text);

@@ -262,6 +262,7 @@ impl Operator for Unary {
         let f = fact(self.name, inputs, 0)?;
         self.check(f.dtype)?;
         Ok(vec![Fact {
+            kind: crate::ir::Kind::Tensor,
             dtype: self.out_dtype(f.dtype),
             shape: f.shape.clone(),
         }])

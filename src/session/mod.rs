@@ -23,7 +23,7 @@ use crate::error::{Error, Result};
 use crate::exec::{self, Plan, RunEvent, Trace};
 use crate::graph::pipeline::{optimize, Stage};
 use crate::graph::{Declared, Graph, ModelMetadata, ValueId};
-use crate::ir::Fact;
+use crate::ir::{Fact, Kind, Value};
 use crate::load::{HostState, Topology};
 use crate::ops::interrupt::{with_interrupt, Interrupt};
 use crate::sched::{ForkReport, Placement, Scheduler};
@@ -145,9 +145,11 @@ impl Session {
                     d.concrete_shape(usize::MAX)
                         .filter(|s| !s.contains(&usize::MAX))
                 });
+                let shape = shape.filter(|_| d.kind == Kind::Tensor);
                 Some((
                     id,
                     Fact {
+                        kind: d.kind,
                         dtype: d.dtype,
                         shape,
                     },
@@ -226,16 +228,52 @@ impl Session {
         &self,
         inputs: impl IntoIterator<Item = (N, Arc<Tensor>)>,
     ) -> Result<Vec<Arc<Tensor>>> {
+        let inputs: Vec<(N, Arc<Tensor>)> = inputs.into_iter().collect();
         let mut bound: Vec<Option<Arc<Tensor>>> = vec![None; self.inputs.len()];
+        let given: Vec<usize> = inputs
+            .iter()
+            .map(|(n, _)| self.input_index(n.as_ref()))
+            .collect::<Result<_>>()?;
+        for (i, t) in given.into_iter().zip(self.check_tensors(inputs)?) {
+            bound[i] = Some(t);
+        }
+        bound
+            .into_iter()
+            .zip(&self.inputs)
+            .map(|(t, info)| t.ok_or_else(|| Error::MissingInput(info.name.clone())))
+            .collect()
+    }
+
+    /// The position of input `name`, or [`Error::UnknownInput`].
+    fn input_index(&self, name: &str) -> Result<usize> {
+        self.inputs
+            .iter()
+            .position(|x| x.name == name)
+            .ok_or_else(|| Error::UnknownInput {
+                name: name.to_string(),
+                expected: self.inputs.iter().map(|x| x.name.clone()).collect(),
+            })
+    }
+
+    /// Named tensors checked against the declared types and shapes (a
+    /// sequence or optional input is an [`Error::ValueKind`]), laid out
+    /// row-major (copied only where they are not).
+    fn check_tensors<N: AsRef<str>>(
+        &self,
+        inputs: Vec<(N, Arc<Tensor>)>,
+    ) -> Result<Vec<Arc<Tensor>>> {
+        let mut out = Vec::with_capacity(inputs.len());
         for (name, t) in inputs {
             let name = name.as_ref();
-            let Some(i) = self.inputs.iter().position(|x| x.name == name) else {
-                return Err(Error::UnknownInput {
-                    name: name.to_string(),
-                    expected: self.inputs.iter().map(|x| x.name.clone()).collect(),
-                });
-            };
+            let i = self.input_index(name)?;
             if let Some(d) = &self.inputs[i].declared {
+                if d.kind != Kind::Tensor {
+                    return Err(Error::ValueKind {
+                        what: format!("input {name:?}"),
+                        actual: Kind::Tensor.to_string(),
+                        expected: d.kind.to_string(),
+                    });
+                }
                 if d.dtype != t.dtype() {
                     return Err(Error::InputType {
                         name: name.to_string(),
@@ -251,17 +289,13 @@ impl Session {
                     });
                 }
             }
-            bound[i] = Some(if t.is_standard_layout() {
+            out.push(if t.is_standard_layout() {
                 t
             } else {
                 Arc::new((*t).clone().into_standard_layout())
             });
         }
-        bound
-            .into_iter()
-            .zip(&self.inputs)
-            .map(|(t, info)| t.ok_or_else(|| Error::MissingInput(info.name.clone())))
-            .collect()
+        Ok(out)
     }
 
     /// The plan for these named inputs' shapes (built on first use), e.g. to
@@ -276,19 +310,24 @@ impl Session {
 
     /// The plan for these input tensors' shapes, built on first use.
     pub fn plan_for(&self, inputs: &[Arc<Tensor>]) -> Result<Arc<Plan>> {
-        self.plan_selecting(inputs, None)
+        let values: Vec<Value> = inputs.iter().cloned().map(Value::Tensor).collect();
+        self.plan_selecting(&values, None)
     }
 
     /// The plan for these input shapes that computes only the outputs
     /// `selected` (indices into [`outputs`](Self::outputs), ascending; `None`
     /// for all): nodes that no selected output needs are pruned.
-    fn plan_selecting(
-        &self,
-        inputs: &[Arc<Tensor>],
-        selected: Option<&[usize]>,
-    ) -> Result<Arc<Plan>> {
+    fn plan_selecting(&self, inputs: &[Value], selected: Option<&[usize]>) -> Result<Arc<Plan>> {
+        // A sequence or optional input plans like any other of its kind
+        // (its facts do not depend on its contents): its key names the kind.
         let key: PlanKey = (
-            inputs.iter().map(|t| t.shape().to_vec()).collect(),
+            inputs
+                .iter()
+                .map(|v| match v {
+                    Value::Tensor(t) => t.shape().to_vec(),
+                    v => vec![usize::MAX, v.kind() as usize],
+                })
+                .collect(),
             selected.map(<[usize]>::to_vec),
         );
         if let Some(p) = self
@@ -304,7 +343,7 @@ impl Session {
             .inputs
             .iter()
             .zip(inputs)
-            .map(|(&id, t)| (id, Fact::of(t)))
+            .map(|(&id, v)| (id, Fact::of_value(v)))
             .collect();
         let cpus = self.sched.config().policy.cpus;
         let plan = Arc::new(on_own_pool(&self.sched, || match selected {
@@ -352,16 +391,89 @@ impl Session {
         options: &RunOptions,
     ) -> Result<(Vec<(String, Tensor)>, RunReport)> {
         let _active = self.sched.monitor().activity();
-        let bound = self.bind(inputs)?;
+        let bound = self.bind(inputs)?.into_iter().map(Value::Tensor).collect();
         let (results, report) = self.execute(bound, None, options, |_| Ok(()))?;
         let outputs = self
             .outputs
             .iter()
             .zip(results)
-            .map(|(info, t)| {
+            .map(|(info, v)| {
+                let t = v.into_tensor(&format!("output {:?}", info.name))?;
                 let t = Arc::try_unwrap(t).unwrap_or_else(|shared| (*shared).clone());
-                (info.name.clone(), t)
+                Ok((info.name.clone(), t))
             })
+            .collect::<Result<_>>()?;
+        Ok((outputs, report))
+    }
+
+    /// Runs the model on named values of any kind (tensors, sequences,
+    /// optionals) and returns the named output values in the model's
+    /// output order; [`run`](Self::run) is the same for tensors only.
+    ///
+    /// ```
+    /// use ramify::{Session, Tensor, Value};
+    /// let session = Session::from_file("models/inception_mini.onnx")?;
+    /// let input = Tensor::zeros(ramify::DType::F32, &[1, 3, 96, 96]);
+    /// let outputs = session.run_values([("input", Value::from(input))])?;
+    /// assert!(outputs[0].1.tensor().is_some());
+    /// # Ok::<(), ramify::Error>(())
+    /// ```
+    pub fn run_values<N: AsRef<str>>(
+        &self,
+        inputs: impl IntoIterator<Item = (N, Value)>,
+    ) -> Result<Vec<(String, Value)>> {
+        self.run_values_with_options(inputs, &RunOptions::default())
+            .map(|(outputs, _)| outputs)
+    }
+
+    /// Like [`run_values`](Self::run_values), under `options` (see
+    /// [`run_with_options`](Self::run_with_options)), with the run's report.
+    pub fn run_values_with_options<N: AsRef<str>>(
+        &self,
+        inputs: impl IntoIterator<Item = (N, Value)>,
+        options: &RunOptions,
+    ) -> Result<(Vec<(String, Value)>, RunReport)> {
+        let _active = self.sched.monitor().activity();
+        let mut tensors = Vec::new();
+        let mut others = Vec::new();
+        for (name, v) in inputs {
+            match v {
+                Value::Tensor(t) => tensors.push((name, t)),
+                v => others.push((name, v)),
+            }
+        }
+        let mut bound: Vec<Option<Value>> = vec![None; self.inputs.len()];
+        for (name, v) in others {
+            let i = self.input_index(name.as_ref())?;
+            if let Some(d) = &self.inputs[i].declared {
+                if d.kind != v.kind() || d.dtype != v.dtype() {
+                    return Err(Error::InputType {
+                        name: name.as_ref().to_string(),
+                        actual: format!("{} of {}", v.kind(), v.dtype()),
+                        expected: d.to_string(),
+                    });
+                }
+            }
+            bound[i] = Some(v);
+        }
+        let given: Vec<usize> = tensors
+            .iter()
+            .map(|(n, _)| self.input_index(n.as_ref()))
+            .collect::<Result<_>>()?;
+        for (i, t) in given.into_iter().zip(self.check_tensors(tensors)?) {
+            bound[i] = Some(Value::Tensor(t));
+        }
+        let bound = bound
+            .into_iter()
+            .zip(&self.inputs)
+            .map(|(v, info)| v.ok_or_else(|| Error::MissingInput(info.name.clone())))
+            .collect::<Result<_>>()?;
+        let (results, report) = self.execute(bound, None, options, |_| Ok(()))?;
+        let outputs = self
+            .outputs
+            .iter()
+            .map(|info| info.name.clone())
+            .zip(results)
             .collect();
         Ok((outputs, report))
     }
@@ -379,11 +491,11 @@ impl Session {
     /// when `None`); `check` sees the plan before anything runs.
     fn execute(
         &self,
-        bound: Vec<Arc<Tensor>>,
+        bound: Vec<Value>,
         selected: Option<&[usize]>,
         options: &RunOptions,
         check: impl FnOnce(&Plan) -> Result<()>,
-    ) -> Result<(Vec<Arc<Tensor>>, RunReport)> {
+    ) -> Result<(Vec<Value>, RunReport)> {
         let interrupt = Interrupt::new(
             options.cancel.clone(),
             options.time_limit.or(self.time_limit),
@@ -393,8 +505,7 @@ impl Session {
         // stops like the run.
         let plan = with_interrupt(&interrupt, || self.plan_selecting(&bound, selected))?;
         check(&plan)?;
-        let feeds: Vec<(ValueId, Arc<Tensor>)> =
-            self.graph.inputs.iter().copied().zip(bound).collect();
+        let feeds: Vec<(ValueId, Value)> = self.graph.inputs.iter().copied().zip(bound).collect();
         let result = catch_unwind(AssertUnwindSafe(|| {
             exec::run(
                 &plan,

@@ -5,6 +5,7 @@
 use super::{RunOptions, RunReport, Session};
 use crate::error::{Error, Result};
 use crate::exec::Plan;
+use crate::ir::Value;
 use crate::tensor::{DType, Tensor};
 use std::sync::Arc;
 
@@ -156,15 +157,22 @@ impl Session {
         selected.sort_unstable();
         selected.dedup();
         let all = selected.len() == self.outputs.len();
-        let bound = self.bind_shared(inputs)?;
+        let bound = self
+            .bind_shared(inputs)?
+            .into_iter()
+            .map(Value::Tensor)
+            .collect();
         let check = |plan: &Plan| check_buffers(plan, &mut *outputs, &chosen, &selected);
         let (results, report) =
             self.execute(bound, (!all).then_some(&selected[..]), options, check)?;
         let results: Vec<Tensor> = results
             .into_iter()
-            .map(|t| Arc::try_unwrap(t).unwrap_or_else(|shared| (*shared).clone()))
-            .map(Tensor::into_standard_layout)
-            .collect();
+            .map(|v| {
+                let t = v.into_tensor("a bound output")?;
+                let t = Arc::try_unwrap(t).unwrap_or_else(|shared| (*shared).clone());
+                Ok(t.into_standard_layout())
+            })
+            .collect::<Result<_>>()?;
         // Check every buffer before writing any, so a failure writes none.
         for (e, &i) in outputs.entries.iter_mut().zip(&chosen) {
             let t = &results[position(&selected, i)];

@@ -11,7 +11,7 @@
 
 use super::support::{product, rt, same_type, slice, values, wrap, wrap_as};
 use crate::error::{Error, Result};
-use crate::ir::{BuildContext, Fact, InferInput, OpClass, Operator, Subgraph};
+use crate::ir::{BuildContext, Fact, InferInput, OpClass, Operator, Subgraph, Value};
 use crate::ops::norm::Real;
 use crate::ops::unary::kernel::Float;
 use crate::ops::util::{fact, input, par_rows};
@@ -220,13 +220,22 @@ impl Operator for Flex {
         );
         check_types(q.dtype(), k.dtype(), v.dtype())?;
         let g = Geom::new(q.shape(), k.shape(), v.shape())?;
+        // The modifier bodies take values; the outer-scope tensors they
+        // read are shared with them once per run.
+        let outer: Vec<Option<Value>> = inputs
+            .get(3..)
+            .unwrap_or(&[])
+            .iter()
+            .map(|t| t.map(|t| Value::from(t.clone())))
+            .collect();
+        let implicit: Vec<Option<&Value>> = outer.iter().map(Option::as_ref).collect();
         let run = Run {
             op: self,
             g,
             q,
             k,
             v,
-            implicit: inputs.get(3..).unwrap_or(&[]),
+            implicit: &implicit,
         };
         let t = q.dtype();
         let p = self.precision.unwrap_or(if t == DType::F64 {
@@ -265,7 +274,7 @@ struct Run<'a> {
     q: &'a Tensor,
     k: &'a Tensor,
     v: &'a Tensor,
-    implicit: &'a [Option<&'a Tensor>],
+    implicit: &'a [Option<&'a Value>],
 }
 
 /// The pre-scaled Q and K and the values, in the compute type.
@@ -382,7 +391,11 @@ impl Run<'_> {
     ) -> Result<Vec<C>> {
         let shape = self.g.scores_shape();
         let t = wrap_as(OP, P::DTYPE, &shape, x)?;
-        let mut out = body.run(&[&t], self.implicit)?;
+        let out = body.run(&[t.into()], self.implicit)?;
+        let out: Vec<_> = out
+            .into_iter()
+            .map(|v| v.into_tensor(name))
+            .collect::<Result<_>>()?;
         if out.len() != 1 || out[0].shape() != shape {
             return Err(Error::op(
                 OP,
@@ -392,7 +405,7 @@ impl Run<'_> {
                 ),
             ));
         }
-        let got = values::<C>(OP, name, &out.remove(0))?;
+        let got = values::<C>(OP, name, &out[0])?;
         Ok(got.into_iter().map(rt::<P, C>).collect())
     }
 }

@@ -4,7 +4,7 @@
 
 use crate::error::Result;
 use crate::ir::attributes::Attribute;
-use crate::ir::{Fact, Operator, Subgraph};
+use crate::ir::{Fact, Operator, Subgraph, Value};
 use crate::ops::attention::support::testing::{build, close, data, message, run, t};
 use crate::tensor::{DType, Tensor};
 use half::f16;
@@ -57,14 +57,12 @@ impl Subgraph for Body {
     fn declared_output(&self, _k: usize) -> Option<DType> {
         None
     }
-    fn run(&self, formal: &[&Tensor], implicit: &[Option<&Tensor>]) -> Result<Vec<Tensor>> {
-        let x = formal[0];
+    fn run(&self, formal: &[Value], implicit: &[Option<&Value>]) -> Result<Vec<Value>> {
+        let x = formal[0].as_tensor("x")?;
         let s = x.shape().to_vec();
-        let outer = implicit
-            .first()
-            .copied()
-            .flatten()
-            .map_or(1.0, |t| t.to_f64_vec().unwrap()[0]);
+        let outer = implicit.first().copied().flatten().map_or(1.0, |t| {
+            t.as_tensor("outer").unwrap().to_f64_vec().unwrap()[0]
+        });
         let v: Vec<f64> = x
             .to_f64_vec()?
             .into_iter()
@@ -76,7 +74,7 @@ impl Subgraph for Body {
         } else {
             s
         };
-        Ok(vec![Tensor::from_vec(&shape, v)?])
+        Ok(vec![Tensor::from_vec(&shape, v)?.into()])
     }
     fn infer(&self, formal: &[Option<Fact>], _implicit: &[Option<&Fact>]) -> Vec<Option<Fact>> {
         vec![formal[0].clone()]
@@ -324,12 +322,13 @@ fn fully_masked_rows_are_nan_like_the_reference() {
         fn declared_output(&self, _k: usize) -> Option<DType> {
             None
         }
-        fn run(&self, formal: &[&Tensor], _: &[Option<&Tensor>]) -> Result<Vec<Tensor>> {
-            let n = formal[0].len();
+        fn run(&self, formal: &[Value], _: &[Option<&Value>]) -> Result<Vec<Value>> {
+            let x = formal[0].as_tensor("x")?;
             Ok(vec![Tensor::from_vec(
-                formal[0].shape(),
-                vec![f32::NEG_INFINITY; n],
-            )?])
+                x.shape(),
+                vec![f32::NEG_INFINITY; x.len()],
+            )?
+            .into()])
         }
         fn infer(&self, formal: &[Option<Fact>], _: &[Option<&Fact>]) -> Vec<Option<Fact>> {
             vec![formal[0].clone()]

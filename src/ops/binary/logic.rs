@@ -289,6 +289,7 @@ impl Operator for Where {
             _ => None,
         };
         Ok(vec![Fact {
+            kind: crate::ir::Kind::Tensor,
             dtype: x.dtype,
             shape,
         }])

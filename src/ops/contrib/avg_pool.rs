@@ -88,6 +88,7 @@ impl Operator for QLinearAvgPool {
             None => None,
         };
         Ok(vec![Fact {
+            kind: crate::ir::Kind::Tensor,
             dtype: x.dtype,
             shape,
         }])

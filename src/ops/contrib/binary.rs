@@ -61,6 +61,7 @@ impl Operator for QLinearBinary {
             _ => None,
         };
         Ok(vec![Fact {
+            kind: crate::ir::Kind::Tensor,
             dtype: a.dtype,
             shape,
         }])

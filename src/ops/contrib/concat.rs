@@ -84,7 +84,11 @@ impl Operator for QLinearConcat {
             Some(s) => Some(concat_shape(self.axis, &s)?.1),
             None => None,
         };
-        Ok(vec![Fact { dtype: t, shape }])
+        Ok(vec![Fact {
+            kind: crate::ir::Kind::Tensor,
+            dtype: t,
+            shape,
+        }])
     }
 
     fn flops(&self, _inputs: &[Option<&Fact>], outputs: &[Fact]) -> u64 {

@@ -58,6 +58,7 @@ impl Operator for QLinearGlobalAvg {
             None => None,
         };
         Ok(vec![Fact {
+            kind: crate::ir::Kind::Tensor,
             dtype: x.dtype,
             shape,
         }])

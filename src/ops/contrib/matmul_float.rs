@@ -154,6 +154,7 @@ impl Operator for MatMulToFloat {
             _ => None,
         };
         Ok(vec![Fact {
+            kind: crate::ir::Kind::Tensor,
             dtype: DType::F32,
             shape,
         }])

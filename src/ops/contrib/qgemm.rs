@@ -117,7 +117,11 @@ impl Operator for QGemm {
             }
             _ => None,
         };
-        Ok(vec![Fact { dtype, shape }])
+        Ok(vec![Fact {
+            kind: crate::ir::Kind::Tensor,
+            dtype,
+            shape,
+        }])
     }
 
     fn flops(&self, inputs: &[Option<&Fact>], outputs: &[Fact]) -> u64 {

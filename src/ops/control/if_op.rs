@@ -5,8 +5,8 @@
 use super::tensors::truth;
 use crate::error::{Error, Result};
 use crate::ir::Subgraph;
-use crate::ir::{BuildContext, Fact, InferInput, Operator};
-use crate::ops::util::{input, out_len};
+use crate::ir::{run_via_values, BuildContext, Fact, InferInput, Operator, Value};
+use crate::ops::util::out_len;
 use crate::tensor::Tensor;
 use std::sync::Arc;
 
@@ -71,7 +71,7 @@ impl Operator for If {
                     Some(true) => a,
                     Some(false) => b,
                     None if a == b => a,
-                    None => a.or(b).map(|f| Fact::unknown_shape(f.dtype)),
+                    None => a.or(b).map(|f| Fact::of_kind(f.kind, f.dtype)),
                 };
                 f.ok_or_else(|| Error::op(OP, "the type of a branch output is unknown"))
             })
@@ -86,7 +86,19 @@ impl Operator for If {
     }
 
     fn run(&self, inputs: &[Option<&Tensor>]) -> Result<Vec<Tensor>> {
-        let cond = truth(OP, input(OP, inputs, 0)?)?;
+        run_via_values(self, inputs)
+    }
+
+    /// The branches read and return values of any kind.
+    fn uses_values(&self) -> bool {
+        true
+    }
+
+    fn run_values(&self, inputs: &[Option<&Value>]) -> Result<Vec<Value>> {
+        let cond = match inputs.first().copied().flatten() {
+            Some(c) => truth(OP, c.as_tensor("the condition")?)?,
+            None => return Err(Error::op(OP, "the condition is missing")),
+        };
         let branch = if cond {
             &self.then_branch
         } else {

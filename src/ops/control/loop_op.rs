@@ -7,7 +7,7 @@
 use super::tensors::{stack, truth, ScanParts};
 use crate::error::{Error, Result};
 use crate::ir::Subgraph;
-use crate::ir::{BuildContext, Fact, InferInput, Operator};
+use crate::ir::{run_via_values, tensor_args, BuildContext, Fact, InferInput, Operator, Value};
 use crate::ops::interrupt;
 use crate::ops::util::{opt_input, out_len};
 use crate::tensor::{DType, Tensor};
@@ -107,8 +107,19 @@ impl Operator for Loop {
     }
 
     fn run(&self, inputs: &[Option<&Tensor>]) -> Result<Vec<Tensor>> {
+        run_via_values(self, inputs)
+    }
+
+    /// Loop-carried and outer-scope values may be sequences or optionals;
+    /// scan outputs are tensors.
+    fn uses_values(&self) -> bool {
+        true
+    }
+
+    fn run_values(&self, inputs: &[Option<&Value>]) -> Result<Vec<Value>> {
         let n = self.carried;
-        let max_trips = match opt_input(inputs, 0) {
+        let control = tensor_args(inputs.get(..2).unwrap_or(inputs))?;
+        let max_trips = match opt_input(&control, 0) {
             Some(m) => {
                 let v = m.to_i64_vec()?;
                 match v.as_slice() {
@@ -118,13 +129,16 @@ impl Operator for Loop {
             }
             None => None,
         };
-        let mut cond = match opt_input(inputs, 1) {
+        let mut cond = match opt_input(&control, 1) {
             Some(c) => truth(OP, c)?,
             None => true,
         };
-        let mut state: Vec<Tensor> = (0..n)
+        let mut state: Vec<Value> = (0..n)
             .map(|i| {
-                opt_input(inputs, 2 + i)
+                inputs
+                    .get(2 + i)
+                    .copied()
+                    .flatten()
                     .cloned()
                     .ok_or_else(|| Error::op(OP, format!("loop-carried input {i} is missing")))
             })
@@ -134,33 +148,42 @@ impl Operator for Loop {
         let mut i: i64 = 0;
         while cond && max_trips.is_none_or(|m| i < m) {
             interrupt::check()?;
-            let iter = Tensor::scalar(i);
-            let c = Tensor::scalar(cond);
-            let mut formal: Vec<&Tensor> = vec![&iter, &c];
-            formal.extend(state.iter());
+            let mut formal: Vec<Value> = Vec::with_capacity(2 + n);
+            formal.push(Tensor::scalar(i).into());
+            formal.push(Tensor::scalar(cond).into());
+            formal.append(&mut state);
             let mut outs = self.body.run(&formal, outer)?.into_iter();
             let next = outs
                 .next()
                 .ok_or_else(|| Error::op(OP, "the body returned no condition"))?;
-            cond = truth(OP, &next)?;
-            for (k, s) in state.iter_mut().enumerate() {
+            cond = truth(OP, next.as_tensor("the condition")?)?;
+            for (k, s) in formal.drain(2..).enumerate() {
                 let v = outs
                     .next()
                     .ok_or_else(|| Error::op(OP, "the body returned too few outputs"))?;
-                if v.dtype() != s.dtype() {
+                // An optional may become present or absent; its kind and
+                // element type stay.
+                if v.dtype() != s.dtype() || v.kind().unwrapped() != s.kind().unwrapped() {
                     return Err(Error::op(
                         OP,
                         format!(
-                            "loop-carried value {k} changes type from {} to {}",
+                            "loop-carried value {k} changes type from {} of {} to {} of {}",
+                            s.kind(),
                             s.dtype(),
+                            v.kind(),
                             v.dtype()
                         ),
                     ));
                 }
-                *s = v;
+                state.push(v);
             }
             for (k, v) in outs.enumerate().take(self.scans) {
-                scans[k].push(k, i as usize, v)?;
+                let v = v.into_tensor("a scan output")?;
+                scans[k].push(
+                    k,
+                    i as usize,
+                    Arc::try_unwrap(v).unwrap_or_else(|v| (*v).clone()),
+                )?;
             }
             i += 1;
         }
@@ -168,9 +191,9 @@ impl Operator for Loop {
         for (k, ScanParts { parts, .. }) in scans.into_iter().enumerate() {
             result.push(if parts.is_empty() {
                 let dtype = self.body.declared_output(1 + n + k).unwrap_or(DType::F32);
-                Tensor::zeros(dtype, &[0])
+                Tensor::zeros(dtype, &[0]).into()
             } else {
-                stack(OP, &parts, 0)?
+                stack(OP, &parts, 0)?.into()
             });
         }
         Ok(result)

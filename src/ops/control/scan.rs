@@ -6,7 +6,7 @@
 use super::tensors::{stack, take, ScanParts};
 use crate::error::{Error, Result};
 use crate::ir::Subgraph;
-use crate::ir::{BuildContext, Fact, InferInput, Operator};
+use crate::ir::{run_via_values, tensor_args, BuildContext, Fact, InferInput, Operator, Value};
 use crate::ops::interrupt;
 use crate::ops::util::{input, out_len};
 use crate::tensor::Tensor;
@@ -116,14 +116,25 @@ impl Operator for Scan {
     }
 
     fn run(&self, inputs: &[Option<&Tensor>]) -> Result<Vec<Tensor>> {
+        run_via_values(self, inputs)
+    }
+
+    /// The body reads outer-scope values of any kind; the state and scan
+    /// inputs and outputs are tensors.
+    fn uses_values(&self) -> bool {
+        true
+    }
+
+    fn run_values(&self, values: &[Option<&Value>]) -> Result<Vec<Value>> {
         let explicit = self.states + self.scan_inputs;
-        let mut state: Vec<Tensor> = (0..self.states)
-            .map(|i| input(OP, inputs, i).cloned())
+        let inputs = tensor_args(values.get(..explicit).unwrap_or(values))?;
+        let mut state: Vec<Value> = (0..self.states)
+            .map(|i| input(OP, &inputs, i).map(|t| Value::from(t.clone())))
             .collect::<Result<_>>()?;
         let mut seq: Vec<(&Tensor, usize)> = Vec::with_capacity(self.scan_inputs);
         let mut len = None;
         for j in 0..self.scan_inputs {
-            let t = input(OP, inputs, self.states + j)?;
+            let t = input(OP, &inputs, self.states + j)?;
             let a = axis(self.in_axes[j], t.shape().len())?;
             let n = t.shape()[a];
             if len.is_some_and(|l| l != n) {
@@ -136,38 +147,43 @@ impl Operator for Scan {
             seq.push((t, a));
         }
         let len = len.unwrap_or(0);
-        let outer = inputs.get(explicit..).unwrap_or(&[]);
+        let outer = values.get(explicit..).unwrap_or(&[]);
         let k = self.out_axes.len();
         let mut scans = vec![ScanParts::default(); k];
         for step in 0..len {
             interrupt::check()?;
-            let slices: Vec<Tensor> = seq
-                .iter()
-                .zip(&self.in_reverse)
-                .map(|(&(t, a), &r)| take(t, a, if r { len - 1 - step } else { step }))
-                .collect::<Result<_>>()?;
-            let formal: Vec<&Tensor> = state.iter().chain(slices.iter()).collect();
+            let mut formal: Vec<Value> = state.clone();
+            for (&(t, a), &r) in seq.iter().zip(&self.in_reverse) {
+                formal.push(take(t, a, if r { len - 1 - step } else { step })?.into());
+            }
             let mut outs = self.body.run(&formal, outer)?.into_iter();
+            drop(formal);
             for (i, s) in state.iter_mut().enumerate() {
                 let v = outs
                     .next()
                     .ok_or_else(|| Error::op(OP, "the body returned too few outputs"))?;
-                if v.dtype() != s.dtype() || v.shape() != s.shape() {
+                let (v, t) = (v.into_tensor("a scan state")?, s.as_tensor("a scan state")?);
+                if v.dtype() != t.dtype() || v.shape() != t.shape() {
                     return Err(Error::op(
                         OP,
                         format!(
                             "state {i} changes from {} {:?} to {} {:?}",
-                            s.dtype(),
-                            s.shape(),
+                            t.dtype(),
+                            t.shape(),
                             v.dtype(),
                             v.shape()
                         ),
                     ));
                 }
-                *s = v;
+                *s = Value::Tensor(v);
             }
             for (kk, v) in outs.enumerate().take(k) {
-                scans[kk].push(kk, step, v)?;
+                let v = v.into_tensor("a scan output")?;
+                scans[kk].push(
+                    kk,
+                    step,
+                    Arc::try_unwrap(v).unwrap_or_else(|v| (*v).clone()),
+                )?;
             }
         }
         let mut result = state;
@@ -180,7 +196,7 @@ impl Operator for Scan {
             }
             let rank = parts[0].shape().len() + 1;
             let a = axis(self.out_axes[kk], rank)?;
-            result.push(stack(OP, &parts, a)?);
+            result.push(stack(OP, &parts, a)?.into());
         }
         Ok(result)
     }

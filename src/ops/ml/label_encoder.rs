@@ -185,6 +185,7 @@ impl Operator for LabelEncoder {
         let x = fact(OP, inputs, 0)?;
         let t = self.table(x.dtype)?;
         Ok(vec![Fact {
+            kind: crate::ir::Kind::Tensor,
             dtype: t.values.dtype(),
             shape: x.shape.clone(),
         }])

@@ -280,6 +280,7 @@ impl Operator for RowNorm {
         };
         for _ in 1..self.num_outputs {
             v.push(Fact {
+                kind: crate::ir::Kind::Tensor,
                 dtype: stats_type,
                 shape: ss.clone(),
             });

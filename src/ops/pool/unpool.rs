@@ -158,6 +158,7 @@ impl Operator for MaxUnpool {
             _ => None,
         };
         Ok(vec![Fact {
+            kind: crate::ir::Kind::Tensor,
             dtype: x.dtype,
             shape,
         }])

@@ -301,7 +301,11 @@ impl Operator for QConv {
             (Some(xs), Some(ws)) => Some(self.plan(xs, ws)?.1),
             _ => None,
         };
-        Ok(vec![Fact { dtype, shape }])
+        Ok(vec![Fact {
+            kind: crate::ir::Kind::Tensor,
+            dtype,
+            shape,
+        }])
     }
 
     fn flops(&self, inputs: &[Option<&Fact>], outputs: &[Fact]) -> u64 {

@@ -39,6 +39,7 @@ impl Operator for DynamicQuantize {
         }
         Ok(vec![
             Fact {
+                kind: crate::ir::Kind::Tensor,
                 dtype: DType::U8,
                 shape: x.shape.clone(),
             },

@@ -380,6 +380,7 @@ impl Operator for Linear {
             ParamMap::new(op, xs, ss, self.axis, self.block)?;
         }
         Ok(vec![Fact {
+            kind: crate::ir::Kind::Tensor,
             dtype: t,
             shape: x.shape.clone(),
         }])

@@ -235,6 +235,7 @@ impl Operator for MatMulInteger {
     fn infer(&self, inputs: &[InferInput]) -> Result<Vec<Fact>> {
         let shape = infer_shape(MMI, inputs, 0, 1)?;
         Ok(vec![Fact {
+            kind: crate::ir::Kind::Tensor,
             dtype: DType::I32,
             shape,
         }])
@@ -298,7 +299,11 @@ impl Operator for QLinearMatMul {
         let shape = infer_shape(QLM, inputs, 0, 3)?;
         let t = fact(QLM, inputs, 7)?.dtype;
         check_int8(QLM, t)?;
-        Ok(vec![Fact { dtype: t, shape }])
+        Ok(vec![Fact {
+            kind: crate::ir::Kind::Tensor,
+            dtype: t,
+            shape,
+        }])
     }
 
     fn flops(&self, inputs: &[Option<&Fact>], outputs: &[Fact]) -> u64 {

@@ -81,6 +81,7 @@ impl Operator for Bernoulli {
     fn infer(&self, inputs: &[InferInput]) -> Result<Vec<Fact>> {
         let f = fact(OP, inputs, 0)?;
         Ok(vec![Fact {
+            kind: crate::ir::Kind::Tensor,
             dtype: self.types(f.dtype)?,
             shape: f.shape.clone(),
         }])

@@ -143,6 +143,7 @@ impl Operator for Generate {
             Like::Input(given) => {
                 let f = fact(self.name, inputs, 0)?;
                 Fact {
+                    kind: crate::ir::Kind::Tensor,
                     dtype: self.like_dtype(*given, f.dtype)?,
                     shape: f.shape.clone(),
                 }

@@ -98,6 +98,7 @@ impl Operator for Multinomial {
         let f = fact(OP, inputs, 0)?;
         let b = batch(f.dtype, f.shape.as_deref())?;
         Ok(vec![Fact {
+            kind: crate::ir::Kind::Tensor,
             dtype: self.dtype,
             shape: b.map(|b| vec![b, self.samples]),
         }])

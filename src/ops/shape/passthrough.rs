@@ -5,7 +5,7 @@
 use super::movement_flops;
 use super::num::Num;
 use crate::error::{Error, Result};
-use crate::ir::{BuildContext, Fact, InferInput, Operator};
+use crate::ir::{BuildContext, Fact, InferInput, Operator, Value};
 use crate::ops::util::{fact, input, opt_input};
 use crate::ops::Registrar;
 use crate::tensor::{DType, Tensor};
@@ -40,6 +40,19 @@ impl Operator for Identity {
 
     fn run(&self, inputs: &[Option<&Tensor>]) -> Result<Vec<Tensor>> {
         Ok(vec![input("Identity", inputs, 0)?.clone()])
+    }
+
+    /// Identity passes a value of any kind (a sequence, an optional) on
+    /// as it is, sharing the tensors instead of copying them.
+    fn uses_values(&self) -> bool {
+        true
+    }
+
+    fn run_values(&self, inputs: &[Option<&Value>]) -> Result<Vec<Value>> {
+        match inputs.first().copied().flatten() {
+            Some(v) => Ok(vec![v.clone()]),
+            None => Err(Error::op("Identity", "input 0 is missing")),
+        }
     }
 }
 
@@ -118,6 +131,7 @@ impl Operator for Dropout {
         let mut out = vec![f.clone()];
         if self.mask {
             out.push(Fact {
+                kind: crate::ir::Kind::Tensor,
                 dtype: self.mask_type(f.dtype),
                 shape: f.shape.clone(),
             });

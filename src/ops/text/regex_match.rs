@@ -118,6 +118,7 @@ impl Operator for RegexFullMatch {
     fn infer(&self, inputs: &[InferInput]) -> Result<Vec<Fact>> {
         let x = string_fact(OP, inputs, 0, "X")?;
         Ok(vec![Fact {
+            kind: crate::ir::Kind::Tensor,
             dtype: DType::Bool,
             shape: x.shape.clone(),
         }])

@@ -189,6 +189,7 @@ impl Operator for BitCast {
         let x = fact(OP, inputs, 0)?;
         check(x.dtype, self.to)?;
         Ok(vec![Fact {
+            kind: crate::ir::Kind::Tensor,
             dtype: self.to,
             shape: x.shape.clone(),
         }])

@@ -450,6 +450,7 @@ impl Operator for Cast {
             None
         };
         Ok(vec![Fact {
+            kind: crate::ir::Kind::Tensor,
             dtype: self.target(second)?,
             shape: f.shape.clone(),
         }])
