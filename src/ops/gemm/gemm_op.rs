@@ -306,6 +306,7 @@ fn wrap<T: crate::tensor::Element>(shape: &[usize], v: Vec<T>) -> Result<Tensor>
 }
 
 /// A run without a B input, B being held packed.
+#[cfg(target_arch = "x86_64")]
 enum Adopted {
     /// The packed kernel took the call.
     Ran(Tensor),
@@ -313,11 +314,11 @@ enum Adopted {
     Unpacked(Tensor),
 }
 
+#[cfg(target_arch = "x86_64")]
 impl GemmOp {
     /// The run without a B input: B was adopted from the graph and is held
     /// only packed.
     fn adopted_b(&self, a: &Tensor, c: Option<&Tensor>) -> Result<Adopted> {
-        #[cfg(target_arch = "x86_64")]
         if let Some(packed) = &self.packed {
             let (k, n) = (packed.k(), packed.n());
             let b_shape = if self.trans_b { [n, k] } else { [k, n] };
@@ -330,7 +331,6 @@ impl GemmOp {
             let b = Tensor::from_vec(&b_shape, packed.unpack(self.trans_b))?;
             return Ok(Adopted::Unpacked(b));
         }
-        let _ = (a, c);
         Err(Error::op(OP, "input 1 (B) is missing"))
     }
 }
@@ -399,9 +399,11 @@ impl Operator for GemmOp {
     fn run(&self, inputs: &[Option<&Tensor>]) -> Result<Vec<Tensor>> {
         let a = input(OP, inputs, 0)?;
         let c = opt_input(inputs, 2);
+        #[cfg(target_arch = "x86_64")]
         let adopted;
         let b = match opt_input(inputs, 1) {
             Some(b) => b,
+            #[cfg(target_arch = "x86_64")]
             None => {
                 adopted = self.adopted_b(a, c)?;
                 match adopted {
@@ -409,6 +411,9 @@ impl Operator for GemmOp {
                     Adopted::Unpacked(ref b) => b,
                 }
             }
+            // Only the packed kernel's B is adopted, and it is x86-64's.
+            #[cfg(not(target_arch = "x86_64"))]
+            None => return Err(Error::op(OP, "input 1 (B) is missing")),
         };
         self.check_types(a.dtype(), b.dtype(), c.map(|c| c.dtype()))?;
         let d = self.dims(a.shape(), b.shape(), c.map(|c| c.shape()))?;
