@@ -1,6 +1,7 @@
-//! Recycled float buffers: the executor hands back the storage of every
-//! intermediate tensor it frees, and kernels that overwrite every element
-//! of their output take their output buffer from here. A model runs the
+//! Recycled buffers: the executor hands back the storage of every float,
+//! 32-bit integer and byte intermediate tensor it frees, and kernels that
+//! overwrite every element of their output take their output buffer from
+//! here (int8 models' activations are bytes, their accumulators i32). A model runs the
 //! same shapes every time, so after the first run each output buffer is a
 //! buffer of the same size freed earlier in the run (or the previous run):
 //! no zero-fill and no fresh pages to fault in on the hot path. Buffers are
@@ -9,9 +10,10 @@
 
 use std::sync::Mutex;
 
-/// Most buffers kept per element type.
+/// Most buffers kept per pool (f32 and the other 4-byte types share one,
+/// f64 has one, and the bytes one).
 pub const MAX_BUFFERS: usize = 64;
-/// Most bytes kept per element type.
+/// Most bytes kept per pool.
 pub const MAX_BYTES: usize = 64 << 20;
 
 /// A pool of buffers of one element type.
@@ -28,14 +30,22 @@ impl<T: Copy> Pool<T> {
 
     /// A buffer of exactly `len` elements (contents unspecified, initialised)
     /// if one of that length is held, else a new one filled with `zero`.
-    fn take(&self, len: usize, zero: T) -> Vec<T> {
+    /// Builds with debug assertions (the tests) fill it with `poison`
+    /// instead, so a kernel that reads an element before writing it, or
+    /// leaves one unwritten, gives wrong values there and fails its test.
+    fn take(&self, len: usize, zero: T, poison: T) -> Vec<T> {
+        let fill = if cfg!(debug_assertions) { poison } else { zero };
         if len > 0 {
             let mut held = self.buffers.lock().unwrap_or_else(|p| p.into_inner());
             if let Some(i) = held.iter().rposition(|b| b.len() == len) {
-                return held.swap_remove(i);
+                let mut buf = held.swap_remove(i);
+                if cfg!(debug_assertions) {
+                    buf.fill(fill);
+                }
+                return buf;
             }
         }
-        vec![zero; len]
+        vec![fill; len]
     }
 
     /// Keeps `buf` for a later [`Pool::take`] when there is room.
@@ -72,6 +82,7 @@ impl<T: Copy> Pool<T> {
 
 static F32: Pool<f32> = Pool::new();
 static F64: Pool<f64> = Pool::new();
+static BYTES: Pool<u8> = Pool::new();
 
 /// Element types with a recycling pool.
 pub trait Recycled: Copy + Sized {
@@ -82,32 +93,51 @@ pub trait Recycled: Copy + Sized {
 
 impl Recycled for f32 {
     fn take_buffer(len: usize) -> Vec<f32> {
-        F32.take(len, 0.0)
+        F32.take(len, 0.0, f32::NAN)
     }
 }
 
 impl Recycled for f64 {
     fn take_buffer(len: usize) -> Vec<f64> {
-        F64.take(len, 0.0)
+        F64.take(len, 0.0, f64::NAN)
     }
 }
 
 /// A buffer of `len` elements of any type for a kernel that writes every
-/// element: recycled when `T` has a pool (f32, f64), else default-filled.
-/// u32 and u64 take f32 and f64 buffers: the operators that move elements
-/// as bits of their width (`tensor::bits`) fill f32 and f64 outputs that way.
+/// element: recycled when `T` has a pool, else default-filled. The 4-byte
+/// types (f32, i32, u32) share the f32 pool, and the 1-byte integers (u8,
+/// i8) the bytes pool, as bits of their width (`tensor::bits`): the
+/// operators that move elements as bits fill f32 outputs with u32s, and an
+/// int8 layer's i8 output may reuse a u8 one's storage.
 pub fn take_or_default<T: Clone + Default + 'static>(len: usize) -> Vec<T> {
     use super::bits::AsBits;
     use std::any::{Any, TypeId};
     let id = TypeId::of::<T>();
     let pooled: Option<Box<dyn Any>> = if id == TypeId::of::<f32>() {
-        Some(Box::new(F32.take(len, 0.0)))
+        Some(Box::new(F32.take(len, 0.0, f32::NAN)))
     } else if id == TypeId::of::<f64>() {
-        Some(Box::new(F64.take(len, 0.0)))
+        Some(Box::new(F64.take(len, 0.0, f64::NAN)))
     } else if id == TypeId::of::<u32>() {
-        Some(Box::new(<f32 as AsBits>::into_bits(F32.take(len, 0.0))))
+        Some(Box::new(<f32 as AsBits>::into_bits(F32.take(
+            len,
+            0.0,
+            f32::NAN,
+        ))))
+    } else if id == TypeId::of::<i32>() {
+        let bits = <f32 as AsBits>::into_bits(F32.take(len, 0.0, f32::NAN));
+        Some(Box::new(<i32 as AsBits>::from_bits(bits)))
     } else if id == TypeId::of::<u64>() {
-        Some(Box::new(<f64 as AsBits>::into_bits(F64.take(len, 0.0))))
+        Some(Box::new(<f64 as AsBits>::into_bits(F64.take(
+            len,
+            0.0,
+            f64::NAN,
+        ))))
+    } else if id == TypeId::of::<u8>() {
+        Some(Box::new(BYTES.take(len, 0, 0xA5)))
+    } else if id == TypeId::of::<i8>() {
+        Some(Box::new(<i8 as AsBits>::from_bits(
+            BYTES.take(len, 0, 0xA5),
+        )))
     } else {
         None
     };
@@ -119,9 +149,17 @@ pub fn take_or_default<T: Clone + Default + 'static>(len: usize) -> Vec<T> {
 
 /// Hands the storage of a tensor nobody else holds back to the pools.
 pub fn recycle(t: super::Tensor) {
+    use super::bits::AsBits;
+    use super::Tensor;
     match t {
-        super::Tensor::F32(a) => F32.give(a.into_raw_vec_and_offset().0),
-        super::Tensor::F64(a) => F64.give(a.into_raw_vec_and_offset().0),
+        Tensor::F32(a) => F32.give(a.into_raw_vec_and_offset().0),
+        Tensor::F64(a) => F64.give(a.into_raw_vec_and_offset().0),
+        Tensor::I32(a) => {
+            let bits = <i32 as AsBits>::into_bits(a.into_raw_vec_and_offset().0);
+            F32.give(<f32 as AsBits>::from_bits(bits));
+        }
+        Tensor::U8(a) => BYTES.give(a.into_raw_vec_and_offset().0),
+        Tensor::I8(a) => BYTES.give(<i8 as AsBits>::into_bits(a.into_raw_vec_and_offset().0)),
         _ => {}
     }
 }
@@ -130,26 +168,31 @@ pub fn recycle(t: super::Tensor) {
 pub fn clear() {
     F32.clear();
     F64.clear();
+    BYTES.clear();
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    /// What a taken buffer holds in this build: the poison in tests.
+    const FILL: f32 = if cfg!(debug_assertions) { -1.0 } else { 0.0 };
+
     #[test]
     fn buffers_are_matched_by_length_and_bounded() {
         let pool: Pool<f32> = Pool::new();
-        let mut b = pool.take(10, 0.0);
-        assert_eq!(b, vec![0.0; 10]);
+        let mut b = pool.take(10, 0.0, -1.0);
+        assert_eq!(b, vec![FILL; 10]);
         b[3] = 7.0;
         let ptr = b.as_ptr();
         pool.give(b);
-        // Another length gets a fresh zeroed buffer; the same length the held one.
-        assert_eq!(pool.take(11, 0.0), vec![0.0; 11]);
-        let again = pool.take(10, 0.0);
+        // Another length gets a fresh buffer; the same length the held one.
+        assert_eq!(pool.take(11, 0.0, -1.0), vec![FILL; 11]);
+        let again = pool.take(10, 0.0, -1.0);
         assert_eq!(again.as_ptr(), ptr);
-        assert_eq!(again[3], 7.0);
-        assert!(pool.take(10, 0.0).iter().all(|&v| v == 0.0));
+        // Tests see the poison even in a reused buffer.
+        assert_eq!(again[3], if cfg!(debug_assertions) { -1.0 } else { 7.0 });
+        assert!(pool.take(10, 0.0, -1.0).iter().all(|&v| v == FILL));
         // At most MAX_BUFFERS are kept.
         for _ in 0..MAX_BUFFERS + 5 {
             pool.give(vec![1.0; 4]);
@@ -161,21 +204,41 @@ mod tests {
         assert!(pool.buffers.lock().unwrap().is_empty());
     }
 
-    /// An f32 buffer given back serves a later u32 request of its length
-    /// (the bits path of the movement operators), the same storage.
+    /// A buffer given back serves a later request of its length for any
+    /// type of its width: f32 storage for u32 and i32 (the bits path of the
+    /// movement operators, int8 layers' accumulators), f64 for u64, and one
+    /// bytes pool for u8 and i8.
     #[test]
-    fn bit_buffers_come_from_the_float_pools() {
+    fn buffers_are_shared_by_width() {
         let b = vec![1.5f32; 4099];
         let ptr = b.as_ptr() as usize;
         F32.give(b);
         let u = take_or_default::<u32>(4099);
         assert_eq!(u.as_ptr() as usize, ptr);
-        assert_eq!(u[0], 1.5f32.to_bits());
+        let b = vec![7i32; 4101];
+        let ptr = b.as_ptr() as usize;
+        recycle(crate::tensor::Tensor::from_vec(&[4101], b).unwrap());
+        let i = take_or_default::<i32>(4101);
+        assert_eq!(i.as_ptr() as usize, ptr);
         let d = vec![2.0f64; 4097];
         let ptr = d.as_ptr() as usize;
         F64.give(d);
         let w = take_or_default::<u64>(4097);
         assert_eq!(w.as_ptr() as usize, ptr);
+        let q = vec![-3i8; 4103];
+        let ptr = q.as_ptr() as usize;
+        recycle(crate::tensor::Tensor::from_vec(&[4103], q).unwrap());
+        let u = take_or_default::<u8>(4103);
+        assert_eq!(u.as_ptr() as usize, ptr);
+        let poison = if cfg!(debug_assertions) {
+            0xA5
+        } else {
+            (-3i8) as u8
+        };
+        assert!(u.iter().all(|&v| v == poison));
+        recycle(crate::tensor::Tensor::from_vec(&[4103], u).unwrap());
+        let s = take_or_default::<i8>(4103);
+        assert_eq!(s.as_ptr() as usize, ptr);
     }
 
     #[test]
@@ -183,5 +246,6 @@ mod tests {
         assert_eq!(take_or_default::<i64>(3), vec![0i64; 3]);
         assert_eq!(take_or_default::<f64>(5).len(), 5);
         assert_eq!(take_or_default::<f32>(0), Vec::<f32>::new());
+        assert_eq!(take_or_default::<i16>(2), vec![0i16; 2]);
     }
 }

@@ -15,6 +15,7 @@ use super::engine::panel::flip_mask;
 use super::engine::{PackedS8, Product, QuantSink, Sink, WideSink};
 use crate::error::{Error, Result};
 use crate::ops::conv::geom::Window;
+use crate::tensor::recycle::take_or_default;
 use crate::tensor::{DType, Tensor};
 
 /// Weights ready for the fast path.
@@ -123,22 +124,18 @@ impl Conv<'_> {
         let (n, c, m) = (out_shape[0], x.shape()[1], out_shape[1]);
         let plane_in = self.win.in_len();
         let plane_out = self.win.out_len();
-        let mut wide = vec![
-            0i32;
-            if matches!(self.output, Output::Wide) {
-                n * m * plane_out
-            } else {
-                0
-            }
-        ];
-        let mut narrow = vec![
-            0u8;
-            if matches!(self.output, Output::Wide) {
-                0
-            } else {
-                n * m * plane_out
-            }
-        ];
+        // The kernels below write every output element (sums or bytes): a
+        // recycled buffer needs no zero-fill.
+        let mut wide = take_or_default::<i32>(if matches!(self.output, Output::Wide) {
+            n * m * plane_out
+        } else {
+            0
+        });
+        let mut narrow = take_or_default::<u8>(if matches!(self.output, Output::Wide) {
+            0
+        } else {
+            n * m * plane_out
+        });
         let range = match &self.output {
             Output::Quant { signed: true, .. } => (-128, 127),
             _ => (0, 255),
@@ -224,11 +221,7 @@ impl Conv<'_> {
         }
         Ok(match self.output {
             Output::Wide => Tensor::from_vec(out_shape, wide)?,
-            Output::Quant { signed: false, .. } => Tensor::from_vec(out_shape, narrow)?,
-            Output::Quant { signed: true, .. } => Tensor::from_vec(
-                out_shape,
-                narrow.into_iter().map(|b| b as i8).collect::<Vec<i8>>(),
-            )?,
+            Output::Quant { signed, .. } => super::byte_tensor(out_shape, narrow, signed)?,
         })
     }
 }

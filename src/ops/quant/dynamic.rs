@@ -5,6 +5,7 @@
 use crate::error::Result;
 use crate::ir::{BuildContext, Fact, InferInput, Operator};
 use crate::ops::util::{fact, input, out_len, par_rows};
+use crate::tensor::recycle::take_or_default;
 use crate::tensor::{DType, Tensor};
 
 const OP: &str = "DynamicQuantizeLinear";
@@ -54,12 +55,25 @@ impl Operator for DynamicQuantize {
 
     fn run(&self, inputs: &[Option<&Tensor>]) -> Result<Vec<Tensor>> {
         let x = input(OP, inputs, 0)?;
-        let xv: Vec<f32> = super::float_values(OP, x)?
-            .into_iter()
-            .map(|v| v as f32)
-            .collect();
-        let (scale, zp) = params(&xv);
-        let mut out = vec![0u8; xv.len()];
+        // float32 as it lies; the other float types through a copy.
+        let contiguous = match x {
+            Tensor::F32(a) => a.as_slice(),
+            _ => None,
+        };
+        let copied: Vec<f32>;
+        let xv: &[f32] = match contiguous {
+            Some(v) => v,
+            None => {
+                copied = super::float_values(OP, x)?
+                    .into_iter()
+                    .map(|v| v as f32)
+                    .collect();
+                &copied
+            }
+        };
+        let (scale, zp) = params(xv);
+        // Every byte is written below: a recycled buffer needs no zero-fill.
+        let mut out = take_or_default::<u8>(xv.len());
         par_rows(&mut out, 1, |first, chunk| {
             for (o, &v) in chunk.iter_mut().zip(&xv[first..]) {
                 *o = ((v / scale).round_ties_even() + zp).clamp(0.0, 255.0) as u8;

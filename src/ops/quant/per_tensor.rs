@@ -8,6 +8,7 @@ use super::engine::sink::{clamp_nan_low, round_small};
 use crate::error::Result;
 use crate::ops::gemm::simd::multiversion;
 use crate::ops::util::par_spans;
+use crate::tensor::recycle::take_or_default;
 use crate::tensor::{DType, Tensor};
 
 /// The one value of a one-element 8-bit zero point (0 when absent), if so.
@@ -69,19 +70,13 @@ pub(super) fn quantize(
         DType::I8 => (-128, 127),
         _ => return None,
     };
-    let mut out = vec![0u8; xs.len()];
+    // Every element is written below: a recycled buffer needs no zero-fill.
+    let mut out = take_or_default::<u8>(xs.len());
     let params = (s, (lo - zp) as f32, (hi - zp) as f32, zp);
     par_spans(&mut out, |start, span| {
         quantize_span(&xs[start..][..span.len()], span, params)
     });
-    Some(if t == DType::U8 {
-        Tensor::from_vec(x.shape(), out)
-    } else {
-        Tensor::from_vec(
-            x.shape(),
-            out.into_iter().map(|b| b as i8).collect::<Vec<_>>(),
-        )
-    })
+    Some(super::byte_tensor(x.shape(), out, t == DType::I8))
 }
 
 /// DequantizeLinear of 8-bit `x` to f32, when the fast path applies.
@@ -103,7 +98,7 @@ pub(super) fn dequantize(
         return None;
     }
     let bytes = x.as_bytes()?;
-    let mut out = vec![0f32; bytes.len()];
+    let mut out = take_or_default::<f32>(bytes.len());
     par_spans(&mut out, |start, span| {
         dequantize_span(&bytes[start..][..span.len()], span, signed, s, zp)
     });
