@@ -69,7 +69,32 @@ pub fn default_model() -> PathBuf {
     }
 }
 
+/// Has glibc's allocator hand every block of 256 KiB or more back to the
+/// system when freed (and keep up to 16 MiB of smaller ones at the heap's
+/// top for the next run). By default glibc raises that threshold each time such
+/// a block is freed, and blocks below it stay in the heap once freed: the
+/// original weights the library lets go after packing them (see
+/// `SessionBuilder::keep_weights`) would then stay resident, holes between
+/// the packed copies. The library's per-run buffers come from its own pools
+/// (`tensor::recycle`), so a run does not map fresh pages under this
+/// setting. Apps embedding the library choose their allocator's policy
+/// themselves; Android's and Apple's allocators return large blocks
+/// already.
+fn return_large_blocks_to_the_system() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: mallopt only changes a setting of glibc's allocator; it is
+    // called before this program allocates from other threads.
+    unsafe {
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 256 * 1024);
+        // Fixing one threshold stops glibc adjusting the other, and its
+        // default (128 KiB) would hand the heap's top back after every
+        // run and fault it in again on the next.
+        libc::mallopt(libc::M_TRIM_THRESHOLD, 16 << 20);
+    }
+}
+
 fn main() {
+    return_large_blocks_to_the_system();
     let cli = Cli::parse();
     let result: Result<()> = match cli.command {
         Command::Run(a) => run::main(a),
