@@ -115,6 +115,12 @@ impl PackedWeights {
         PackedWeights::for_kernel(b, k, n, trans, Kernel::best()?)
     }
 
+    /// Whether [`PackedWeights::new`] packs a k×n matrix (given its k·n
+    /// values) on this CPU.
+    pub(crate) fn packs(k: usize, n: usize) -> bool {
+        Kernel::best().is_some_and(|kernel| Self::packed_len(k, n, kernel).is_some())
+    }
+
     /// Floats of the panels of a k×n matrix packed for `kernel`; None where
     /// the CPU lacks the kernel, a dimension is 0, or the copy would pass
     /// [`MAX_PACKED_BYTES`] (or overflow with its alignment slack).
