@@ -5,6 +5,7 @@ use anyhow::{bail, Context, Result};
 use ramify::tensor::budget;
 use ramify::{DType, Session, Tensor, Value, ValueKind};
 use std::path::Path;
+use std::sync::Arc;
 
 /// The inputs in the model's order, from `dir` or synthesised.
 pub fn load(session: &Session, dir: Option<&Path>) -> Result<Vec<(String, Tensor)>> {
@@ -62,6 +63,13 @@ pub fn load_values(session: &Session, dir: Option<&Path>) -> Result<Vec<(String,
             .map(|(n, t)| (n, Value::from(t)))
             .collect());
     };
+    values_from_dir(session, dir)
+}
+
+/// The inputs in the model's order as values, read from `dir`: a tensor
+/// from its TensorProto, a sequence or optional from the SequenceProto or
+/// OptionalProto ONNX's test data sets store.
+fn values_from_dir(session: &Session, dir: &Path) -> Result<Vec<(String, Value)>> {
     let mut out = Vec::new();
     for (i, info) in session.inputs().iter().enumerate() {
         let path = dir.join(format!("input_{i}.pb"));
@@ -87,23 +95,20 @@ pub fn load_values(session: &Session, dir: Option<&Path>) -> Result<Vec<(String,
     Ok(out)
 }
 
+/// The inputs in the model's order as tensors, read from `dir` (see
+/// [`values_from_dir`]); an input declared a sequence or optional fails.
 fn from_dir(session: &Session, dir: &Path) -> Result<Vec<(String, Tensor)>> {
-    let mut out = Vec::new();
-    for (i, info) in session.inputs().iter().enumerate() {
-        let path = dir.join(format!("input_{i}.pb"));
-        let t = ramify::onnx::read_tensor_file(&path)
-            .with_context(|| format!("reading input {:?}", info.name))?;
-        out.push((info.name.clone(), t));
-    }
-    let extra = dir.join(format!("input_{}.pb", out.len()));
-    if extra.exists() {
-        bail!(
-            "{} exists, but the model has only {} input(s)",
-            extra.display(),
-            out.len()
-        );
-    }
-    Ok(out)
+    values_from_dir(session, dir)?
+        .into_iter()
+        .map(|(name, v)| {
+            let t = v
+                .into_tensor(&format!("input {name:?}"))
+                .with_context(|| format!("reading input {name:?}"))?;
+            // The value was just read: its tensor is not shared.
+            let t = Arc::try_unwrap(t).unwrap_or_else(|t| (*t).clone());
+            Ok((name, t))
+        })
+        .collect()
 }
 
 /// A deterministic pseudo-random tensor (xorshift): floats in [0, 1), small

@@ -8,6 +8,9 @@
 //!
 //! [`Operator::adopt_constant`]: crate::ir::Operator::adopt_constant
 
+use super::choice::Algorithm;
+use super::conv_op::ConvPlan;
+use super::im2col;
 use super::implicit::{self, PackCache};
 use super::panels;
 use crate::error::{Error, Result};
@@ -28,6 +31,26 @@ pub(super) enum Form {
     /// model whose input shapes are fixed, so that every run takes the
     /// same transform.
     Winograd,
+}
+
+impl Form {
+    /// The form a run of `p` on `algo` leaves W packed in, when that run
+    /// reads W only in that form (so a later run on the same shape needs
+    /// no original): the pointwise panels; im2col's panels where every
+    /// chunk of the plane is at least a strip wide (a narrower last chunk
+    /// runs on the engine, which reads W as it is); the implicit-GEMM
+    /// blocks; Winograd's transforms.
+    pub(super) fn left_by(algo: Algorithm, p: &ConvPlan) -> Option<Form> {
+        match algo {
+            Algorithm::Pointwise => Some(Form::Panels { group: p.group }),
+            Algorithm::Im2col { panels: true } if im2col::reads_only_packed(p) => {
+                Some(Form::Panels { group: p.group })
+            }
+            Algorithm::Implicit => Some(Form::Implicit),
+            Algorithm::Winograd(_) => Some(Form::Winograd),
+            _ => None,
+        }
+    }
 }
 
 /// What the operator holds of an adopted W.

@@ -13,6 +13,7 @@
 //! before the activation.
 
 use super::adopted::{Adopted, Form, RunWeights};
+use super::choice::{choose, Algorithm, Choices};
 use super::geom::{Window, WindowAttrs};
 use super::implicit::{self, PackCache};
 use super::patches::PatchCache;
@@ -25,9 +26,10 @@ use crate::ops::gemm::engine::{Batched, Block, GemmFloat, Mat};
 use crate::ops::gemm::fused::Activation;
 use crate::ops::parallel::SendPtr;
 use crate::ops::util::{
-    fact, input, is_f32_constant, opt_fact, opt_input, par_spans, takes_weighted_activation,
+    as_f32, as_f32_mut, fact, input, is_f32_constant, opt_fact, opt_input, par_spans,
+    takes_weighted_activation,
 };
-use crate::tensor::Tensor;
+use crate::tensor::{DType, Tensor};
 use std::sync::Arc;
 
 const OP: &str = "Conv";
@@ -40,20 +42,88 @@ struct Conv {
     act: Option<Activation>,
     /// Whether input 3 is an addend of Y's shape (a fused residual Add).
     residual: bool,
-    /// Whether W is a constant of the graph (its transforms can be kept).
-    w_constant: bool,
-    /// W transformed for the Winograd path, on the first run that takes it.
-    winograd_weights: WeightCache,
-    /// W packed for the implicit-GEMM path, on the first run that takes it.
-    implicit_weights: PackCache,
-    /// W packed for the AVX2 panel GEMM (1×1 and im2col paths, which pack
-    /// it alike), on the first run that takes it.
-    panel_weights: PackCache,
-    /// W packed for the non-overlapping (patch) path, on the first run
-    /// that takes it.
-    patch_weights: PatchCache,
+    /// W's packed and transformed forms, kept across runs when W is a
+    /// constant of the graph.
+    weights: Weights,
+    /// The kernel chosen for each input shape seen.
+    choices: Choices,
     /// W when the graph handed it over: held until a run packs it.
     adopted: Adopted,
+}
+
+/// The forms of W the kernels pack or transform it into, each filled on
+/// the first run that takes its kernel and kept when W is a constant.
+#[derive(Debug, Default)]
+pub(super) struct Weights {
+    /// Whether W is a constant of the graph (its forms can be kept).
+    pub constant: bool,
+    /// W transformed for the Winograd path.
+    pub winograd: WeightCache,
+    /// W packed for the implicit-GEMM path.
+    pub implicit: PackCache,
+    /// W packed for the AVX2 panel GEMM (1×1 and im2col paths, which pack
+    /// it alike).
+    pub panels: PackCache,
+    /// W packed for the non-overlapping (patch) path.
+    pub patches: PatchCache,
+}
+
+impl Weights {
+    /// Empty forms, kept across runs when `constant`.
+    pub(super) fn new(constant: bool) -> Weights {
+        Weights {
+            constant,
+            ..Weights::default()
+        }
+    }
+}
+
+/// What every Conv kernel reads: the plan, X, W, the optional bias and
+/// residual, the fused activation and the node's forms of W.
+pub(super) struct ConvArgs<'a, T> {
+    /// The sizes of the call.
+    pub p: &'a ConvPlan,
+    /// X, row-major.
+    pub x: &'a [T],
+    /// W, row-major (empty when only its packed forms are read).
+    pub w: &'a [T],
+    /// The bias, one value per output channel.
+    pub b: Option<&'a [T]>,
+    /// The fused residual, laid out like Y.
+    pub z: Option<&'a [T]>,
+    /// The fused activation, after the bias and the residual.
+    pub act: Option<Activation>,
+    /// The node's packed and transformed forms of W.
+    pub weights: &'a Weights,
+}
+
+impl<'a, T: 'static> ConvArgs<'a, T> {
+    /// The activation for kernels without a residual stage: none when
+    /// there is a residual, which [`add_residual`] adds before it.
+    pub(super) fn inner_act(&self) -> Option<Activation> {
+        if self.z.is_some() {
+            None
+        } else {
+            self.act
+        }
+    }
+
+    /// The same arguments as f32 slices, when `T` is f32.
+    pub(super) fn as_f32(&self) -> Option<ConvArgs<'a, f32>> {
+        let opt = |v: Option<&'a [T]>| match v {
+            Some(v) => as_f32(v).map(Some),
+            None => Some(None),
+        };
+        Some(ConvArgs {
+            p: self.p,
+            x: as_f32(self.x)?,
+            w: as_f32(self.w)?,
+            b: opt(self.b)?,
+            z: opt(self.z)?,
+            act: self.act,
+            weights: self.weights,
+        })
+    }
 }
 
 pub(super) fn build(ctx: &BuildContext) -> Result<Box<dyn Operator>> {
@@ -62,11 +132,8 @@ pub(super) fn build(ctx: &BuildContext) -> Result<Box<dyn Operator>> {
         group: parse_group(ctx.attrs)?,
         act: ctx.fusion.activation,
         residual: ctx.fusion.residual,
-        w_constant: ctx.constant(1).is_some(),
-        winograd_weights: WeightCache::default(),
-        implicit_weights: PackCache::default(),
-        panel_weights: PackCache::default(),
-        patch_weights: PatchCache::default(),
+        weights: Weights::new(ctx.constant(1).is_some()),
+        choices: Choices::default(),
         adopted: Adopted::default(),
     }))
 }
@@ -243,23 +310,16 @@ impl Operator for Conv {
         // W was adopted from the graph (`adopt_constant`).
         let weights =
             self.adopted
-                .for_run(x.shape(), &self.panel_weights, &self.implicit_weights)?;
+                .for_run(x.shape(), &self.weights.panels, &self.weights.implicit)?;
         let y = match weights {
             RunWeights::Original(w) => {
-                let before = self.packed_forms();
-                let (y, p) = self.run_with(inputs, x, &w, w.shape())?;
-                let after = self.packed_forms();
-                let winograd_before = before.2;
-                let panels_only = is_pointwise(&p.win) || super::im2col::reads_only_packed(&p);
-                let form = if panels_only && after.0 && !before.0 {
-                    Some(Form::Panels { group: p.group })
-                } else if after.1 && !before.1 {
-                    Some(Form::Implicit)
-                } else if after.2 && !winograd_before {
-                    Some(Form::Winograd)
-                } else {
-                    None
-                };
+                // W goes with the run that packed the panels: where an
+                // earlier run (on a shape whose last im2col chunk still
+                // read W) packed them, W stays, as it always did.
+                let panels_empty = self.weights.panels.packed().is_none();
+                let (y, p, algo) = self.run_with(inputs, x, &w, w.shape())?;
+                let form = Form::left_by(algo, &p)
+                    .filter(|f| panels_empty || !matches!(f, Form::Panels { .. }));
                 self.adopted.packed(x.shape(), form);
                 y
             }
@@ -270,21 +330,21 @@ impl Operator for Conv {
     }
 
     fn adopt_constant(&self, slot: usize, value: &Arc<Tensor>, fixed_shapes: bool) -> bool {
-        slot == 1 && self.w_constant && self.adopted.adopt(value, fixed_shapes)
+        slot == 1 && self.weights.constant && self.adopted.adopt(value, fixed_shapes)
     }
 }
 
 impl Conv {
     /// Runs on X and W (whose shape is `w_shape`: W is empty when only
-    /// packed weights are read) with the node's other inputs; returns Y
-    /// and the plan it ran.
+    /// packed weights are read) with the node's other inputs; returns Y,
+    /// the plan it ran and the kernel that ran it.
     fn run_with(
         &self,
         inputs: &[Option<&Tensor>],
         x: &Tensor,
         w: &Tensor,
         w_shape: &[usize],
-    ) -> Result<(Tensor, ConvPlan)> {
+    ) -> Result<(Tensor, ConvPlan, Algorithm)> {
         let b = opt_input(inputs, 2);
         let z = if self.residual {
             Some(input(OP, inputs, 3)?)
@@ -298,33 +358,33 @@ impl Conv {
             w_shape,
             b.map(|b| b.shape()),
         )?;
-        let k = ConvKernel { p: &p, op: self };
+        // `run_float` computes in f64 on f64 data and in f32 on the rest.
+        let f32 = x.dtype() != DType::F64;
+        let algo = self
+            .choices
+            .get(x.shape(), w_shape, f32, || choose(&p, f32));
+        let k = ConvKernel {
+            p: &p,
+            op: self,
+            algo,
+        };
         let y = run_float(OP, &k, x, w, b, z, &p.out_shape)?;
-        Ok((y, p))
-    }
-
-    /// Whether the pointwise/im2col panels, the implicit-GEMM blocks and
-    /// the Winograd transforms hold packed weights.
-    fn packed_forms(&self) -> (bool, bool, bool) {
-        (
-            self.panel_weights.packed().is_some(),
-            self.implicit_weights.packed().is_some(),
-            self.winograd_weights.filled(),
-        )
+        Ok((y, p, algo))
     }
 }
 
 /// Whether a window is 1×1, stride 1 and unpadded: a product by X as it lies.
-fn is_pointwise(win: &Window) -> bool {
+pub(super) fn is_pointwise(win: &Window) -> bool {
     win.kernel_len() == 1
         && win.strides.iter().all(|&s| s == 1)
         && win.pad_begin.iter().chain(&win.pad_end).all(|&v| v == 0)
 }
 
-/// The Conv kernel for one plan.
+/// The Conv kernel for one plan, on the algorithm chosen for it.
 struct ConvKernel<'a> {
     p: &'a ConvPlan,
     op: &'a Conv,
+    algo: Algorithm,
 }
 
 impl FloatKernel for ConvKernel<'_> {
@@ -343,81 +403,55 @@ impl FloatKernel for ConvKernel<'_> {
         if len == 0 {
             return Ok(y);
         }
-        let win = &p.win;
-        let act = self.op.act;
-        // Kernels without a residual stage leave it and the activation to
-        // a pass over Y after them.
-        let inner_act = if z.is_some() { None } else { act };
-        let pointwise = is_pointwise(win);
-        if p.cg() == 0 || win.kernel_len() == 0 {
-            // No input channels (or taps): the output is the bias alone.
-            y.fill(T::zero());
-            let out_len = win.out_len();
-            for (i, row) in y.chunks_mut(out_len).enumerate() {
-                let zr = z.map(|z| &z[i * out_len..(i + 1) * out_len]);
-                finish_row(row, b.map(|b| b[i % p.m]), zr, act);
-            }
-        } else if p.cg() == 1 && p.group > 1 {
-            super::depthwise::depthwise(p, x, w, b, inner_act, &mut y);
-            add_residual(&mut y, z, act);
-        } else if pointwise {
-            let cache = &self.op.panel_weights;
-            if !super::pointwise::try_pointwise(
-                p,
-                x,
-                w,
-                b,
-                z,
-                act,
-                &mut y,
-                cache,
-                self.op.w_constant,
-            ) {
-                pointwise_gemm(p, x, w, b, z, act, &mut y);
-            }
-        } else if super::patches::try_patches(
+        let a = ConvArgs {
             p,
             x,
             w,
             b,
             z,
-            act,
-            &mut y,
-            &self.op.patch_weights,
-            self.op.w_constant,
-        ) {
-            // A non-overlapping (patch-embedding) layer on the packed GEMM.
-        } else if super::direct::try_direct(p, x, w, b, inner_act, &mut y) {
-            // A few-channel layer on the AVX-512 direct kernel.
-            add_residual(&mut y, z, act);
-        } else if let Some(algo) = winograd::choose(p).filter(|_| !implicit::preferred(p)) {
-            let mut fresh = None;
-            let cache = &self.op.winograd_weights;
-            let u = cache.get(algo, self.op.w_constant, p, w, &mut fresh);
-            winograd::winograd(algo, p, u, x, b, z, act, &mut y);
-        } else if implicit::try_implicit(
-            p,
-            x,
-            w,
-            b,
-            z,
-            act,
-            &mut y,
-            &self.op.implicit_weights,
-            self.op.w_constant,
-        ) {
-            // A stride-1 layer on the AVX2 implicit-GEMM kernel.
-        } else {
-            let cache = &self.op.panel_weights;
-            super::im2col::im2col_gemm(p, x, w, b, z, act, &mut y, cache, self.op.w_constant)?;
+            act: self.op.act,
+            weights: &self.op.weights,
+        };
+        let y32 = |y: &mut Vec<T>, run: fn(&ConvArgs<f32>, &mut [f32])| {
+            let (Some(a), Some(y)) = (a.as_f32(), as_f32_mut(y)) else {
+                unreachable!("{:?} is chosen for f32 data only", self.algo);
+            };
+            run(&a, y);
+        };
+        match self.algo {
+            Algorithm::BiasOnly => bias_only(&a, &mut y),
+            Algorithm::Depthwise => super::depthwise::depthwise(&a, &mut y),
+            Algorithm::Pointwise => y32(&mut y, super::pointwise::run),
+            Algorithm::PointwiseGemm => pointwise_gemm(&a, &mut y),
+            Algorithm::Patches => y32(&mut y, super::patches::run),
+            Algorithm::Direct(isa) => {
+                let (Some(a32), Some(y)) = (a.as_f32(), as_f32_mut(&mut y)) else {
+                    unreachable!("{:?} is chosen for f32 data only", self.algo);
+                };
+                super::direct::run(&a32, isa, y);
+            }
+            Algorithm::Winograd(algo) => winograd::winograd(algo, &a, &mut y),
+            Algorithm::Implicit => y32(&mut y, implicit::run),
+            Algorithm::Im2col { panels } => super::im2col::im2col_gemm(&a, panels, &mut y)?,
         }
         Ok(y)
     }
 }
 
+/// No input channels (or taps): the output is the bias alone, then the
+/// residual and the activation.
+fn bias_only<T: GemmFloat>(a: &ConvArgs<T>, y: &mut [T]) {
+    y.fill(T::zero());
+    let out_len = a.p.win.out_len();
+    for (i, row) in y.chunks_mut(out_len).enumerate() {
+        let zr = a.z.map(|z| &z[i * out_len..(i + 1) * out_len]);
+        finish_row(row, a.b.map(|b| b[i % a.p.m]), zr, a.act);
+    }
+}
+
 /// `y += z`, then the activation, over the whole output (for the kernels
 /// that do not take the residual themselves).
-fn add_residual<T: GemmFloat>(y: &mut [T], z: Option<&[T]>, act: Option<Activation>) {
+pub(super) fn add_residual<T: GemmFloat>(y: &mut [T], z: Option<&[T]>, act: Option<Activation>) {
     if let Some(z) = z {
         par_spans(y, |start, span| {
             finish_row(span, None, Some(&z[start..start + span.len()]), act)
@@ -451,16 +485,12 @@ pub(super) fn epilogue<'a, T: GemmFloat>(
     }
 }
 
-/// 1×1, stride-1, unpadded: Y[n, g] = W[g] · X[n, g] with X as it lies.
-pub(super) fn pointwise_gemm<T: GemmFloat>(
-    p: &ConvPlan,
-    x: &[T],
-    w: &[T],
-    b: Option<&[T]>,
-    z: Option<&[T]>,
-    act: Option<Activation>,
-    y: &mut [T],
-) {
+/// 1×1, stride-1, unpadded: Y[n, g] = W[g] · X[n, g] with X as it lies,
+/// on the GEMM engine.
+pub(super) fn pointwise_gemm<T: GemmFloat>(a: &ConvArgs<T>, y: &mut [T]) {
+    let ConvArgs {
+        p, x, w, b, z, act, ..
+    } = *a;
     let (cg, mg, group, plane) = (p.cg(), p.mg(), p.group, p.win.out_len());
     let yp = SendPtr(y.as_mut_ptr());
     let (c, m) = (p.c, p.m);

@@ -10,27 +10,23 @@
 #[cfg(target_arch = "x86_64")]
 mod avx2;
 
-use super::conv_op::ConvPlan;
+use super::conv_op::{add_residual, ConvArgs, ConvPlan};
 use super::lines::Lines;
 use super::phases::{clear_phases, fill_phases, Phases, TAIL};
 use crate::ops::gemm::engine::GemmFloat;
 use crate::ops::gemm::fused::Activation;
 use crate::ops::util::par_rows;
 
-/// Depthwise convolution of `x` by `w` into `y` (shapes from `p`).
-pub(super) fn depthwise<T: GemmFloat>(
-    p: &ConvPlan,
-    x: &[T],
-    w: &[T],
-    b: Option<&[T]>,
-    act: Option<Activation>,
-    y: &mut [T],
-) {
+/// Depthwise convolution of X by W into `y`, then the residual and the
+/// activation.
+pub(super) fn depthwise<T: GemmFloat>(a: &ConvArgs<T>, y: &mut [T]) {
+    let (p, x, w, b, act) = (a.p, a.x, a.w, a.b, a.inner_act());
     if p.win.rank() == 2 && super::phases::strides_suit(p) {
         depthwise_2d(p, x, w, b, act, y);
     } else {
         depthwise_nd(p, x, w, b, act, y);
     }
+    add_residual(y, a.z, a.act);
 }
 
 /// Widest chunk of a row [`TapSums`] sums in registers; a short row's

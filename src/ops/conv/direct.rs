@@ -12,13 +12,13 @@
 //! stem).
 #![cfg_attr(not(target_arch = "x86_64"), allow(dead_code, unused_imports))]
 
-use super::conv_op::ConvPlan;
+use super::conv_op::{add_residual, ConvArgs, ConvPlan};
 use super::phases::{clear_padding, fill_phases, Phases, TAIL};
 use crate::ops::gemm::engine::GemmFloat;
 use crate::ops::gemm::fused::Activation;
 use crate::ops::parallel::par_for;
 use crate::ops::parallel::SendPtr;
-use crate::ops::util::{as_f32, as_f32_mut, par_rows};
+use crate::ops::util::par_rows;
 
 /// Most input channels (per group) a layer may have to take this path.
 const MAX_CHANNELS: usize = 4;
@@ -42,42 +42,45 @@ fn suits(p: &ConvPlan) -> bool {
         && super::phases::strides_suit(p)
 }
 
-/// Runs the direct convolution of `x` by `w` into `y` (shapes from `p`)
-/// when `p` suits it and this CPU and type have the kernel; returns whether
-/// it did.
-pub(super) fn try_direct<T: GemmFloat>(
-    p: &ConvPlan,
-    x: &[T],
-    w: &[T],
-    b: Option<&[T]>,
-    act: Option<Activation>,
-    y: &mut [T],
-) -> bool {
+/// The instruction set whose kernel takes `p` on this CPU, if `p` suits
+/// this kernel and one does: AVX-512, or AVX2 with FMA for layers of at
+/// least [`MIN_TAPS_AVX2`] taps (x86-64 only).
+pub(super) fn isa(p: &ConvPlan) -> Option<Isa> {
     #[cfg(target_arch = "x86_64")]
     if suits(p) {
-        let isa = if crate::ops::gemm::simd::has_avx512() {
-            Isa::Avx512
+        if crate::ops::gemm::simd::has_avx512() {
+            return Some(Isa::Avx512);
         } else if crate::ops::gemm::simd::has_avx2_fma()
             && p.cg() * p.win.kernel_len() >= MIN_TAPS_AVX2
         {
-            Isa::Avx2
-        } else {
-            return false;
-        };
-        if let (Some(x), Some(w), Some(y)) = (as_f32(x), as_f32(w), as_f32_mut(y)) {
-            let b = b.map(|b| as_f32(b).expect("B has X's type"));
-            direct(p, x, w, b, act, y, isa);
-            return true;
+            return Some(Isa::Avx2);
         }
     }
-    let _ = (p, x, w, b, act, y);
-    false
+    let _ = p;
+    None
+}
+
+/// Runs the direct convolution of a layer whose [`isa`] is `isa`, then
+/// the residual and the activation.
+pub(super) fn run(a: &ConvArgs<f32>, isa: Isa, y: &mut [f32]) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        direct(a.p, a.x, a.w, a.b, a.inner_act(), y, isa);
+        add_residual(y, a.z, a.act);
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = (a, isa, y);
+        unreachable!("the direct kernel is chosen on x86-64 only");
+    }
 }
 
 /// The instruction set whose kernel runs.
-#[derive(Debug, Clone, Copy)]
-enum Isa {
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Isa {
+    /// AVX-512: 32 outputs per block.
     Avx512,
+    /// AVX2 with FMA: 16 outputs per block.
     Avx2,
 }
 

@@ -6,9 +6,8 @@
 //! over 100 MB); the chunk width depends on the sizes alone, so results do
 //! not depend on the thread count.
 
-use super::conv_op::{epilogue, ConvPlan};
+use super::conv_op::{epilogue, ConvArgs, ConvPlan};
 use super::finish_row;
-use super::implicit::PackCache;
 use super::lines::Lines;
 use super::panels::{self, NR};
 use crate::error::Result;
@@ -28,43 +27,39 @@ const CHUNK_ELEMS: usize = 1 << 20;
 /// Chunk widths are multiples of this many output positions.
 const CHUNK_ALIGN: usize = 64;
 
+/// Whether im2col's products run on the panel GEMM for `p`, computed in
+/// f32 (`f32`) or f64: f32 on a CPU with the kernel, and a plane at least
+/// a strip wide.
+pub(super) fn takes_panels(p: &ConvPlan, f32: bool) -> bool {
+    f32 && panels::available() && p.win.out_len() >= NR
+}
+
 /// im2col then one GEMM per group, image by image and chunk by chunk: on
-/// the panel GEMM where it takes `T` (with W packed for it, kept in
-/// `weights` when `cacheable`), for every chunk at least a strip wide.
-#[allow(clippy::too_many_arguments)]
+/// the panel GEMM where `on_panels` ([`takes_panels`]; W packed for it,
+/// kept in the node's panel cache when W is constant), for every chunk at
+/// least a strip wide.
 pub(super) fn im2col_gemm<T: GemmFloat>(
-    p: &ConvPlan,
-    x: &[T],
-    w: &[T],
-    b: Option<&[T]>,
-    z: Option<&[T]>,
-    act: Option<Activation>,
+    a: &ConvArgs<T>,
+    on_panels: bool,
     y: &mut [T],
-    weights: &PackCache,
-    cacheable: bool,
 ) -> Result<()> {
+    let p = a.p;
     let kk = checked_product(OP, &[p.cg(), p.win.kernel_len()])?;
-    if let Some(w32) = as_f32(w).filter(|_| panels::takes::<T>() && p.win.out_len() >= NR) {
+    if on_panels {
+        let w32 = as_f32(a.w).expect("the panel GEMM is chosen for f32 only");
         let pack = || panels::pack(p.group, p.mg(), kk, w32);
-        return weights.with(cacheable, pack, |packed| {
-            columns(p, x, w, b, z, act, y, Some(packed))
+        return a.weights.panels.with(a.weights.constant, pack, |packed| {
+            columns(a, y, Some(packed))
         });
     }
-    columns(p, x, w, b, z, act, y, None)
+    columns(a, y, None)
 }
 
 /// [`im2col_gemm`], with W packed for the panel GEMM or not.
-#[allow(clippy::too_many_arguments)]
-fn columns<T: GemmFloat>(
-    p: &ConvPlan,
-    x: &[T],
-    w: &[T],
-    b: Option<&[T]>,
-    z: Option<&[T]>,
-    act: Option<Activation>,
-    y: &mut [T],
-    packed: Option<&[f32]>,
-) -> Result<()> {
+fn columns<T: GemmFloat>(a: &ConvArgs<T>, y: &mut [T], packed: Option<&[f32]>) -> Result<()> {
+    let ConvArgs {
+        p, x, w, b, z, act, ..
+    } = *a;
     let win = &p.win;
     let (mg, group, m) = (p.mg(), p.group, p.m);
     let (plane, in_plane, klen) = (win.out_len(), win.in_len(), win.kernel_len());

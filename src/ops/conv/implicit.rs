@@ -29,7 +29,7 @@
     allow(dead_code, unused_variables, unused_mut)
 )]
 
-use super::conv_op::ConvPlan;
+use super::conv_op::{ConvArgs, ConvPlan};
 use super::finish_row;
 use crate::ops::gemm::engine::GemmFloat;
 use crate::ops::gemm::fused::Activation;
@@ -161,37 +161,15 @@ pub(super) fn unpack(m: usize, k: usize, packed: &[f32]) -> Vec<f32> {
     w
 }
 
-/// Runs the convolution of `x` by `w` into `y` (shapes from `p`) when `p`
-/// [`suits`] this kernel, the CPU has it and `T` is f32; returns whether it
-/// did. `cache` keeps the packed weights when `cacheable` (W constant).
-#[allow(clippy::too_many_arguments)]
-pub(super) fn try_implicit<T: GemmFloat>(
-    p: &ConvPlan,
-    x: &[T],
-    w: &[T],
-    b: Option<&[T]>,
-    z: Option<&[T]>,
-    act: Option<Activation>,
-    y: &mut [T],
-    cache: &PackCache,
-    cacheable: bool,
-) -> bool {
-    use crate::ops::util::{as_f32, as_f32_mut};
-    if !suits(p) || !cpu_has_kernel() {
-        return false;
-    }
-    let (Some(x), Some(w), Some(y)) = (as_f32(x), as_f32(w), as_f32_mut(y)) else {
-        return false;
-    };
-    cache.with(
-        cacheable,
-        || pack(p, w),
-        |packed| {
-            let (b, z) = (b.and_then(as_f32), z.and_then(as_f32));
-            implicit(p, x, packed, b, z, act, y, wide_kernel())
-        },
+/// Runs a layer that [`suits`] this kernel on a CPU that has it, with W
+/// packed once into the node's implicit-GEMM cache when W is constant.
+pub(super) fn run(a: &ConvArgs<f32>, y: &mut [f32]) {
+    let p = a.p;
+    a.weights.implicit.with(
+        a.weights.constant,
+        || pack(p, a.w),
+        |packed| implicit(p, a.x, packed, a.b, a.z, a.act, y, wide_kernel()),
     );
-    true
 }
 
 /// The padded layout of one band of output rows: input rows `row0 − pt ..`
@@ -488,7 +466,7 @@ impl Job<'_> {
         // The last block repeats the band's last position past its end.
         let qs: [usize; NQ] = std::array::from_fn(|j| self.lay.q_of((p0 + j).min(end - 1)));
         let mut out = [[0f32; MB]; NQ];
-        // SAFETY: the CPU has AVX2 and FMA (checked by `try_implicit`);
+        // SAFETY: the CPU has AVX2 and FMA (checked by `choose`);
         // every q is a position of this band, whose taps lie inside its
         // channel's padded plane.
         #[cfg(target_arch = "x86_64")]
@@ -549,7 +527,7 @@ impl Job<'_> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::conv_op::plan;
+    use super::super::conv_op::{plan, Weights};
     use super::super::geom::WindowAttrs;
     use super::*;
     use crate::ops::testutil::rand_vec;
@@ -585,19 +563,25 @@ mod tests {
         let b = rand_vec(21, 3);
         let len = p.out_shape.iter().product();
         let mut want = vec![0f32; len];
-        let fresh = PackCache::default();
-        let bias = Some(&b[..]);
-        super::super::im2col::im2col_gemm(&p, &x, &w, bias, None, None, &mut want, &fresh, false)
-            .unwrap();
-        let mut got = vec![f32::NAN; len];
-        let cache = PackCache::default();
-        let took = try_implicit(&p, &x, &w, Some(&b), None, None, &mut got, &cache, true);
-        assert_eq!(took, cpu_has_kernel());
-        if took {
+        let (fresh, weights) = (Weights::new(false), Weights::new(true));
+        let args = |weights| ConvArgs {
+            p: &p,
+            x: &x,
+            w: &w,
+            b: Some(&b),
+            z: None,
+            act: None,
+            weights,
+        };
+        let on_panels = super::super::im2col::takes_panels(&p, true);
+        super::super::im2col::im2col_gemm(&args(&fresh), on_panels, &mut want).unwrap();
+        if cpu_has_kernel() {
+            let mut got = vec![f32::NAN; len];
+            run(&args(&weights), &mut got);
             for (g, w) in got.iter().zip(&want) {
                 assert!((g - w).abs() <= 1e-4 * (1.0 + w.abs()), "{g} vs {w}");
             }
-            assert!(cache.0.get().is_some(), "packed weights kept");
+            assert!(weights.implicit.0.get().is_some(), "packed weights kept");
         }
         // Stride 2 and grouped layers are not its.
         window.strides = Some(vec![2, 2]);
@@ -652,26 +636,34 @@ mod tests {
         let z = rand_vec(len, 7);
         let act = Some(Activation::Relu);
         let mut want = vec![0f32; len];
-        let fresh = PackCache::default();
-        let (bias, res) = (Some(&b[..]), Some(&z[..]));
-        super::super::im2col::im2col_gemm(&p, &x, &w, bias, res, act, &mut want, &fresh, false)
-            .unwrap();
-        let run = |threads| {
+        let fresh = Weights::new(false);
+        let a = ConvArgs {
+            p: &p,
+            x: &x,
+            w: &w,
+            b: Some(&b),
+            z: Some(&z),
+            act,
+            weights: &fresh,
+        };
+        let on_panels = super::super::im2col::takes_panels(&p, true);
+        super::super::im2col::im2col_gemm(&a, on_panels, &mut want).unwrap();
+        let on_pool = |threads| {
             with_threads(threads, || {
                 let mut got = vec![f32::NAN; len];
-                let cache = PackCache::default();
-                let took = try_implicit(&p, &x, &w, bias, res, act, &mut got, &cache, false);
-                took.then_some(got)
+                run(&a, &mut got);
+                got
             })
         };
-        let Some(one) = run(1) else {
+        if !cpu_has_kernel() {
             return;
-        };
+        }
+        let one = on_pool(1);
         for (g, w) in one.iter().zip(&want) {
             assert!((g - w).abs() <= 1e-4 * (1.0 + w.abs()), "{g} vs {w}");
         }
         for threads in [2, 3, 7] {
-            let got = run(threads).expect("the same CPU");
+            let got = on_pool(threads);
             let same = got
                 .iter()
                 .zip(&one)

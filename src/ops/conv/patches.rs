@@ -22,7 +22,7 @@
 //! elsewhere these layers stay on im2col and the panel GEMM.
 #![cfg_attr(not(target_arch = "x86_64"), allow(dead_code, unused_imports))]
 
-use super::conv_op::ConvPlan;
+use super::conv_op::{ConvArgs, ConvPlan};
 use super::finish_row;
 use crate::ops::gemm::fused::Activation;
 use std::sync::OnceLock;
@@ -51,51 +51,44 @@ pub(super) fn suits(p: &ConvPlan) -> bool {
         && w.out_len() > 0
 }
 
-/// Runs the layer on this kernel when `p` [`suits`] it, `T` is f32 and
-/// the CPU has the packed-weights GEMM; returns whether it did. `cache`
-/// keeps the packed weights when `cacheable` (W constant).
-#[allow(clippy::too_many_arguments)]
-pub(super) fn try_patches<T: 'static>(
-    p: &ConvPlan,
-    x: &[T],
-    w: &[T],
-    b: Option<&[T]>,
-    z: Option<&[T]>,
-    act: Option<Activation>,
-    y: &mut [T],
-    cache: &PatchCache,
-    cacheable: bool,
-) -> bool {
+/// Whether this kernel takes `p` on this CPU: `p` [`suits`] it and the
+/// packed-weights GEMM packs its W (x86-64 only).
+pub(super) fn takes(p: &ConvPlan) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        let k = p.c * p.win.kernel_len();
+        suits(p) && crate::ops::gemm::packed::PackedWeights::packs(k, p.m)
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = p;
+        false
+    }
+}
+
+/// Runs a layer this kernel [`takes`], with W packed once into the node's
+/// patch cache when W is constant.
+pub(super) fn run(a: &ConvArgs<f32>, y: &mut [f32]) {
     #[cfg(target_arch = "x86_64")]
     {
         use crate::ops::gemm::packed::PackedWeights;
-        use crate::ops::util::{as_f32, as_f32_mut};
-        if !suits(p) {
-            return false;
-        }
-        let (Some(x), Some(w), Some(y)) = (as_f32(x), as_f32(w), as_f32_mut(y)) else {
-            return false;
-        };
-        let (b, z) = (b.and_then(as_f32), z.and_then(as_f32));
+        let p = a.p;
         let k = p.c * p.win.kernel_len();
-        let pack = || PackedWeights::new(w, k, p.m, true);
+        let pack = || PackedWeights::new(a.w, k, p.m, true);
         let fresh;
-        let packed = if cacheable {
-            cache.packed.get_or_init(pack).as_ref()
+        let packed = if a.weights.constant {
+            a.weights.patches.packed.get_or_init(pack).as_ref()
         } else {
             fresh = pack();
             fresh.as_ref()
         };
-        let Some(packed) = packed else {
-            return false;
-        };
-        patches(p, x, packed, b, z, act, y);
-        true
+        let packed = packed.expect("chosen only where W packs");
+        patches(p, a.x, packed, a.b, a.z, a.act, y);
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
-        let _ = (p, x, w, b, z, act, y, cache, cacheable);
-        false
+        let _ = (a, y);
+        unreachable!("the patch kernel is chosen on x86-64 only");
     }
 }
 

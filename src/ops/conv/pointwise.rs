@@ -3,8 +3,7 @@
 //! plane's positions) and W packed once into panels, on the panel GEMM
 //! (see [`super::panels`]).
 
-use super::conv_op::ConvPlan;
-use super::implicit::PackCache;
+use super::conv_op::{ConvArgs, ConvPlan};
 use super::panels::{self, NR};
 use crate::ops::gemm::fused::Activation;
 
@@ -14,42 +13,22 @@ pub(super) fn suits(p: &ConvPlan) -> bool {
     p.win.out_len() >= NR && p.mg() >= 1 && p.cg() >= 1 && panels::available()
 }
 
-/// Runs the layer on this kernel when `p` [`suits`] it and `T` is f32;
-/// returns whether it did. `cache` keeps the packed weights when
-/// `cacheable` (W constant).
-#[allow(clippy::too_many_arguments)]
-pub(super) fn try_pointwise<T: 'static>(
-    p: &ConvPlan,
-    x: &[T],
-    w: &[T],
-    b: Option<&[T]>,
-    z: Option<&[T]>,
-    act: Option<Activation>,
-    y: &mut [T],
-    cache: &PackCache,
-    cacheable: bool,
-) -> bool {
+/// Runs a layer that [`suits`] this kernel, with W packed once into the
+/// node's panel cache when W is constant.
+pub(super) fn run(a: &ConvArgs<f32>, y: &mut [f32]) {
     #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
     {
-        use crate::ops::util::{as_f32, as_f32_mut};
-        if !suits(p) {
-            return false;
-        }
-        let (Some(x), Some(w), Some(y)) = (as_f32(x), as_f32(w), as_f32_mut(y)) else {
-            return false;
-        };
-        let (b, z) = (b.and_then(as_f32), z.and_then(as_f32));
-        cache.with(
-            cacheable,
-            || panels::pack(p.group, p.mg(), p.cg(), w),
-            |packed| pointwise(p, x, packed, b, z, act, y),
+        let p = a.p;
+        a.weights.panels.with(
+            a.weights.constant,
+            || panels::pack(p.group, p.mg(), p.cg(), a.w),
+            |packed| pointwise(p, a.x, packed, a.b, a.z, a.act, y),
         );
-        true
     }
     #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
     {
-        let _ = (p, x, w, b, z, act, y, cache, cacheable);
-        false
+        let _ = (a, y);
+        unreachable!("the pointwise kernel is chosen on x86-64 and aarch64 only");
     }
 }
 
@@ -95,7 +74,7 @@ fn pointwise(
 
 #[cfg(test)]
 mod tests {
-    use super::super::conv_op::plan;
+    use super::super::conv_op::{plan, Weights};
     use super::super::geom::WindowAttrs;
     use super::*;
     use crate::ops::testutil::rand_vec;
@@ -115,25 +94,30 @@ mod tests {
             let b = rand_vec(m, 3);
             let len = p.out_shape.iter().product();
             let z = rand_vec(len, 4);
-            let act = Some(Activation::Relu);
-            let mut want = vec![0f32; len];
-            super::super::conv_op::pointwise_gemm(&p, &x, &w, Some(&b), Some(&z), act, &mut want);
-            let mut got = vec![f32::NAN; len];
-            let cache = PackCache::default();
-            let args = (&p, &x[..], &w[..], Some(&b[..]), Some(&z[..]), act);
-            let run = |y: &mut [f32]| {
-                let (p, x, w, b, z, act) = args;
-                try_pointwise(p, x, w, b, z, act, y, &cache, true)
+            let weights = Weights::new(true);
+            let a = ConvArgs {
+                p: &p,
+                x: &x,
+                w: &w,
+                b: Some(&b),
+                z: Some(&z),
+                act: Some(Activation::Relu),
+                weights: &weights,
             };
-            let took = run(&mut got);
-            assert_eq!(took, panels::available());
-            if took {
+            let mut want = vec![0f32; len];
+            super::super::conv_op::pointwise_gemm(&a, &mut want);
+            let takes = suits(&p);
+            assert_eq!(takes, panels::available());
+            if takes {
+                let mut got = vec![f32::NAN; len];
+                run(&a, &mut got);
                 for (g, w) in got.iter().zip(&want) {
                     assert!((g - w).abs() <= 1e-4 * (1.0 + w.abs()), "m {m}: {g} vs {w}");
                 }
                 let mut again = vec![f32::NAN; len];
-                run(&mut again);
+                run(&a, &mut again);
                 assert_eq!(got, again, "the kept packed weights give the same sums");
+                assert!(weights.panels.packed().is_some(), "packed weights kept");
             }
         }
     }

@@ -9,7 +9,7 @@
 //! like every other split, depends on the sizes alone, so results do not
 //! depend on the thread count.
 
-use super::conv_op::ConvPlan;
+use super::conv_op::{ConvArgs, ConvPlan};
 use super::finish_row;
 use super::panels;
 use crate::ops::gemm::engine::{Batched, GemmFloat, Mat};
@@ -103,11 +103,6 @@ pub(super) struct WeightCache {
 }
 
 impl WeightCache {
-    /// Whether either transform is held.
-    pub(super) fn filled(&self) -> bool {
-        self.f4.get().is_some() || self.f2.get().is_some()
-    }
-
     /// The weights of `w` transformed for `algo`, from the cache when it
     /// holds them for this element type (`w` must then be the tensor it was
     /// filled from), else computed into `fresh`.
@@ -212,20 +207,17 @@ impl Grid {
     }
 }
 
-/// Winograd convolution of every image: Y = conv(X, W) + bias, activated,
-/// with `u` the weights of W transformed for `algo` (see
-/// [`WeightCache::get`]).
-#[allow(clippy::too_many_arguments)]
-pub(super) fn winograd<T: GemmFloat>(
-    algo: Algo,
-    p: &ConvPlan,
-    u: &[T],
-    x: &[T],
-    b: Option<&[T]>,
-    z: Option<&[T]>,
-    act: Option<Activation>,
-    y: &mut [T],
-) {
+/// Winograd convolution of every image by `algo`: Y = conv(X, W) + bias,
+/// plus the residual, activated, with W's transform for `algo` from the
+/// node's cache (see [`WeightCache::get`]).
+pub(super) fn winograd<T: GemmFloat>(algo: Algo, a: &ConvArgs<T>, y: &mut [T]) {
+    let p = a.p;
+    let mut fresh = None;
+    let u = a
+        .weights
+        .winograd
+        .get(algo, a.weights.constant, p, a.w, &mut fresh);
+    let (x, b, z, act) = (a.x, a.b, a.z, a.act);
     match algo {
         Algo::F4x4 => banded::<F4, T>(p, u, x, b, z, act, y, Grid::budget::<F4>(p)),
         Algo::F2x2 => banded::<F2, T>(p, u, x, b, z, act, y, Grid::budget::<F2>(p)),

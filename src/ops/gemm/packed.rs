@@ -115,6 +115,28 @@ impl PackedWeights {
         PackedWeights::for_kernel(b, k, n, trans, Kernel::best()?)
     }
 
+    /// Whether [`PackedWeights::new`] packs a k×n matrix (given its k·n
+    /// values) on this CPU.
+    pub(crate) fn packs(k: usize, n: usize) -> bool {
+        Kernel::best().is_some_and(|kernel| Self::packed_len(k, n, kernel).is_some())
+    }
+
+    /// Floats of the panels of a k×n matrix packed for `kernel`; None where
+    /// the CPU lacks the kernel, a dimension is 0, or the copy would pass
+    /// [`MAX_PACKED_BYTES`] (or overflow with its alignment slack).
+    fn packed_len(k: usize, n: usize, kernel: Kernel) -> Option<usize> {
+        if k == 0 || n == 0 || !kernel.available() {
+            return None;
+        }
+        let w = kernel.width();
+        let len = n.div_ceil(w).checked_mul(w)?.checked_mul(k)?;
+        if len > MAX_PACKED_BYTES / std::mem::size_of::<f32>() {
+            return None;
+        }
+        len.checked_add(ALIGN_FLOATS)?;
+        Some(len)
+    }
+
     /// As [`PackedWeights::new`] for a given kernel (None where the CPU
     /// lacks it).
     pub(crate) fn for_kernel(
@@ -124,15 +146,11 @@ impl PackedWeights {
         trans: bool,
         kernel: Kernel,
     ) -> Option<PackedWeights> {
-        if k == 0 || n == 0 || k.checked_mul(n)? != b.len() || !kernel.available() {
+        if k.checked_mul(n)? != b.len() {
             return None;
         }
+        let len = Self::packed_len(k, n, kernel)?;
         let w = kernel.width();
-        let panels = n.div_ceil(w);
-        let len = panels.checked_mul(w)?.checked_mul(k)?;
-        if len > MAX_PACKED_BYTES / std::mem::size_of::<f32>() {
-            return None;
-        }
         let mut buf = vec![0.0f32; len.checked_add(ALIGN_FLOATS)?];
         let misalign = (buf.as_ptr() as usize / 4) % ALIGN_FLOATS;
         let start = (ALIGN_FLOATS - misalign) % ALIGN_FLOATS;
