@@ -19,7 +19,7 @@ use ndarray::{ArrayD, IxDyn};
 use std::borrow::Cow;
 
 mod center_crop_pad;
-mod concat;
+pub(crate) mod concat;
 mod expand;
 mod gather;
 mod generate;

@@ -2,12 +2,12 @@
 //! ConcatFromSequence (a sequence joined along an existing or a new axis).
 //! Their FLOP count is the elements they copy.
 
-use super::{in_fact, sequence, tensor, value};
+use super::{in_fact, sequence, tensor};
 use crate::error::{Error, Result};
 use crate::ir::{run_via_values, BuildContext, Fact, InferInput, Kind, Operator, Sequence, Value};
 use crate::ops::util::axis as norm_axis;
-use crate::tensor::{budget, Element, Tensor};
-use ndarray::{ArrayD, ArrayViewD, Axis, Slice};
+use crate::ops::shape::concat::{concat, split_parts};
+use crate::tensor::{budget, Tensor};
 use std::sync::Arc;
 
 const SPLIT: &str = "SplitToSequence";
@@ -64,28 +64,6 @@ fn lengths(split: Option<&Tensor>, dim: usize) -> Result<Vec<usize>> {
     Ok(v.into_iter().map(|x| x as usize).collect())
 }
 
-fn split_go<T: Element>(
-    a: &ArrayD<T>,
-    axis: usize,
-    lengths: &[usize],
-    squeeze: bool,
-) -> Vec<Arc<Tensor>> {
-    let mut start = 0;
-    lengths
-        .iter()
-        .map(|&n| {
-            let piece = a.slice_axis(Axis(axis), Slice::from(start..start + n));
-            start += n;
-            let piece = if squeeze {
-                piece.index_axis(Axis(axis), 0).to_owned()
-            } else {
-                piece.to_owned()
-            };
-            Arc::new(T::into_tensor(piece))
-        })
-        .collect()
-}
-
 impl Operator for SplitToSequence {
     fn infer(&self, inputs: &[InferInput]) -> Result<Vec<Fact>> {
         let f = in_fact(SPLIT, inputs, 0)?;
@@ -129,7 +107,10 @@ impl Operator for SplitToSequence {
         let lengths = lengths(split, x.shape()[axis])?;
         budget::check("the pieces", x.dtype(), x.shape())?;
         let squeeze = split.is_none() && !self.keepdims;
-        let items = crate::dispatch!(&**x, a => split_go(a, axis, &lengths, squeeze));
+        let items = split_parts(x, x.shape(), axis, &lengths, squeeze)?
+            .into_iter()
+            .map(Arc::new)
+            .collect();
         Ok(vec![Sequence::new(x.dtype(), items)?.into()])
     }
 }
@@ -145,24 +126,6 @@ pub(super) fn build_concat(ctx: &BuildContext) -> Result<Box<dyn Operator>> {
         axis: ctx.attrs.int_req("axis")?,
         new_axis: ctx.attrs.int("new_axis", 0)? != 0,
     }))
-}
-
-fn concat_go<T: Element>(
-    _first: &ArrayD<T>,
-    items: &[Arc<Tensor>],
-    axis: usize,
-    new_axis: bool,
-) -> Result<Tensor> {
-    let views: Vec<ArrayViewD<'_, T>> =
-        items.iter().map(|t| t.view::<T>()).collect::<Result<_>>()?;
-    let joined = if new_axis {
-        ndarray::stack(Axis(axis), &views)
-    } else {
-        ndarray::concatenate(Axis(axis), &views)
-    };
-    joined
-        .map(T::into_tensor)
-        .map_err(|e| Error::op(CONCAT, format!("the tensors do not fit together: {e}")))
 }
 
 impl ConcatFromSequence {
@@ -237,12 +200,10 @@ impl Operator for ConcatFromSequence {
         let s = sequence(CONCAT, inputs, 0)?;
         let (axis, shape) = self.out_shape(s)?;
         budget::check("the output", s.dtype(), &shape)?;
-        let first = value(CONCAT, inputs, 0)?
-            .as_sequence(CONCAT)?
-            .items()
-            .first()
-            .ok_or_else(|| Error::op(CONCAT, "the sequence is empty"))?;
-        let t = crate::dispatch!(&**first, a => concat_go(a, s.items(), axis, self.new_axis))?;
+        // A stack along a new axis is a concat of the same data (each
+        // item's shape with a 1 inserted at the axis).
+        let items: Vec<&Tensor> = s.items().iter().map(|t| &**t).collect();
+        let t = concat(&items, &shape, axis)?;
         Ok(vec![t.into()])
     }
 }

@@ -68,7 +68,11 @@ impl Concat {
     }
 }
 
-fn concat(inputs: &[&Tensor], out_shape: &[usize], axis: usize) -> Result<Tensor> {
+/// The inputs (of one element type, checked to fit) joined along `axis` of
+/// `out_shape`, as bits of their width. Each input's data fills its share
+/// of every output row, so a stack along a new axis (each input's shape
+/// with a 1 inserted there) is this call too. ConcatFromSequence uses it.
+pub(crate) fn concat(inputs: &[&Tensor], out_shape: &[usize], axis: usize) -> Result<Tensor> {
     let widths: Vec<Width> = inputs.iter().map(|t| t.width()).collect();
     let v = match &widths[0] {
         Width::W8(_) => concat_width::<u8>(&widths, out_shape, axis),
@@ -311,11 +315,20 @@ impl Operator for Split {
             self.split_attr.clone()
         };
         let sizes = self.sizes(shape[axis], split.as_deref())?;
-        split_parts(x, &shape, axis, &sizes)
+        split_parts(x, &shape, axis, &sizes, false)
     }
 }
 
-fn split_parts(x: &Tensor, shape: &[usize], axis: usize, sizes: &[usize]) -> Result<Vec<Tensor>> {
+/// `x` (of `shape`) cut along `axis` into parts of `sizes`, as bits of its
+/// width; `drop_axis` removes the axis from each part's shape (parts of
+/// size 1). SplitToSequence uses it.
+pub(crate) fn split_parts(
+    x: &Tensor,
+    shape: &[usize],
+    axis: usize,
+    sizes: &[usize],
+    drop_axis: bool,
+) -> Result<Vec<Tensor>> {
     let parts: Vec<WidthVec> = by_width!(x, s => split_bits(s, shape, axis, sizes)?
         .into_iter()
         .map(Bits::vec)
@@ -326,6 +339,9 @@ fn split_parts(x: &Tensor, shape: &[usize], axis: usize, sizes: &[usize]) -> Res
         .map(|(v, &s)| {
             let mut sh = shape.to_vec();
             sh[axis] = s;
+            if drop_axis {
+                sh.remove(axis);
+            }
             Tensor::from_width(SPLIT, x.dtype(), &sh, v)
         })
         .collect()
