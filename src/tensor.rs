@@ -12,7 +12,9 @@ pub mod budget;
 mod narrow;
 pub mod recycle;
 pub(crate) mod widths;
-pub use narrow::{F4E2M1, F8E4M3FN, F8E4M3FNUZ, F8E5M2, F8E5M2FNUZ, I2, I4, U2, U4};
+pub use narrow::{
+    RoundMode, F4E2M1, F8E4M3FN, F8E4M3FNUZ, F8E5M2, F8E5M2FNUZ, F8E8M0, I2, I4, U2, U4,
+};
 
 /// The element types a tensor can hold.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -55,6 +57,8 @@ pub enum DType {
     F8E5M2FNUZ,
     /// FLOAT4E2M1.
     F4E2M1,
+    /// FLOAT8E8M0: a power-of-two scale (no sign, no zero; 0xFF is NaN).
+    F8E8M0,
     /// Unsigned 4-bit integer.
     U4,
     /// Signed 4-bit integer.
@@ -79,6 +83,7 @@ impl DType {
             | DType::F8E5M2
             | DType::F8E5M2FNUZ
             | DType::F4E2M1
+            | DType::F8E8M0
             | DType::U4
             | DType::I4
             | DType::U2
@@ -93,7 +98,8 @@ impl DType {
     }
 
     /// True for the float8 and float4 types (which `is_float` excludes:
-    /// arithmetic kernels do not take them).
+    /// arithmetic kernels do not take them), but not FLOAT8E8M0, a scale
+    /// type that only Cast and the movement operators take.
     pub fn is_minifloat(self) -> bool {
         matches!(
             self,
@@ -101,7 +107,8 @@ impl DType {
         )
     }
 
-    /// True for the nine narrow types: float8, float4, 4- and 2-bit integers.
+    /// True for the nine narrow types: float8, float4, 4- and 2-bit integers
+    /// (FLOAT8E8M0 aside).
     pub fn is_narrow(self) -> bool {
         self.is_minifloat() || matches!(self, DType::U4 | DType::I4 | DType::U2 | DType::I2)
     }
@@ -140,6 +147,7 @@ impl DType {
             DType::U4 => 21,
             DType::I4 => 22,
             DType::F4E2M1 => 23,
+            DType::F8E8M0 => 24,
             DType::U2 => 25,
             DType::I2 => 26,
         }
@@ -169,6 +177,7 @@ impl DType {
             21 => DType::U4,
             22 => DType::I4,
             23 => DType::F4E2M1,
+            24 => DType::F8E8M0,
             25 => DType::U2,
             26 => DType::I2,
             other => return Err(Error::UnsupportedType(onnx_type_name(other))),
@@ -182,8 +191,7 @@ pub fn onnx_type_name(code: i32) -> String {
         0 => "UNDEFINED",
         14 => "COMPLEX64",
         15 => "COMPLEX128",
-        24 => "FLOAT8E8M0",
-        1..=13 | 16..=23 | 25 | 26 => match DType::from_onnx_code(code) {
+        1..=13 | 16..=26 => match DType::from_onnx_code(code) {
             Ok(t) => return t.to_string(),
             Err(_) => return format!("data type {code}"),
         },
@@ -214,6 +222,7 @@ impl fmt::Display for DType {
             DType::F8E5M2 => "float8e5m2",
             DType::F8E5M2FNUZ => "float8e5m2fnuz",
             DType::F4E2M1 => "float4e2m1",
+            DType::F8E8M0 => "float8e8m0",
             DType::U4 => "uint4",
             DType::I4 => "int4",
             DType::U2 => "uint2",
@@ -264,6 +273,8 @@ pub enum Tensor {
     F8E5M2FNUZ(ArrayD<F8E5M2FNUZ>),
     /// FLOAT4E2M1 data (one element per byte).
     F4E2M1(ArrayD<F4E2M1>),
+    /// FLOAT8E8M0 data.
+    F8E8M0(ArrayD<F8E8M0>),
     /// Unsigned 4-bit data (one element per byte).
     U4(ArrayD<U4>),
     /// Signed 4-bit data (one element per byte).
@@ -330,6 +341,7 @@ macro_rules! dispatch {
             $crate::Tensor::F8E5M2($a) => $body,
             $crate::Tensor::F8E5M2FNUZ($a) => $body,
             $crate::Tensor::F4E2M1($a) => $body,
+            $crate::Tensor::F8E8M0($a) => $body,
             $crate::Tensor::U4($a) => $body,
             $crate::Tensor::I4($a) => $body,
             $crate::Tensor::U2($a) => $body,
@@ -363,6 +375,7 @@ macro_rules! map_same {
             $crate::Tensor::F8E5M2($a) => $crate::Tensor::F8E5M2($body),
             $crate::Tensor::F8E5M2FNUZ($a) => $crate::Tensor::F8E5M2FNUZ($body),
             $crate::Tensor::F4E2M1($a) => $crate::Tensor::F4E2M1($body),
+            $crate::Tensor::F8E8M0($a) => $crate::Tensor::F8E8M0($body),
             $crate::Tensor::U4($a) => $crate::Tensor::U4($body),
             $crate::Tensor::I4($a) => $crate::Tensor::I4($body),
             $crate::Tensor::U2($a) => $crate::Tensor::U2($body),
@@ -429,6 +442,7 @@ element!(F8E4M3FNUZ, F8E4M3FNUZ);
 element!(F8E5M2, F8E5M2);
 element!(F8E5M2FNUZ, F8E5M2FNUZ);
 element!(F4E2M1, F4E2M1);
+element!(F8E8M0, F8E8M0);
 element!(U4, U4);
 element!(I4, I4);
 element!(U2, U2);
@@ -457,6 +471,7 @@ impl Tensor {
             Tensor::F8E5M2(_) => DType::F8E5M2,
             Tensor::F8E5M2FNUZ(_) => DType::F8E5M2FNUZ,
             Tensor::F4E2M1(_) => DType::F4E2M1,
+            Tensor::F8E8M0(_) => DType::F8E8M0,
             Tensor::U4(_) => DType::U4,
             Tensor::I4(_) => DType::I4,
             Tensor::U2(_) => DType::U2,
@@ -487,7 +502,8 @@ impl Tensor {
         }
     }
 
-    /// A tensor of zeros (false, empty strings) of the given type and shape.
+    /// A tensor of zeros (false, empty strings) of the given type and shape;
+    /// FLOAT8E8M0, which has no zero, gets its smallest value, 2^-127.
     pub fn zeros(dtype: DType, shape: &[usize]) -> Tensor {
         fn z<T: Element>(shape: &[usize]) -> Tensor {
             T::into_tensor(ArrayD::default(IxDyn(shape)))
@@ -512,6 +528,7 @@ impl Tensor {
             DType::F8E5M2 => z::<F8E5M2>(shape),
             DType::F8E5M2FNUZ => z::<F8E5M2FNUZ>(shape),
             DType::F4E2M1 => z::<F4E2M1>(shape),
+            DType::F8E8M0 => z::<F8E8M0>(shape),
             DType::U4 => z::<U4>(shape),
             DType::I4 => z::<I4>(shape),
             DType::U2 => z::<U2>(shape),
@@ -639,6 +656,7 @@ impl Tensor {
             Tensor::F8E5M2(a) => a.iter().map(|v| v.to_f32() as f64).collect(),
             Tensor::F8E5M2FNUZ(a) => a.iter().map(|v| v.to_f32() as f64).collect(),
             Tensor::F4E2M1(a) => a.iter().map(|v| v.to_f32() as f64).collect(),
+            Tensor::F8E8M0(a) => a.iter().map(|v| v.to_f32() as f64).collect(),
             Tensor::String(_) => return Err(Error::op("Tensor", "string data is not numeric")),
             other => other.to_i64_vec()?.into_iter().map(|v| v as f64).collect(),
         })
@@ -683,8 +701,9 @@ mod tests {
         }
         assert_eq!(onnx_type_name(26), "int2");
         assert_eq!(DType::from_onnx_code(26).unwrap(), DType::I2);
-        assert_eq!(onnx_type_name(24), "FLOAT8E8M0");
-        assert!(DType::from_onnx_code(24).is_err());
+        assert_eq!(onnx_type_name(24), "float8e8m0");
+        assert_eq!(DType::from_onnx_code(24).unwrap(), DType::F8E8M0);
+        assert!(DType::from_onnx_code(14).is_err());
         assert_eq!(onnx_type_name(99), "data type 99");
     }
 }

@@ -1,10 +1,13 @@
-//! If and Loop on models built in code: branches that read outer-scope
-//! values, an If nested in a Loop body that reads a value two scopes out,
-//! and a branch naming a value that exists nowhere.
+//! If, Loop and Scan on models built in code: branches that read
+//! outer-scope values, an If nested in a Loop body that reads a value two
+//! scopes out, a branch naming a value that exists nowhere, and opset 8's
+//! batched Scan with and without sequence lengths.
 
 mod common;
 
-use common::{graph, graph_attr, initializer, int64_init, model, node, value_info};
+use common::{
+    graph, graph_attr, initializer, int64_init, int_attr, ints_attr, model, node, value_info,
+};
 use onnx_protobuf::Message;
 use ramify::{SessionBuilder, Tensor};
 
@@ -137,4 +140,114 @@ fn loop_body_if_reads_a_value_two_scopes_out() {
         out[1].1.to_f64_vec().unwrap(),
         vec![1.0, 2.0, 2.0, 4.0, 1.0, 2.0, 0.0, 0.0, -1.0, -2.0]
     );
+}
+
+/// Opset 8's Scan over a batch of two: state `sum` (init [2, 2]) adds each
+/// step of x ([2, 3, 2]) read forward; a second scan input reads x again in
+/// reverse; the scan outputs are the running sum and the reversed slices.
+/// `lens` names the sequence_lens input ("" for none).
+fn scan8_model(lens: &str) -> Vec<u8> {
+    let body = graph(
+        vec![
+            node("Add", &["sum_in", "fwd"], &["sum_out"]),
+            node("Identity", &["sum_out"], &["sums"]),
+            node("Identity", &["rev"], &["revs"]),
+        ],
+        vec![
+            value_info("sum_in", FLOAT, &[2]),
+            value_info("fwd", FLOAT, &[2]),
+            value_info("rev", FLOAT, &[2]),
+        ],
+        vec![
+            value_info("sum_out", FLOAT, &[2]),
+            value_info("sums", FLOAT, &[2]),
+            value_info("revs", FLOAT, &[2]),
+        ],
+        vec![],
+    );
+    let mut scan = node(
+        "Scan",
+        &[lens, "init", "x", "x"],
+        &["final", "all_sums", "all_revs"],
+    );
+    scan.attribute.push(graph_attr("body", body));
+    scan.attribute.push(int_attr("num_scan_inputs", 2));
+    scan.attribute.push(ints_attr("directions", &[0, 1]));
+    let mut inputs = vec![
+        value_info("init", FLOAT, &[2, 2]),
+        value_info("x", FLOAT, &[2, 3, 2]),
+    ];
+    if !lens.is_empty() {
+        inputs.push(value_info(lens, INT64, &[2]));
+    }
+    let g = graph(
+        vec![scan],
+        inputs,
+        vec![
+            value_info("final", FLOAT, &[2, 2]),
+            value_info("all_sums", FLOAT, &[2, 3, 2]),
+            value_info("all_revs", FLOAT, &[2, 3, 2]),
+        ],
+        vec![],
+    );
+    model(g, 8).write_to_bytes().unwrap()
+}
+
+fn run_scan8(lens: Option<Vec<i64>>) -> ramify::Result<Vec<Vec<f64>>> {
+    let name = if lens.is_some() { "lens" } else { "" };
+    let s = SessionBuilder::new().build_from_bytes(&scan8_model(name))?;
+    let init = Tensor::from_vec(&[2, 2], vec![0.0f32, 0.0, 100.0, 100.0]).unwrap();
+    let x: Vec<f32> = vec![
+        1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 10.0, 20.0, 30.0, 40.0, 50.0, 60.0,
+    ];
+    let x = Tensor::from_vec(&[2, 3, 2], x).unwrap();
+    let mut feeds = vec![("init", init), ("x", x)];
+    if let Some(l) = lens {
+        feeds.push(("lens", Tensor::from_vec(&[l.len()], l).unwrap()));
+    }
+    let out = s.run(feeds)?;
+    assert_eq!(out[0].1.shape(), &[2, 2]);
+    assert_eq!(out[1].1.shape(), &[2, 3, 2]);
+    assert_eq!(out[2].1.shape(), &[2, 3, 2]);
+    Ok(out.iter().map(|(_, t)| t.to_f64_vec().unwrap()).collect())
+}
+
+#[test]
+fn scan8_runs_each_batch_entry_over_the_full_sequence() {
+    let out = run_scan8(None).unwrap();
+    assert_eq!(out[0], vec![9.0, 12.0, 190.0, 220.0]);
+    assert_eq!(
+        out[1],
+        vec![1.0, 2.0, 4.0, 6.0, 9.0, 12.0, 110.0, 120.0, 140.0, 160.0, 190.0, 220.0]
+    );
+    assert_eq!(
+        out[2],
+        vec![5.0, 6.0, 3.0, 4.0, 1.0, 2.0, 50.0, 60.0, 30.0, 40.0, 10.0, 20.0]
+    );
+}
+
+#[test]
+fn scan8_sequence_lens_stop_an_entry_early_and_pad_its_outputs() {
+    let out = run_scan8(Some(vec![3, 2])).unwrap();
+    // Entry 1 runs two steps; its reverse input starts from its own last
+    // step (x[1][1]); its scan outputs are padded with zeros.
+    assert_eq!(out[0], vec![9.0, 12.0, 140.0, 160.0]);
+    assert_eq!(
+        out[1],
+        vec![1.0, 2.0, 4.0, 6.0, 9.0, 12.0, 110.0, 120.0, 140.0, 160.0, 0.0, 0.0]
+    );
+    assert_eq!(
+        out[2],
+        vec![5.0, 6.0, 3.0, 4.0, 1.0, 2.0, 30.0, 40.0, 10.0, 20.0, 0.0, 0.0]
+    );
+    // A zero length keeps the initial state.
+    let out = run_scan8(Some(vec![0, 1])).unwrap();
+    assert_eq!(out[0], vec![0.0, 0.0, 110.0, 120.0]);
+    assert_eq!(&out[1][..6], &[0.0; 6]);
+    // Lengths past the sequence, negative or of the wrong count are errors.
+    for bad in [vec![4, 1], vec![-1, 1]] {
+        let e = run_scan8(Some(bad.clone())).unwrap_err().to_string();
+        assert!(e.contains("sequence length"), "{bad:?}: {e}");
+    }
+    assert!(run_scan8(Some(vec![1])).is_err());
 }

@@ -368,7 +368,7 @@ fn refuse_strings(t: &RamifyTensor) -> FfiResult {
             "string tensors have no flat data buffer in the C API",
         ));
     }
-    if t.tensor.dtype().is_narrow() {
+    if t.tensor.dtype().is_narrow() || t.tensor.dtype() == DType::F8E8M0 {
         return Err(FfiError::new(
             RamifyStatus::Unsupported,
             format!(

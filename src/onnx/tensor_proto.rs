@@ -4,8 +4,8 @@
 use super::external::ExternalRef;
 use crate::error::{Error, Result};
 use crate::tensor::{
-    onnx_type_name, DType, Element, Tensor, F4E2M1, F8E4M3FN, F8E4M3FNUZ, F8E5M2, F8E5M2FNUZ, I2,
-    I4, U2, U4,
+    onnx_type_name, DType, Element, Tensor, F4E2M1, F8E4M3FN, F8E4M3FNUZ, F8E5M2, F8E5M2FNUZ,
+    F8E8M0, I2, I4, U2, U4,
 };
 use half::{bf16, f16};
 use ndarray::{ArrayD, IxDyn};
@@ -131,6 +131,9 @@ fn from_raw(name: &str, dtype: DType, shape: &[usize], count: usize, raw: &[u8])
         DType::F8E5M2FNUZ => from_le(name, shape, count, raw, |b: [u8; 1]| {
             F8E5M2FNUZ::from_bits(b[0])
         }),
+        DType::F8E8M0 => from_le(name, shape, count, raw, |b: [u8; 1]| {
+            F8E8M0::from_bits(b[0])
+        }),
         DType::F4E2M1 => unpack(name, shape, count, raw, F4E2M1::from_bits),
         DType::U4 => unpack(name, shape, count, raw, U4::from_bits),
         DType::I4 => unpack(name, shape, count, raw, I4::from_bits),
@@ -195,6 +198,7 @@ fn from_fields(
         DType::F8E5M2FNUZ => {
             from_typed(name, shape, count, i32s, |v| F8E5M2FNUZ::from_bits(v as u8))
         }
+        DType::F8E8M0 => from_typed(name, shape, count, i32s, |v| F8E8M0::from_bits(v as u8)),
         DType::F4E2M1 => unpack(name, shape, count, &packed(), F4E2M1::from_bits),
         DType::U4 => unpack(name, shape, count, &packed(), U4::from_bits),
         DType::I4 => unpack(name, shape, count, &packed(), I4::from_bits),
@@ -306,6 +310,7 @@ pub fn tensor_to_proto(t: &Tensor, name: &str) -> TensorProto {
         Tensor::F8E4M3FNUZ(a) => raw(a, |x| [x.to_bits()]),
         Tensor::F8E5M2(a) => raw(a, |x| [x.to_bits()]),
         Tensor::F8E5M2FNUZ(a) => raw(a, |x| [x.to_bits()]),
+        Tensor::F8E8M0(a) => raw(a, |x| [x.to_bits()]),
         Tensor::F4E2M1(a) => pack(a.iter().map(|x| x.to_bits()), 2),
         Tensor::U4(a) => pack(a.iter().map(|x| x.to_bits()), 2),
         Tensor::I4(a) => pack(a.iter().map(|x| x.to_bits()), 2),
@@ -352,6 +357,7 @@ mod tests {
             Tensor::from_vec(&[3], vec![true, false, true]).unwrap(),
             Tensor::from_vec(&[2], vec!["a".to_string(), "bc".to_string()]).unwrap(),
             Tensor::from_vec(&[0, 3], Vec::<f32>::new()).unwrap(),
+            Tensor::from_vec(&[3], [0u8, 0x7f, 0xff].map(F8E8M0::from_bits).to_vec()).unwrap(),
         ];
         for t in cases {
             let mut p = tensor_to_proto(&t, "x");
@@ -370,6 +376,17 @@ mod tests {
         ];
         let t = tensor_from_proto(&mut p, None).unwrap();
         assert_eq!(t.to_f64_vec().unwrap(), vec![1.0, -2.0]);
+        // FLOAT8E8M0, one byte per int32 entry; raw, one byte per element.
+        let mut p = TensorProto::new();
+        p.data_type = 24;
+        p.dims = vec![3];
+        p.int32_data = vec![0x7f, 0x80, 0xfe];
+        let t = tensor_from_proto(&mut p, None).unwrap();
+        assert_eq!(t.dtype(), DType::F8E8M0);
+        assert_eq!(t.to_f64_vec().unwrap(), vec![1.0, 2.0, 2f64.powi(127)]);
+        let mut raw = tensor_to_proto(&t, "t");
+        assert_eq!(raw.raw_data, [0x7f, 0x80, 0xfe]);
+        assert_eq!(tensor_from_proto(&mut raw, None).unwrap(), t);
     }
 
     #[test]
@@ -387,7 +404,7 @@ mod tests {
         p.dims = vec![i64::MAX, i64::MAX];
         assert!(tensor_from_proto(&mut p, None).is_err());
         p.dims = vec![1];
-        p.data_type = 24; // float8e8m0
+        p.data_type = 15; // complex128
         assert!(matches!(
             tensor_from_proto(&mut p, None),
             Err(Error::UnsupportedType(_))

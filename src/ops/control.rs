@@ -8,6 +8,7 @@ use super::Registrar;
 mod if_op;
 mod loop_op;
 mod scan;
+mod scan8;
 mod tensors;
 #[cfg(test)]
 mod tests;
@@ -15,5 +16,12 @@ mod tests;
 pub(crate) fn register(r: &mut impl Registrar) {
     r.add("If", 1, if_op::build);
     r.add("Loop", 1, loop_op::build);
-    r.add("Scan", 9, scan::build);
+    // Opset 8's batched form, with sequence_lens, until opset 9 replaced it.
+    r.add("Scan", 8, |ctx| {
+        if ctx.opset < 9 {
+            scan8::build(ctx)
+        } else {
+            scan::build(ctx)
+        }
+    });
 }

@@ -2,10 +2,10 @@
 //! elements (gather, slice, transpose, pad, ...): such an operator copies an
 //! f32 exactly as it copies an i32, so its loops are compiled once per
 //! width (1, 2, 4, 8 bytes, and strings) instead of once per element type.
-//! With 23 element types, per-type copies of the movement loops were a
+//! With 24 element types, per-type copies of the movement loops were a
 //! large share of the library's size.
 
-use super::{Element, F4E2M1, F8E4M3FN, F8E4M3FNUZ, F8E5M2, F8E5M2FNUZ, I2, I4, U2, U4};
+use super::{Element, F4E2M1, F8E4M3FN, F8E4M3FNUZ, F8E5M2, F8E5M2FNUZ, F8E8M0, I2, I4, U2, U4};
 use half::{bf16, f16};
 use ndarray::{ArrayD, ArrayViewD};
 use std::fmt::Debug;
@@ -61,7 +61,7 @@ macro_rules! plain {
             }
             fn from_bits(v: Vec<$b>) -> Vec<Self> {
                 // SAFETY: same size and alignment (asserted above); every
-                // bit pattern is a valid integer, float or half.
+                // bit pattern is a valid integer, float, half or E8M0 scale.
                 unsafe { cast_vec(v) }
             }
             fn into_bits(v: Vec<Self>) -> Vec<$b> {
@@ -76,7 +76,7 @@ plain!(
     f32 => u32, i32 => u32, u32 => u32,
     f64 => u64, i64 => u64, u64 => u64,
     f16 => u16, bf16 => u16, i16 => u16, u16 => u16,
-    i8 => u8, u8 => u8
+    i8 => u8, u8 => u8, F8E8M0 => u8
 );
 
 /// One-byte types with invalid or non-canonical bytes: read as bytes,

@@ -1,4 +1,4 @@
-//! The narrow ONNX element types: four float8 formats, float4 (E2M1) and the
+//! The narrow ONNX element types: five float8 formats, float4 (E2M1) and the
 //! 4- and 2-bit integers. Each is a `Copy` newtype over one byte (one element
 //! per byte in memory; packing happens only in TensorProto storage).
 //!
@@ -12,6 +12,20 @@
 //! becomes a zero of the opposite sign, as ml_dtypes does. The small
 //! integers convert like other integers: floats truncate toward zero (NaN to
 //! 0) and every value wraps to the type's width.
+//!
+//! FLOAT8E8M0 ([`F8E8M0`]) is a scale, not a float: the byte `e` is
+//! 2^(e-127), from 2^-127 (0x00) to 2^127 (0xFE), with 0xFF NaN; no sign,
+//! no zero, no infinity. A conversion to it picks a power of two by its
+//! [`RoundMode`] (Cast's `round_mode`, opset 24) from the exact magnitude
+//! (the sign is ignored: the spec leaves negative inputs unspecified, and
+//! ONNX's reference reads only the exponent and mantissa bits). Rounding
+//! up from 2^-127 or less (zero included) gives 2^-127. A value whose
+//! power of two falls outside the range otherwise (past 2^127, infinities;
+//! below 2^-127 rounding down or to nearest, zero included) becomes the
+//! nearer end of the range with `saturate` and NaN without it, as the
+//! spec's table has it; NaN stays NaN. For every normal f32, and for zero
+//! with `saturate` or rounding up, this is bit for bit what ONNX's
+//! reference (`numpy_helper.to_float8e8m0`) gives.
 
 use std::fmt;
 
@@ -235,6 +249,124 @@ minifloat!(
     /// FLOAT4E2M1: 2 exponent bits, 1 mantissa bit, finite only (max 6).
     F4E2M1, E2M1, 0x0f
 );
+
+/// How a conversion to [`F8E8M0`] picks a power of two (Cast's `round_mode`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum RoundMode {
+    /// The smallest power of two not below the value (the default).
+    #[default]
+    Up,
+    /// The largest power of two not above the value.
+    Down,
+    /// The nearer power of two; the midpoint 1.5·2^k goes up.
+    Nearest,
+}
+
+impl RoundMode {
+    /// The mode an ONNX `round_mode` attribute names (`up`, `down`,
+    /// `nearest`), or `None`.
+    pub fn from_name(name: &str) -> Option<RoundMode> {
+        match name {
+            "up" => Some(RoundMode::Up),
+            "down" => Some(RoundMode::Down),
+            "nearest" => Some(RoundMode::Nearest),
+            _ => None,
+        }
+    }
+}
+
+/// FLOAT8E8M0: an unsigned power-of-two scale, 2^(bits-127); 0xFF is NaN.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[repr(transparent)]
+pub struct F8E8M0(u8);
+
+impl F8E8M0 {
+    /// The encoding of NaN.
+    pub const NAN: F8E8M0 = F8E8M0(0xff);
+    /// The largest value, 2^127.
+    pub const MAX: F8E8M0 = F8E8M0(0xfe);
+    /// The smallest value, 2^-127.
+    pub const MIN: F8E8M0 = F8E8M0(0);
+
+    /// The value with this encoding (every byte is one).
+    pub fn from_bits(b: u8) -> Self {
+        F8E8M0(b)
+    }
+
+    /// The encoding.
+    pub fn to_bits(self) -> u8 {
+        self.0
+    }
+
+    /// The power of two that `round` picks for |v| (see the module notes
+    /// for the range ends and NaN).
+    pub fn from_f64(v: f64, saturate: bool, round: RoundMode) -> Self {
+        if v.is_nan() {
+            return Self::NAN;
+        }
+        let out_of_range = |high: bool| match (saturate, high) {
+            (false, _) => Self::NAN,
+            (true, true) => Self::MAX,
+            (true, false) => Self::MIN,
+        };
+        // Below the range: rounding up lands on the smallest value.
+        let below = || match round {
+            RoundMode::Up => Self::MIN,
+            _ => out_of_range(false),
+        };
+        let a = v.abs();
+        if a == 0.0 {
+            return below();
+        }
+        if a.is_infinite() {
+            return out_of_range(true);
+        }
+        let bits = a.to_bits();
+        let field = (bits >> 52) as i64;
+        let mantissa = bits & ((1u64 << 52) - 1);
+        // f64 subnormals lie far below 2^-127: any exponent under -128 does.
+        let (e, mantissa) = if field == 0 {
+            (-1100, 1)
+        } else {
+            (field - 1023, mantissa)
+        };
+        let k = match round {
+            RoundMode::Up => e + i64::from(mantissa != 0),
+            RoundMode::Down => e,
+            RoundMode::Nearest => e + i64::from(mantissa >= 1u64 << 51),
+        };
+        let biased = k + 127;
+        if biased > 0xfe {
+            out_of_range(true)
+        } else if biased < 0 {
+            below()
+        } else {
+            F8E8M0(biased as u8)
+        }
+    }
+
+    /// The exact value as f32 (2^-127 is an f32 subnormal).
+    pub fn to_f32(self) -> f32 {
+        match self.0 {
+            0xff => f32::NAN,
+            0 => f32::from_bits(1 << 22),
+            e => f32::from_bits(u32::from(e) << 23),
+        }
+    }
+}
+
+impl fmt::Debug for F8E8M0 {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}({:#04x})", self.to_f32(), self.0)
+    }
+}
+
+/// Orders by value (NaN unordered); equality compares encodings.
+impl PartialOrd for F8E8M0 {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        self.to_f32().partial_cmp(&other.to_f32())
+    }
+}
 
 macro_rules! small_int {
     ($(#[$doc:meta])* $name:ident, $repr:ty, $bits:expr, $signed:expr) => {

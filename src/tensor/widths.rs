@@ -6,7 +6,7 @@
 //! conversions; this is the tensor-level dispatch on top of them.
 
 use super::bits::{row_major, AsBits};
-use super::{DType, F4E2M1, F8E4M3FN, F8E4M3FNUZ, F8E5M2, F8E5M2FNUZ, I2, I4, U2, U4};
+use super::{DType, F4E2M1, F8E4M3FN, F8E4M3FNUZ, F8E5M2, F8E5M2FNUZ, F8E8M0, I2, I4, U2, U4};
 use crate::error::{Error, Result};
 use crate::Tensor;
 use half::{bf16, f16};
@@ -142,6 +142,7 @@ impl Tensor {
             (DType::F8E5M2, WidthVec::W8(v)) => make::<F8E5M2>(op, shape, v),
             (DType::F8E5M2FNUZ, WidthVec::W8(v)) => make::<F8E5M2FNUZ>(op, shape, v),
             (DType::F4E2M1, WidthVec::W8(v)) => make::<F4E2M1>(op, shape, v),
+            (DType::F8E8M0, WidthVec::W8(v)) => make::<F8E8M0>(op, shape, v),
             (DType::U4, WidthVec::W8(v)) => make::<U4>(op, shape, v),
             (DType::I4, WidthVec::W8(v)) => make::<I4>(op, shape, v),
             (DType::U2, WidthVec::W8(v)) => make::<U2>(op, shape, v),
@@ -208,6 +209,11 @@ mod tests {
             )
             .unwrap(),
             Tensor::from_vec(&[2, 2], ["a", "bc", "", "d"].map(String::from).to_vec()).unwrap(),
+            Tensor::from_vec(
+                &[2, 2],
+                [0u8, 0x7f, 0xfe, 0xff].map(F8E8M0::from_bits).to_vec(),
+            )
+            .unwrap(),
         ];
         for t in cases {
             let back = |t: &Tensor| {

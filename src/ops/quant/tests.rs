@@ -158,7 +158,8 @@ fn unsupported_types_are_clear_errors() {
     )
     .unwrap_err()
     .to_string();
-    assert!(msg.contains("FLOAT8E8M0"), "{msg}");
+    // FLOAT8E8M0 is an element type, but no quantized output.
+    assert!(msg.contains("float8e8m0"), "{msg}");
     let msg = fails(
         "DequantizeLinear",
         13,

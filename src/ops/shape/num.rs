@@ -276,6 +276,7 @@ pub(crate) fn num_value<T: Element>(v: f64) -> Option<T> {
         | DType::F8E5M2
         | DType::F8E5M2FNUZ
         | DType::F4E2M1
+        | DType::F8E8M0
         | DType::U4
         | DType::I4
         | DType::U2

@@ -18,7 +18,8 @@ use crate::ir::{BuildContext, Fact, InferInput, Operator};
 use crate::ops::shape::movement_flops;
 use crate::ops::util::{fact, input};
 use crate::tensor::{
-    DType, Element, Tensor, F4E2M1, F8E4M3FN, F8E4M3FNUZ, F8E5M2, F8E5M2FNUZ, I2, I4, U2, U4,
+    DType, Element, Tensor, F4E2M1, F8E4M3FN, F8E4M3FNUZ, F8E5M2, F8E5M2FNUZ, F8E8M0, I2, I4, U2,
+    U4,
 };
 use half::{bf16, f16};
 use ndarray::{ArrayD, IxDyn};
@@ -35,9 +36,9 @@ pub(crate) fn build(ctx: &BuildContext) -> Result<Box<dyn Operator>> {
     let code = i32::try_from(code).map_err(|_| ctx.attrs.error("to", "not a data type"))?;
     let to = match DType::from_onnx_code(code) {
         Ok(t) => t,
-        // COMPLEX64, COMPLEX128 and FLOAT8E8M0 are valid targets that
-        // ramify has no element type for.
-        Err(e) if matches!(code, 14 | 15 | 24) => return Err(e),
+        // COMPLEX64 and COMPLEX128 are valid targets that ramify has no
+        // element type for.
+        Err(e) if matches!(code, 14 | 15) => return Err(e),
         Err(e) => return Err(ctx.attrs.error("to", e.to_string())),
     };
     if to == DType::String {
@@ -61,7 +62,8 @@ pub(crate) fn bit_width(t: DType) -> Option<u32> {
         | DType::F8E4M3FN
         | DType::F8E4M3FNUZ
         | DType::F8E5M2
-        | DType::F8E5M2FNUZ => 8,
+        | DType::F8E5M2FNUZ
+        | DType::F8E8M0 => 8,
         DType::U4 | DType::I4 | DType::F4E2M1 => 4,
         DType::U2 | DType::I2 => 2,
         DType::String => return None,
@@ -122,6 +124,7 @@ fn to_bits(t: &Tensor) -> Result<Bits> {
         Tensor::F8E4M3FNUZ(a) => Bits::W8(enc(a, F8E4M3FNUZ::to_bits)),
         Tensor::F8E5M2(a) => Bits::W8(enc(a, F8E5M2::to_bits)),
         Tensor::F8E5M2FNUZ(a) => Bits::W8(enc(a, F8E5M2FNUZ::to_bits)),
+        Tensor::F8E8M0(a) => Bits::W8(enc(a, F8E8M0::to_bits)),
         Tensor::F4E2M1(a) => Bits::W8(enc(a, F4E2M1::to_bits)),
         Tensor::U4(a) => Bits::W8(enc(a, U4::to_bits)),
         Tensor::I4(a) => Bits::W8(enc(a, I4::to_bits)),
@@ -163,6 +166,7 @@ fn from_bits(to: DType, shape: &[usize], bits: Bits) -> Result<Tensor> {
         (DType::F8E4M3FNUZ, Bits::W8(v)) => dec(shape, v, F8E4M3FNUZ::from_bits),
         (DType::F8E5M2, Bits::W8(v)) => dec(shape, v, F8E5M2::from_bits),
         (DType::F8E5M2FNUZ, Bits::W8(v)) => dec(shape, v, F8E5M2FNUZ::from_bits),
+        (DType::F8E8M0, Bits::W8(v)) => dec(shape, v, F8E8M0::from_bits),
         (DType::F4E2M1, Bits::W8(v)) => dec(shape, v, F4E2M1::from_bits),
         (DType::U4, Bits::W8(v)) => dec(shape, v, U4::from_bits),
         (DType::I4, Bits::W8(v)) => dec(shape, v, I4::from_bits),

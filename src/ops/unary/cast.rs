@@ -8,14 +8,15 @@
 //! shortest round-trip form (`INF`, `-INF`, `NaN` for the special values) and
 //! booleans as `1`/`0`. The narrow types (float8, float4, 4- and 2-bit
 //! integers) are in [`narrow`]; the `saturate` attribute (opset 19) only
-//! concerns float8 destinations.
+//! concerns float8 destinations, and `round_mode` (opset 24: `up`, the
+//! default, `down` or `nearest`) only FLOAT8E8M0 destinations.
 
 use super::kernel::{array_from, contiguous, par_map};
 use crate::error::{Error, Result};
 use crate::ir::{BuildContext, Fact, InferInput, Operator};
 use crate::ops::util::{fact, input, out_len};
 use crate::ops::Registrar;
-use crate::tensor::{DType, Tensor};
+use crate::tensor::{DType, RoundMode, Tensor};
 use half::{bf16, f16};
 use ndarray::ArrayD;
 
@@ -166,10 +167,33 @@ fn num_to<S: CastSrc + Clone, D: CastDst>(a: &ArrayD<S>) -> Result<Tensor> {
 // loop per source type and one per destination type instead of one per
 // pair (17 × 17 loops made Cast the largest operator in the library).
 
-/// Casts from f32: every destination has a loop of its own.
-fn from_f32(a: &ArrayD<f32>, to: DType, saturate: bool) -> Result<Tensor> {
+/// How a cast narrows to the float8 types: `saturate` for every one of
+/// them, `round` for FLOAT8E8M0.
+#[derive(Debug, Clone, Copy)]
+struct Narrowing {
+    saturate: bool,
+    round: RoundMode,
+}
+
+/// Casts to a float8 / float4 type (encoded from the exact value), if `to` is one.
+fn to_encoded<S: CastSrc + Clone>(
+    a: &ArrayD<S>,
+    to: DType,
+    n: Narrowing,
+) -> Option<Result<Tensor>> {
     if to.is_minifloat() {
-        return narrow::to_minifloat(a, to, saturate);
+        return Some(narrow::to_minifloat(a, to, n.saturate));
+    }
+    if to == DType::F8E8M0 {
+        return Some(narrow::to_e8m0(a, n.saturate, n.round));
+    }
+    None
+}
+
+/// Casts from f32: every destination has a loop of its own.
+fn from_f32(a: &ArrayD<f32>, to: DType, n: Narrowing) -> Result<Tensor> {
+    if let Some(r) = to_encoded(a, to, n) {
+        return r;
     }
     match to {
         DType::F32 => num_to::<f32, f32>(a),
@@ -194,26 +218,27 @@ fn from_f32(a: &ArrayD<f32>, to: DType, saturate: bool) -> Result<Tensor> {
         | DType::F8E4M3FNUZ
         | DType::F8E5M2
         | DType::F8E5M2FNUZ
-        | DType::F4E2M1 => unreachable_string(),
+        | DType::F4E2M1
+        | DType::F8E8M0 => unreachable_string(),
     }
 }
 
 /// Casts from an index type (int64, int32, bool): to f32 and to the other
 /// index types with loops of their own, the rest through wide values.
-fn from_index<S: CastSrc + Clone>(a: &ArrayD<S>, to: DType, saturate: bool) -> Result<Tensor> {
+fn from_index<S: CastSrc + Clone>(a: &ArrayD<S>, to: DType, n: Narrowing) -> Result<Tensor> {
     match to {
         DType::I64 => num_to::<S, i64>(a),
         DType::I32 => num_to::<S, i32>(a),
         DType::Bool => num_to::<S, bool>(a),
-        _ => num_to_dtype(a, to, saturate),
+        _ => num_to_dtype(a, to, n),
     }
 }
 
 /// Casts from any other source: to f32 with a loop of its own, the rest
 /// through wide values.
-fn num_to_dtype<S: CastSrc + Clone>(a: &ArrayD<S>, to: DType, saturate: bool) -> Result<Tensor> {
-    if to.is_minifloat() {
-        return narrow::to_minifloat(a, to, saturate);
+fn num_to_dtype<S: CastSrc + Clone>(a: &ArrayD<S>, to: DType, n: Narrowing) -> Result<Tensor> {
+    if let Some(r) = to_encoded(a, to, n) {
+        return r;
     }
     if to == DType::F32 {
         return num_to::<S, f32>(a);
@@ -360,14 +385,15 @@ fn from_parsed(v: &[Parsed], shape: &[usize], to: DType) -> Result<Tensor> {
         | DType::F8E4M3FNUZ
         | DType::F8E5M2
         | DType::F8E5M2FNUZ
-        | DType::F4E2M1 => Err(Error::op(
+        | DType::F4E2M1
+        | DType::F8E8M0 => Err(Error::op(
             "Cast",
             format!("internal: {to} is converted elsewhere"),
         )),
     }
 }
 
-fn from_strings(a: &ArrayD<String>, to: DType, saturate: bool) -> Result<Tensor> {
+fn from_strings(a: &ArrayD<String>, to: DType, n: Narrowing) -> Result<Tensor> {
     if to == DType::String {
         return Ok(Tensor::String(a.clone()));
     }
@@ -380,23 +406,27 @@ fn from_strings(a: &ArrayD<String>, to: DType, saturate: bool) -> Result<Tensor>
             })
         })
         .collect::<Result<Vec<Parsed>>>()?;
-    if to.is_minifloat() {
+    if to.is_minifloat() || to == DType::F8E8M0 {
         // Minifloats parse through f64 (one more rounding, as ONNX's reference).
-        return cast_sat(&from_parsed(&parsed, a.shape(), DType::F64)?, to, saturate);
+        return cast_with(&from_parsed(&parsed, a.shape(), DType::F64)?, to, n);
     }
     from_parsed(&parsed, a.shape(), to)
 }
 
 /// Converts `t` to element type `to` following the Cast rules; `saturate`
-/// picks float8 overflow handling.
+/// picks float8 overflow handling (FLOAT8E8M0 rounds up).
 pub(crate) fn cast_sat(t: &Tensor, to: DType, saturate: bool) -> Result<Tensor> {
+    let round = RoundMode::Up;
+    cast_with(t, to, Narrowing { saturate, round })
+}
+
+fn cast_with(t: &Tensor, to: DType, s: Narrowing) -> Result<Tensor> {
     if t.dtype() == to {
         return Ok(t.clone());
     }
     if to == DType::String {
         return to_strings(t);
     }
-    let s = saturate;
     match t {
         Tensor::String(a) => from_strings(a, to, s),
         Tensor::F32(a) => from_f32(a, to, s),
@@ -417,6 +447,7 @@ pub(crate) fn cast_sat(t: &Tensor, to: DType, saturate: bool) -> Result<Tensor> 
         Tensor::F8E5M2(a) => num_to_dtype(a, to, s),
         Tensor::F8E5M2FNUZ(a) => num_to_dtype(a, to, s),
         Tensor::F4E2M1(a) => num_to_dtype(a, to, s),
+        Tensor::F8E8M0(a) => num_to_dtype(a, to, s),
         Tensor::U4(a) => num_to_dtype(a, to, s),
         Tensor::I4(a) => num_to_dtype(a, to, s),
         Tensor::U2(a) => num_to_dtype(a, to, s),
@@ -431,6 +462,8 @@ struct Cast {
     to: Option<DType>,
     /// The `saturate` attribute (float8 destinations only).
     saturate: bool,
+    /// The `round_mode` attribute (FLOAT8E8M0 destinations only).
+    round: RoundMode,
 }
 
 impl Cast {
@@ -467,7 +500,11 @@ impl Operator for Cast {
         } else {
             None
         };
-        Ok(vec![cast_sat(x, self.target(second)?, self.saturate)?])
+        let n = Narrowing {
+            saturate: self.saturate,
+            round: self.round,
+        };
+        Ok(vec![cast_with(x, self.target(second)?, n)?])
     }
 }
 
@@ -479,7 +516,19 @@ fn build_cast(ctx: &BuildContext) -> Result<Box<dyn Operator>> {
         name: "Cast",
         to: Some(to),
         saturate: ctx.attrs.int("saturate", 1)? != 0,
+        round: round_mode(ctx)?,
     }))
+}
+
+/// The `round_mode` attribute (default `up`); another name is an error.
+fn round_mode(ctx: &BuildContext) -> Result<RoundMode> {
+    let name = ctx.attrs.string("round_mode", "up")?;
+    RoundMode::from_name(&name).ok_or_else(|| {
+        ctx.attrs.error(
+            "round_mode",
+            format!("{name:?} is not one of \"up\", \"down\", \"nearest\""),
+        )
+    })
 }
 
 pub(crate) fn register(r: &mut impl Registrar) {
@@ -489,6 +538,7 @@ pub(crate) fn register(r: &mut impl Registrar) {
             name: "CastLike",
             to: None,
             saturate: ctx.attrs.int("saturate", 1)? != 0,
+            round: round_mode(ctx)?,
         }))
     });
 }
@@ -806,10 +856,72 @@ mod tests {
         assert!(crate::ops::build("", "CastLike", &ctx14).is_err());
     }
 
+    fn e8m0_op(op: &str, round: Option<&str>, saturate: i64) -> Result<Box<dyn Operator>> {
+        let mut m = BTreeMap::new();
+        if op == "Cast" {
+            m.insert("to".to_string(), Attribute::Int(24));
+        }
+        m.insert("saturate".to_string(), Attribute::Int(saturate));
+        if let Some(r) = round {
+            m.insert(
+                "round_mode".to_string(),
+                Attribute::String(r.as_bytes().to_vec()),
+            );
+        }
+        let attrs = Attributes::new("c", op, m);
+        let ctx = BuildContext {
+            attrs: &attrs,
+            opset: 25,
+            consts: &[],
+            num_inputs: if op == "Cast" { 1 } else { 2 },
+            num_outputs: 1,
+            fusion: &crate::ir::Fusion::NONE,
+        };
+        crate::ops::build("", op, &ctx)
+    }
+
+    /// `round_mode` and `saturate` reach FLOAT8E8M0 destinations, of Cast
+    /// and of CastLike; an unknown mode is refused when building.
+    #[test]
+    fn round_mode_and_saturate_pick_the_e8m0_encoding() {
+        let x = v(vec![1.5f32, 0.7, 3.0 * 2f32.powi(126), 0.0]);
+        let like = v(vec![crate::tensor::F8E8M0::MIN]);
+        let bits = |op: &str, round: Option<&str>, sat: i64| -> Vec<u8> {
+            let o = e8m0_op(op, round, sat).unwrap();
+            let r = o.run(&[Some(&x), Some(&like)]).unwrap().remove(0);
+            let a = r.array::<crate::tensor::F8E8M0>().unwrap();
+            a.iter().map(|b| b.to_bits()).collect()
+        };
+        for op in ["Cast", "CastLike"] {
+            assert_eq!(
+                bits(op, None, 1),
+                [0x80, 0x7f, 0xfe, 0x00],
+                "{op} default up"
+            );
+            assert_eq!(bits(op, Some("up"), 0), [0x80, 0x7f, 0xff, 0x00], "{op}");
+            assert_eq!(bits(op, Some("down"), 1), [0x7f, 0x7e, 0xfe, 0x00], "{op}");
+            assert_eq!(bits(op, Some("down"), 0), [0x7f, 0x7e, 0xfe, 0xff], "{op}");
+            assert_eq!(
+                bits(op, Some("nearest"), 1),
+                [0x80, 0x7e, 0xfe, 0x00],
+                "{op}"
+            );
+            assert_eq!(
+                bits(op, Some("nearest"), 0),
+                [0x80, 0x7e, 0xff, 0xff],
+                "{op}"
+            );
+            for bad in ["UP", "zero", ""] {
+                let e = e8m0_op(op, Some(bad), 1).unwrap_err();
+                assert!(e.to_string().contains("round_mode"), "{op} {bad:?}: {e}");
+            }
+        }
+    }
+
     #[test]
     fn bad_target_type_is_an_error() {
         for to in [
-            Attribute::Int(24),
+            Attribute::Int(14),
             Attribute::Int(1 << 40),
             Attribute::Float(1.0),
         ] {

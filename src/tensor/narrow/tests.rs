@@ -199,3 +199,155 @@ fn small_ints_wrap_and_truncate() {
     assert_eq!(I4::wrapping(-1).to_bits(), 0x0f);
     assert_eq!(I2::wrapping(-2).to_bits(), 0b10);
 }
+
+const MODES: [RoundMode; 3] = [RoundMode::Up, RoundMode::Down, RoundMode::Nearest];
+
+fn e8m0(v: f64, saturate: bool, round: RoundMode) -> u8 {
+    F8E8M0::from_f64(v, saturate, round).to_bits()
+}
+
+/// Every encoding decodes to 2^(e-127) (0xFF to NaN) and, in every mode
+/// and with or without saturation, encodes back to itself.
+#[test]
+fn e8m0_every_encoding_round_trips() {
+    for b in 0..=255u8 {
+        let v = F8E8M0::from_bits(b).to_f32();
+        if b == 0xff {
+            assert!(v.is_nan());
+        } else {
+            assert_eq!(v as f64, 2f64.powi(b as i32 - 127), "{b:#04x}");
+        }
+        for round in MODES {
+            for sat in [false, true] {
+                assert_eq!(e8m0(v as f64, sat, round), b, "{b:#04x} {round:?} {sat}");
+            }
+        }
+    }
+    assert_eq!(F8E8M0::from_bits(0).to_f32().to_bits(), 0x0040_0000);
+    assert_eq!(F8E8M0::from_bits(0x7f).to_f32(), 1.0);
+    assert_eq!(F8E8M0::from_bits(0xfe).to_f32(), 2f32.powi(127));
+    assert_eq!(F8E8M0::default(), F8E8M0::MIN);
+}
+
+#[test]
+fn e8m0_rounding_modes_at_ties_and_between() {
+    let at = |v: f64| MODES.map(|m| e8m0(v, true, m));
+    // [up, down, nearest]
+    assert_eq!(at(1.0), [0x7f, 0x7f, 0x7f]);
+    assert_eq!(at(1.5), [0x80, 0x7f, 0x80], "the midpoint goes up");
+    assert_eq!(at(1.5 - 1e-12), [0x80, 0x7f, 0x7f]);
+    assert_eq!(at(1.0 + 1e-12), [0x80, 0x7f, 0x7f]);
+    assert_eq!(at(2.0 - 1e-12), [0x80, 0x7f, 0x80]);
+    assert_eq!(at(0.124), [0x7c, 0x7b, 0x7c]);
+    assert_eq!(at(0.75), [0x7f, 0x7e, 0x7f]);
+    assert_eq!(at(3.0 * 2f64.powi(-10)), [0x77, 0x76, 0x77]);
+    // The sign is ignored (negative inputs are unspecified).
+    assert_eq!(at(-4.0), [0x81, 0x81, 0x81]);
+    assert_eq!(at(-1.5), at(1.5));
+}
+
+#[test]
+fn e8m0_extremes_nan_and_saturation() {
+    let nan = 0xff;
+    let big = 1.5 * 2f64.powi(127);
+    for round in MODES {
+        // NaN is NaN whatever the flags.
+        assert_eq!(e8m0(f64::NAN, true, round), nan);
+        assert_eq!(e8m0(-f64::NAN, false, round), nan);
+        // Infinities and zeros are outside the range: its ends with
+        // saturation, NaN without.
+        assert_eq!(e8m0(f64::INFINITY, true, round), 0xfe);
+        assert_eq!(e8m0(f64::NEG_INFINITY, true, round), 0xfe);
+        assert_eq!(e8m0(f64::INFINITY, false, round), nan);
+        assert_eq!(e8m0(0.0, true, round), 0x00);
+        assert_eq!(e8m0(-0.0, true, round), 0x00);
+        let low = if round == RoundMode::Up { 0x00 } else { nan };
+        assert_eq!(e8m0(0.0, false, round), low);
+        assert_eq!(e8m0(1e-300, false, round), low);
+        // 2^127 and 2^-127 are the ends, exactly.
+        assert_eq!(e8m0(2f64.powi(127), false, round), 0xfe);
+        assert_eq!(e8m0(2f64.powi(-127), false, round), 0x00);
+        // Far outside: the ends, or NaN.
+        assert_eq!(e8m0(1e300, true, round), 0xfe);
+        assert_eq!(e8m0(1e300, false, round), nan);
+        assert_eq!(e8m0(1e-300, true, round), 0x00);
+        assert_eq!(e8m0(f64::from_bits(1), true, round), 0x00, "f64 subnormal");
+    }
+    // Just past 2^127: up leaves the range, down does not.
+    assert_eq!(e8m0(big, true, RoundMode::Up), 0xfe);
+    assert_eq!(e8m0(big, false, RoundMode::Up), nan);
+    assert_eq!(e8m0(big, false, RoundMode::Down), 0xfe);
+    assert_eq!(e8m0(big, false, RoundMode::Nearest), nan);
+    assert_eq!(e8m0(1.2 * 2f64.powi(127), false, RoundMode::Nearest), 0xfe);
+    assert_eq!(e8m0(f32::MAX as f64, true, RoundMode::Nearest), 0xfe);
+    assert_eq!(e8m0(f32::MAX as f64, false, RoundMode::Down), 0xfe);
+    // f32 subnormals (below 2^-126): by their exact value.
+    let sub = |bits: u32| f32::from_bits(bits) as f64;
+    assert_eq!(e8m0(sub(0x0040_0000), false, RoundMode::Up), 0x00, "2^-127");
+    assert_eq!(e8m0(sub(0x0060_0000), false, RoundMode::Up), 0x01);
+    assert_eq!(e8m0(sub(0x0060_0000), false, RoundMode::Down), 0x00);
+    assert_eq!(e8m0(sub(0x0060_0000), false, RoundMode::Nearest), 0x01);
+    assert_eq!(
+        e8m0(sub(0x0000_0001), false, RoundMode::Up),
+        0x00,
+        "2^-149 up"
+    );
+    assert_eq!(e8m0(sub(0x0000_0001), false, RoundMode::Down), nan);
+    assert_eq!(e8m0(sub(0x0000_0001), true, RoundMode::Down), 0x00);
+    // 2^-128 rounds (to itself) below the range; 1.5 · 2^-128 up into it.
+    assert_eq!(e8m0(2f64.powi(-128), false, RoundMode::Nearest), nan);
+    assert_eq!(e8m0(2f64.powi(-128), true, RoundMode::Nearest), 0x00);
+    assert_eq!(e8m0(1.5 * 2f64.powi(-128), false, RoundMode::Nearest), 0x00);
+    assert_eq!(e8m0(2f64.powi(-128), false, RoundMode::Up), 0x00);
+}
+
+/// ONNX's reference (`numpy_helper.to_float8e8m0`) works on an f32's
+/// exponent and mantissa bits; restated here, it agrees with the exact
+/// rounding on every normal f32 (sampled across all exponents).
+#[test]
+fn e8m0_matches_onnx_reference_bit_rules_on_normal_f32() {
+    fn reference(bits: u32, saturate: bool, round: RoundMode) -> u8 {
+        let exp = (bits >> 23) & 0xff;
+        let up = match round {
+            RoundMode::Up => bits & 0x7f_ffff != 0,
+            RoundMode::Down => false,
+            RoundMode::Nearest => bits & 0x40_0000 != 0,
+        };
+        let up = up && !(saturate && exp == 0xfe);
+        (exp + u32::from(up)) as u8
+    }
+    let mut checked = 0;
+    let mut bits: u32 = 0x0080_0000;
+    while bits < 0x7f80_0000 {
+        for sign in [0, 0x8000_0000] {
+            let x = f32::from_bits(bits | sign) as f64;
+            for round in MODES {
+                for sat in [false, true] {
+                    let want = reference(bits, sat, round);
+                    assert_eq!(e8m0(x, sat, round), want, "{bits:#010x} {round:?} {sat}");
+                    checked += 1;
+                }
+            }
+        }
+        bits += 0x1357;
+    }
+    assert!(checked > 1_000_000);
+    // Zero with saturation or rounding up: the reference's 0x00 as well.
+    for round in MODES {
+        assert_eq!(e8m0(0.0, true, round), reference(0, true, round));
+    }
+    assert_eq!(
+        e8m0(0.0, false, RoundMode::Up),
+        reference(0, false, RoundMode::Up)
+    );
+}
+
+#[test]
+fn round_mode_names() {
+    assert_eq!(RoundMode::from_name("up"), Some(RoundMode::Up));
+    assert_eq!(RoundMode::from_name("down"), Some(RoundMode::Down));
+    assert_eq!(RoundMode::from_name("nearest"), Some(RoundMode::Nearest));
+    assert_eq!(RoundMode::from_name("UP"), None);
+    assert_eq!(RoundMode::from_name(""), None);
+    assert_eq!(RoundMode::default(), RoundMode::Up);
+}

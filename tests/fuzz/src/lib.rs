@@ -8,7 +8,7 @@ use arbitrary::Arbitrary;
 use half::{bf16, f16};
 use model_builder::Dim;
 use onnx_protobuf::{AttributeProto, GraphProto, NodeProto, ValueInfoProto};
-use ramify::tensor::{F4E2M1, F8E4M3FN, F8E4M3FNUZ, F8E5M2, F8E5M2FNUZ, I2, I4, U2, U4};
+use ramify::tensor::{F4E2M1, F8E4M3FN, F8E4M3FNUZ, F8E5M2, F8E5M2FNUZ, F8E8M0, I2, I4, U2, U4};
 use ramify::{DType, Element, Session, SessionBuilder, Tensor};
 
 pub use onnx_protobuf;
@@ -19,7 +19,7 @@ pub use protobuf;
 pub const MAX_SYNTH_INPUT_BYTES: usize = 1 << 20;
 
 /// Every element type ramify knows.
-pub const ALL_DTYPES: [DType; 23] = [
+pub const ALL_DTYPES: [DType; 24] = [
     DType::F32,
     DType::F64,
     DType::F16,
@@ -39,6 +39,7 @@ pub const ALL_DTYPES: [DType; 23] = [
     DType::F8E5M2,
     DType::F8E5M2FNUZ,
     DType::F4E2M1,
+    DType::F8E8M0,
     DType::U4,
     DType::I4,
     DType::U2,
@@ -192,6 +193,7 @@ pub fn make_tensor(dtype: DType, shape: &[usize], vals: &[ElemVal]) -> Tensor {
         DType::F8E5M2 => build(shape, n, |i| F8E5M2::from_bits(at(i).bits8())),
         DType::F8E5M2FNUZ => build(shape, n, |i| F8E5M2FNUZ::from_bits(at(i).bits8())),
         DType::F4E2M1 => build(shape, n, |i| F4E2M1::from_bits(at(i).bits8())),
+        DType::F8E8M0 => build(shape, n, |i| F8E8M0::from_bits(at(i).bits8())),
         DType::U4 => build(shape, n, |i| U4::wrapping(at(i).as_i64())),
         DType::I4 => build(shape, n, |i| I4::wrapping(at(i).as_i64())),
         DType::U2 => build(shape, n, |i| U2::wrapping(at(i).as_i64())),

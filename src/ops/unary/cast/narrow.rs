@@ -1,13 +1,16 @@
 //! Cast to and from the narrow types: float8 / float4 destinations encode the
 //! exact source value once (with or without saturation), the 4- and 2-bit
 //! integers convert like the other integers (truncate floats, wrap), and
-//! every narrow source converts through its exact value.
+//! every narrow source converts through its exact value. FLOAT8E8M0 takes
+//! its power of two from the exact value (see [`crate::tensor::F8E8M0`]).
 
 use super::{float_string, CastDst, CastSrc, FromWide};
 use crate::error::{Error, Result};
+use crate::ops::unary::kernel::contiguous;
 use crate::ops::unary::kernel::par_map;
 use crate::tensor::{
-    DType, Tensor, F4E2M1, F8E4M3FN, F8E4M3FNUZ, F8E5M2, F8E5M2FNUZ, I2, I4, U2, U4,
+    DType, RoundMode, Tensor, F4E2M1, F8E4M3FN, F8E4M3FNUZ, F8E5M2, F8E5M2FNUZ, F8E8M0, I2, I4, U2,
+    U4,
 };
 use ndarray::ArrayD;
 
@@ -38,7 +41,31 @@ macro_rules! minifloat_src {
         }
     )*};
 }
-minifloat_src!(F8E4M3FN, F8E4M3FNUZ, F8E5M2, F8E5M2FNUZ, F4E2M1);
+minifloat_src!(F8E4M3FN, F8E4M3FNUZ, F8E5M2, F8E5M2FNUZ, F4E2M1, F8E8M0);
+
+/// Converts to FLOAT8E8M0: every source through its f64 values (so that
+/// the encoding loop is compiled once, not once per source type).
+pub(super) fn to_e8m0<S: CastSrc + Clone>(
+    a: &ArrayD<S>,
+    saturate: bool,
+    round: RoundMode,
+) -> Result<Tensor> {
+    let wide: Vec<f64> = contiguous(a).iter().map(|x| x.as_f64()).collect();
+    e8m0_from_wide(wide, a.shape(), saturate, round)
+}
+
+fn e8m0_from_wide(
+    wide: Vec<f64>,
+    shape: &[usize],
+    saturate: bool,
+    round: RoundMode,
+) -> Result<Tensor> {
+    let wide = ArrayD::from_shape_vec(shape, wide)
+        .map_err(|_| Error::op("Cast", "internal: values do not fill the shape"))?;
+    Ok(Tensor::F8E8M0(par_map("Cast", &wide, |&x| {
+        F8E8M0::from_f64(x, saturate, round)
+    })?))
+}
 
 /// Converts to a float8 / float4 type `to`.
 pub(super) fn to_minifloat<S: CastSrc + Clone>(
@@ -87,6 +114,7 @@ pub(super) fn to_strings(t: &Tensor) -> Result<ArrayD<String>> {
         Tensor::F8E5M2(a) => float(a, F8E5M2::to_f32),
         Tensor::F8E5M2FNUZ(a) => float(a, F8E5M2FNUZ::to_f32),
         Tensor::F4E2M1(a) => float(a, F4E2M1::to_f32),
+        Tensor::F8E8M0(a) => float(a, F8E8M0::to_f32),
         Tensor::U4(a) => par_map(op, a, |x| x.get().to_string()),
         Tensor::I4(a) => par_map(op, a, |x| x.get().to_string()),
         Tensor::U2(a) => par_map(op, a, |x| x.get().to_string()),
@@ -174,6 +202,57 @@ mod tests {
         );
         let back = cast_sat(&i4, DType::F32, true).unwrap();
         assert_eq!(back, v(vec![7.0f32, -8.0, 7.0, -8.0, -1.0]));
+    }
+
+    fn e8m0_bits(t: &Tensor) -> Vec<u8> {
+        t.array::<F8E8M0>()
+            .unwrap()
+            .iter()
+            .map(|x| x.to_bits())
+            .collect()
+    }
+
+    /// The node cases' values (`test_cast_e8m0_*`), from every kind of
+    /// source, and back to floats, integers and strings.
+    #[test]
+    fn e8m0_from_and_to_every_kind() {
+        let vals = [0.0f64, 0.124, 0.25, 0.5, 1.1, 2.0, 4.0, 8.0];
+        let want = [0x00u8, 0x7c, 0x7d, 0x7e, 0x80, 0x80, 0x81, 0x82];
+        let f32s = v(vals.iter().map(|&x| x as f32).collect());
+        let e = cast_sat(&f32s, DType::F8E8M0, true).unwrap();
+        assert_eq!(e8m0_bits(&e), want);
+        let h = v(vals.iter().map(|&x| half::f16::from_f64(x)).collect());
+        assert_eq!(e8m0_bits(&cast_sat(&h, DType::F8E8M0, true).unwrap()), want);
+        let i = v(vec![1i64, 3, -8, 1 << 40]);
+        let e = cast_sat(&i, DType::F8E8M0, true).unwrap();
+        assert_eq!(e8m0_bits(&e), [0x7f, 0x81, 0x82, 0x7f + 40]);
+        let s = v(["0.3", "NaN", "1e39"].map(String::from).to_vec());
+        let e = cast_sat(&s, DType::F8E8M0, false).unwrap();
+        assert_eq!(e8m0_bits(&e), [0x7e, 0xff, 0xff]);
+        // Back: exact powers of two, NaN, 2^-127 (zero in f16).
+        let t = v([0x00u8, 0x7f, 0x82, 0xfe, 0xff]
+            .map(F8E8M0::from_bits)
+            .to_vec());
+        let f = cast_sat(&t, DType::F32, true).unwrap();
+        let f = f.array::<f32>().unwrap();
+        assert_eq!(
+            &f.as_slice().unwrap()[..4],
+            &[2f32.powi(-127), 1.0, 8.0, 2f32.powi(127)]
+        );
+        assert!(f[4].is_nan());
+        let h = cast_sat(&t, DType::F16, true).unwrap();
+        let h = h.array::<half::f16>().unwrap();
+        assert_eq!(h[0].to_f32(), 0.0);
+        assert_eq!(h[2].to_f32(), 8.0);
+        assert!(h[3].is_infinite() && h[4].is_nan());
+        let i = cast_sat(&t.clone(), DType::I32, true).unwrap();
+        assert_eq!(i.to_i64_vec().unwrap()[..3], [0, 1, 8]);
+        let s = cast_sat(&t, DType::String, true).unwrap();
+        assert_eq!(s.array::<String>().unwrap()[2], "8");
+        assert_eq!(s.array::<String>().unwrap()[4], "NaN");
+        // E8M0 to another float8 goes through its value.
+        let f8 = cast_sat(&t, DType::F8E4M3FN, true).unwrap();
+        assert_eq!(bits(&f8)[1..3], [0x38, 0x50]);
     }
 
     #[test]
