@@ -5,8 +5,8 @@
 use super::{in_fact, sequence, tensor};
 use crate::error::{Error, Result};
 use crate::ir::{run_via_values, BuildContext, Fact, InferInput, Kind, Operator, Sequence, Value};
-use crate::ops::util::axis as norm_axis;
 use crate::ops::shape::concat::{concat, split_parts};
+use crate::ops::util::axis as norm_axis;
 use crate::tensor::{budget, Tensor};
 use std::sync::Arc;
 
