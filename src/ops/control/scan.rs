@@ -128,7 +128,7 @@ impl Operator for Scan {
     fn run_values(&self, values: &[Option<&Value>]) -> Result<Vec<Value>> {
         let explicit = self.states + self.scan_inputs;
         let inputs = tensor_args(values.get(..explicit).unwrap_or(values))?;
-        let mut state: Vec<Value> = (0..self.states)
+        let state: Vec<Value> = (0..self.states)
             .map(|i| input(OP, &inputs, i).map(|t| Value::from(t.clone())))
             .collect::<Result<_>>()?;
         let mut seq: Vec<(&Tensor, usize)> = Vec::with_capacity(self.scan_inputs);
@@ -149,43 +149,12 @@ impl Operator for Scan {
         let len = len.unwrap_or(0);
         let outer = values.get(explicit..).unwrap_or(&[]);
         let k = self.out_axes.len();
-        let mut scans = vec![ScanParts::default(); k];
-        for step in 0..len {
-            interrupt::check()?;
-            let mut formal: Vec<Value> = state.clone();
-            for (&(t, a), &r) in seq.iter().zip(&self.in_reverse) {
-                formal.push(take(t, a, if r { len - 1 - step } else { step })?.into());
-            }
-            let mut outs = self.body.run(&formal, outer)?.into_iter();
-            drop(formal);
-            for (i, s) in state.iter_mut().enumerate() {
-                let v = outs
-                    .next()
-                    .ok_or_else(|| Error::op(OP, "the body returned too few outputs"))?;
-                let (v, t) = (v.into_tensor("a scan state")?, s.as_tensor("a scan state")?);
-                if v.dtype() != t.dtype() || v.shape() != t.shape() {
-                    return Err(Error::op(
-                        OP,
-                        format!(
-                            "state {i} changes from {} {:?} to {} {:?}",
-                            t.dtype(),
-                            t.shape(),
-                            v.dtype(),
-                            v.shape()
-                        ),
-                    ));
-                }
-                *s = Value::Tensor(v);
-            }
-            for (kk, v) in outs.enumerate().take(k) {
-                let v = v.into_tensor("a scan output")?;
-                scans[kk].push(
-                    kk,
-                    step,
-                    Arc::try_unwrap(v).unwrap_or_else(|v| (*v).clone()),
-                )?;
-            }
-        }
+        let seq: Vec<(&Tensor, usize, bool)> = seq
+            .iter()
+            .zip(&self.in_reverse)
+            .map(|(&(t, a), &r)| (t, a, r))
+            .collect();
+        let (state, scans) = run_steps(self.body.as_ref(), state, &seq, len, k, outer)?;
         let mut result = state;
         for (kk, ScanParts { mut parts, .. }) in scans.into_iter().enumerate() {
             if parts.is_empty() {
@@ -200,4 +169,56 @@ impl Operator for Scan {
         }
         Ok(result)
     }
+}
+
+/// The step loop of both Scan forms: runs `body` `len` times, threading the
+/// states and feeding it step `i` of each scan input (`(tensor, axis,
+/// reverse)`: from the end when reversed); returns the final states and the
+/// `k` scan outputs' per-step parts.
+pub(super) fn run_steps(
+    body: &dyn Subgraph,
+    mut state: Vec<Value>,
+    seq: &[(&Tensor, usize, bool)],
+    len: usize,
+    k: usize,
+    outer: &[Option<&Value>],
+) -> Result<(Vec<Value>, Vec<ScanParts>)> {
+    let mut scans = vec![ScanParts::default(); k];
+    for step in 0..len {
+        interrupt::check()?;
+        let mut formal: Vec<Value> = state.clone();
+        for &(t, a, r) in seq {
+            formal.push(take(t, a, if r { len - 1 - step } else { step })?.into());
+        }
+        let mut outs = body.run(&formal, outer)?.into_iter();
+        drop(formal);
+        for (i, s) in state.iter_mut().enumerate() {
+            let v = outs
+                .next()
+                .ok_or_else(|| Error::op(OP, "the body returned too few outputs"))?;
+            let (v, t) = (v.into_tensor("a scan state")?, s.as_tensor("a scan state")?);
+            if v.dtype() != t.dtype() || v.shape() != t.shape() {
+                return Err(Error::op(
+                    OP,
+                    format!(
+                        "state {i} changes from {} {:?} to {} {:?}",
+                        t.dtype(),
+                        t.shape(),
+                        v.dtype(),
+                        v.shape()
+                    ),
+                ));
+            }
+            *s = Value::Tensor(v);
+        }
+        for (kk, v) in outs.enumerate().take(k) {
+            let v = v.into_tensor("a scan output")?;
+            scans[kk].push(
+                kk,
+                step,
+                Arc::try_unwrap(v).unwrap_or_else(|v| (*v).clone()),
+            )?;
+        }
+    }
+    Ok((state, scans))
 }

@@ -9,11 +9,11 @@
 //! zeros (the spec leaves the padding undefined). Outer-scope values arrive
 //! as the node's trailing implicit inputs.
 
-use super::tensors::{stack, take, ScanParts};
+use super::scan::run_steps;
+use super::tensors::{stack, take};
 use crate::error::{Error, Result};
 use crate::ir::Subgraph;
 use crate::ir::{run_via_values, tensor_args, BuildContext, Fact, InferInput, Operator, Value};
-use crate::ops::interrupt;
 use crate::ops::util::out_len;
 use crate::tensor::{DType, Tensor};
 use std::sync::Arc;
@@ -96,56 +96,6 @@ impl Scan8 {
                     })
             })
             .collect()
-    }
-
-    /// Runs the body over one batch entry's `n` steps: its final states and
-    /// its scan outputs' per-step parts.
-    fn run_entry(
-        &self,
-        mut state: Vec<Value>,
-        seq: &[Tensor],
-        n: usize,
-        outer: &[Option<&Value>],
-    ) -> Result<(Vec<Value>, Vec<ScanParts>)> {
-        let k = self.body.num_outputs() - self.states;
-        let mut scans = vec![ScanParts::default(); k];
-        for step in 0..n {
-            interrupt::check()?;
-            let mut formal: Vec<Value> = state.clone();
-            for (t, &r) in seq.iter().zip(&self.reverse) {
-                formal.push(take(t, 0, if r { n - 1 - step } else { step })?.into());
-            }
-            let mut outs = self.body.run(&formal, outer)?.into_iter();
-            drop(formal);
-            for (i, s) in state.iter_mut().enumerate() {
-                let v = outs
-                    .next()
-                    .ok_or_else(|| Error::op(OP, "the body returned too few outputs"))?;
-                let (v, t) = (v.into_tensor("a scan state")?, s.as_tensor("a scan state")?);
-                if v.dtype() != t.dtype() || v.shape() != t.shape() {
-                    return Err(Error::op(
-                        OP,
-                        format!(
-                            "state {i} changes from {} {:?} to {} {:?}",
-                            t.dtype(),
-                            t.shape(),
-                            v.dtype(),
-                            v.shape()
-                        ),
-                    ));
-                }
-                *s = Value::Tensor(v);
-            }
-            for (kk, v) in outs.enumerate().take(k) {
-                let v = v.into_tensor("a scan output")?;
-                scans[kk].push(
-                    kk,
-                    step,
-                    Arc::try_unwrap(v).unwrap_or_else(|v| (*v).clone()),
-                )?;
-            }
-        }
-        Ok((state, scans))
     }
 }
 
@@ -238,7 +188,12 @@ impl Operator for Scan8 {
                 .iter()
                 .map(|t| take(t, 0, b))
                 .collect::<Result<Vec<_>>>()?;
-            let (state, scans) = self.run_entry(state, &seq, n, outer)?;
+            let seq: Vec<(&Tensor, usize, bool)> = seq
+                .iter()
+                .zip(&self.reverse)
+                .map(|(t, &r)| (t, 0, r))
+                .collect();
+            let (state, scans) = run_steps(self.body.as_ref(), state, &seq, n, k, outer)?;
             for (i, s) in state.into_iter().enumerate() {
                 let s = s.into_tensor("a scan state")?;
                 final_states[i].push(Arc::try_unwrap(s).unwrap_or_else(|s| (*s).clone()));

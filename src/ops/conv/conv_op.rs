@@ -16,6 +16,7 @@ use super::adopted::{Adopted, Form, RunWeights};
 use super::choice::{choose, Algorithm, Choices};
 use super::geom::{Window, WindowAttrs};
 use super::implicit::{self, PackCache};
+#[cfg(target_arch = "x86_64")]
 use super::patches::PatchCache;
 use super::winograd::{self, WeightCache};
 use super::{check_bias, finish_row, parse_group, run_float, FloatKernel};
@@ -64,7 +65,8 @@ pub(super) struct Weights {
     /// W packed for the AVX2 panel GEMM (1×1 and im2col paths, which pack
     /// it alike).
     pub panels: PackCache,
-    /// W packed for the non-overlapping (patch) path.
+    /// W packed for the non-overlapping (patch) path (x86-64 only).
+    #[cfg(target_arch = "x86_64")]
     pub patches: PatchCache,
 }
 
