@@ -555,6 +555,17 @@ impl Tensor {
             })
     }
 
+    /// A uint8 tensor, or an int8 one when `signed` (the same bytes, not
+    /// copied), from bytes an 8-bit kernel wrote.
+    pub fn from_bytes(shape: &[usize], bytes: Vec<u8>, signed: bool) -> Result<Tensor> {
+        use bits::AsBits;
+        if signed {
+            Tensor::from_vec(shape, <i8 as AsBits>::from_bits(bytes))
+        } else {
+            Tensor::from_vec(shape, bytes)
+        }
+    }
+
     /// A rank-0 tensor holding one value.
     pub fn scalar<T: Element>(v: T) -> Tensor {
         T::into_tensor(ArrayD::from_elem(IxDyn(&[]), v))

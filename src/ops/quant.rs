@@ -108,17 +108,6 @@ pub(crate) fn int_tensor(op: &str, t: DType, shape: &[usize], v: Vec<i64>) -> Re
     })
 }
 
-/// A uint8 tensor, or an int8 one when `signed` (the same bytes, not
-/// copied), from bytes an int8 kernel wrote.
-pub(crate) fn byte_tensor(shape: &[usize], bytes: Vec<u8>, signed: bool) -> Result<Tensor> {
-    use crate::tensor::bits::AsBits;
-    if signed {
-        Tensor::from_vec(shape, <i8 as AsBits>::from_bits(bytes))
-    } else {
-        Tensor::from_vec(shape, bytes)
-    }
-}
-
 /// A tensor of float type `t` from f64 values, rounded once to `t`.
 pub(crate) fn float_tensor(op: &str, t: DType, shape: &[usize], v: Vec<f64>) -> Result<Tensor> {
     let r = match t {

@@ -6,15 +6,20 @@
 //! buffer of the same size freed earlier in the run (or the previous run):
 //! no zero-fill and no fresh pages to fault in on the hot path. Buffers are
 //! matched by length; the pool holds at most [`MAX_BUFFERS`] buffers and
-//! [`MAX_BYTES`] bytes, so it cannot grow without bound.
+//! [`MAX_BYTES`] bytes, so it cannot grow without bound. The bounds hold
+//! one buffer of every activation size of a large CNN (DenseNet-121's
+//! growing concats have over a hundred sizes, more than 64 MB of them):
+//! a run whose buffers do not fit allocates afresh, and where the binary
+//! has glibc map large blocks (the `ramify` command line does) that means
+//! fresh pages on every run.
 
 use std::sync::Mutex;
 
 /// Most buffers kept per pool (f32 and the other 4-byte types share one,
 /// f64 has one, and the bytes one).
-pub const MAX_BUFFERS: usize = 64;
+pub const MAX_BUFFERS: usize = 512;
 /// Most bytes kept per pool.
-pub const MAX_BYTES: usize = 64 << 20;
+pub const MAX_BYTES: usize = 256 << 20;
 
 /// A pool of buffers of one element type.
 struct Pool<T> {

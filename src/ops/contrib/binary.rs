@@ -89,7 +89,8 @@ impl Operator for QLinearBinary {
         // The reference clamps before adding the zero point and rounding.
         let (min, max) = ((lo - zc) as f32, (hi - zc) as f32);
         if let (true, Some(ab), Some(bb)) = (a.shape() == b.shape(), a.as_bytes(), b.as_bytes()) {
-            let mut out = vec![0u8; ab.len()];
+            // Every byte is written below: a recycled buffer needs no zero-fill.
+            let mut out = crate::tensor::recycle::take_or_default::<u8>(ab.len());
             let p = Params {
                 signed: t == DType::I8,
                 a: (sa, za),
@@ -106,14 +107,7 @@ impl Operator for QLinearBinary {
                     &p,
                 )
             });
-            let y = if p.signed {
-                Tensor::from_vec(
-                    a.shape(),
-                    out.into_iter().map(|v| v as i8).collect::<Vec<_>>(),
-                )?
-            } else {
-                Tensor::from_vec(a.shape(), out)?
-            };
+            let y = Tensor::from_bytes(a.shape(), out, p.signed)?;
             return Ok(vec![y]);
         }
         let shape = broadcast_shapes(op, a.shape(), b.shape())?;

@@ -118,7 +118,9 @@ impl Operator for QLinearConcat {
         let outer: usize = out_shape[..ax].iter().product();
         let inner: usize = out_shape[ax + 1..].iter().product();
         let out_pitch = out_shape[ax] * inner;
-        let mut out = vec![0u8; outer * out_pitch];
+        // The inputs' blocks tile every output row: a recycled buffer needs
+        // no zero-fill.
+        let mut out = crate::tensor::recycle::take_or_default::<u8>(outer * out_pitch);
         let mut offset = 0;
         for (i, x) in xs.iter().enumerate() {
             let sx = scalar_scale(OP, inputs, 3 + 3 * i, "X_scale")?;
@@ -149,13 +151,6 @@ impl Operator for QLinearConcat {
             }
             offset += pitch;
         }
-        Ok(vec![if t == DType::I8 {
-            Tensor::from_vec(
-                &out_shape,
-                out.into_iter().map(|b| b as i8).collect::<Vec<_>>(),
-            )?
-        } else {
-            Tensor::from_vec(&out_shape, out)?
-        }])
+        Ok(vec![Tensor::from_bytes(&out_shape, out, t == DType::I8)?])
     }
 }

@@ -6,9 +6,8 @@
 use super::{check8, range8, requantize, scalar_scale, scalar_zp, tensor8};
 use crate::error::{Error, Result};
 use crate::ir::{BuildContext, Fact, InferInput, OpClass, Operator};
-use crate::ops::quant::to_i32;
 use crate::ops::util::{fact, input};
-use crate::tensor::Tensor;
+use crate::tensor::{DType, Tensor};
 
 const OP: &str = "QLinearGlobalAveragePool";
 
@@ -93,16 +92,29 @@ impl Operator for QLinearGlobalAvg {
                 format!("x_scale / (y_scale · {size}) = {scale} is out of the computable range"),
             ));
         }
-        let xv = to_i32(OP, x)?;
+        // The bytes as they lie (no widened copy of the whole input).
+        let standard;
+        let bytes = match x.as_bytes() {
+            Some(b) => b,
+            None => {
+                standard = x.clone().into_standard_layout();
+                standard.as_bytes().unwrap_or_default()
+            }
+        };
+        let signed = t == DType::I8;
+        let value = |b: u8| if signed { b as i8 as i32 } else { b as i32 };
         let bias = -zx * size as i32;
         let mut out = vec![0i32; n * c];
         for (b, row) in out.chunks_mut(c.max(1)).enumerate() {
-            let img = &xv[b * c * size..(b + 1) * c * size];
+            let img = &bytes[b * c * size..(b + 1) * c * size];
             for (ch, o) in row.iter_mut().enumerate() {
                 let acc: i32 = if self.channels_last {
-                    (0..size).map(|p| img[p * c + ch]).sum()
+                    (0..size).map(|p| value(img[p * c + ch])).sum()
                 } else {
-                    img[ch * size..(ch + 1) * size].iter().sum()
+                    img[ch * size..(ch + 1) * size]
+                        .iter()
+                        .map(|&v| value(v))
+                        .sum()
                 };
                 *o = requantize(acc + bias, scale, zy, lo, hi);
             }

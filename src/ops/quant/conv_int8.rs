@@ -103,6 +103,12 @@ pub(super) enum Output {
     },
 }
 
+thread_local! {
+    /// Per-thread staged input of the im2col path, kept across runs so that
+    /// a run does not grow a fresh buffer for every layer.
+    static STAGED: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
 /// One convolution's run-time facts.
 pub(super) struct Conv<'a> {
     pub win: &'a Window,
@@ -166,7 +172,8 @@ impl Conv<'_> {
             Prepared::Gemm(groups) => {
                 let cg = c / self.group;
                 let direct = im2col::is_direct(self.win, cg);
-                let mut staged = Vec::new();
+                // The staged input, in this thread's buffer kept across runs.
+                let mut staged = STAGED.with(|s| std::mem::take(&mut *s.borrow_mut()));
                 for img in 0..n {
                     for (g, packed) in groups.iter().enumerate() {
                         let mg = packed.rows;
@@ -217,11 +224,12 @@ impl Conv<'_> {
                         product.run(&src, sink.as_ref());
                     }
                 }
+                STAGED.with(|s| *s.borrow_mut() = staged);
             }
         }
         Ok(match self.output {
             Output::Wide => Tensor::from_vec(out_shape, wide)?,
-            Output::Quant { signed, .. } => super::byte_tensor(out_shape, narrow, signed)?,
+            Output::Quant { signed, .. } => Tensor::from_bytes(out_shape, narrow, signed)?,
         })
     }
 }

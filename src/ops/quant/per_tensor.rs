@@ -76,7 +76,7 @@ pub(super) fn quantize(
     par_spans(&mut out, |start, span| {
         quantize_span(&xs[start..][..span.len()], span, params)
     });
-    Some(super::byte_tensor(x.shape(), out, t == DType::I8))
+    Some(Tensor::from_bytes(x.shape(), out, t == DType::I8))
 }
 
 /// DequantizeLinear of 8-bit `x` to f32, when the fast path applies.
