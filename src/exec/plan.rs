@@ -74,6 +74,9 @@ impl Plan {
                     .any(|&id| facts[id].as_ref().is_none_or(|f| f.shape.is_none()))
             })
             .collect();
+        // Each node prepares for its input shapes (packing constant
+        // weights, in node order, so that one original at a time lives
+        // beside its packed form), and gives its FLOPs at them.
         let flops: Vec<u64> = graph
             .nodes
             .iter()
@@ -88,6 +91,7 @@ impl Plan {
                     .iter()
                     .filter_map(|o| o.and_then(|id| facts[id].clone()))
                     .collect();
+                n.op.prepare(&ins);
                 n.op.flops(&ins, &outs)
             })
             .collect();

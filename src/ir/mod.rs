@@ -224,6 +224,15 @@ pub trait Operator: Send + Sync + Debug {
     fn adopt_constant(&self, _slot: usize, _value: &Arc<Tensor>, _fixed_shapes: bool) -> bool {
         false
     }
+
+    /// Called once when a plan is built for these facts of the node's
+    /// inputs (`None` where nothing is known), before any run of that
+    /// plan: an operator may get ready for those shapes here, so that its
+    /// first run does not pay for it (Conv packs an adopted W in the form
+    /// its kernel for these shapes reads, and lets the original go before
+    /// the run's activations exist). What fails here is left for the run
+    /// to report.
+    fn prepare(&self, _inputs: &[Option<&Fact>]) {}
 }
 
 /// A subgraph body of a control-flow operator (If, Loop, Scan), as the

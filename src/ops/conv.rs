@@ -13,6 +13,7 @@ use crate::error::{Error, Result};
 use crate::tensor::{DType, Tensor};
 
 mod adopted;
+mod ahead;
 mod choice;
 mod conv_op;
 mod depthwise;

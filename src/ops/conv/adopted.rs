@@ -156,6 +156,23 @@ impl Adopted {
         Ok(RunWeights::Unpacked(Tensor::from_vec(&h.shape, data)?))
     }
 
+    /// Packs the held original ahead of a run on input shape `x` (`pack`
+    /// packs it and returns the form it left W in, if any), then lets it
+    /// go as [`Adopted::packed`] does after such a run. Nothing happens
+    /// when no original is held or W was packed already.
+    pub(super) fn pack_ahead(&self, x: &[usize], pack: impl FnOnce(&Tensor) -> Option<Form>) {
+        let original = match self.lock().as_ref() {
+            Some(Held {
+                original: Some(w),
+                packed: None,
+                ..
+            }) => w.clone(),
+            _ => return,
+        };
+        let form = pack(&original);
+        self.packed(x, form);
+    }
+
     /// After a run on input shape `x` with the original W: when that run
     /// packed W in `form`, the original goes.
     pub(super) fn packed(&self, x: &[usize], form: Option<Form>) {

@@ -334,6 +334,32 @@ impl Operator for Conv {
     fn adopt_constant(&self, slot: usize, value: &Arc<Tensor>, fixed_shapes: bool) -> bool {
         slot == 1 && self.weights.constant && self.adopted.adopt(value, fixed_shapes)
     }
+
+    /// Packs an adopted W for a float32 X of known shape, as the first run
+    /// on that shape would (see `ahead.rs`).
+    fn prepare(&self, inputs: &[Option<&Fact>]) {
+        let fact = |i: usize| inputs.get(i).copied().flatten();
+        let Some(x) = fact(0)
+            .filter(|f| f.dtype == DType::F32)
+            .and_then(|f| f.shape.as_deref())
+        else {
+            return;
+        };
+        let bias = fact(2).and_then(|f| f.shape.as_deref());
+        // As in `run`: panels packed by an earlier shape keep W.
+        let panels_empty = self.weights.panels.packed().is_none();
+        self.adopted.pack_ahead(x, |w| {
+            let Tensor::F32(data) = w else {
+                return None;
+            };
+            let p = plan(&self.window, self.group, x, w.shape(), bias).ok()?;
+            let algo = self.choices.get(x, w.shape(), true, || choose(&p, true));
+            if !self.weights.pack_ahead(algo, &p, data.as_slice()?) {
+                return None;
+            }
+            Form::left_by(algo, &p).filter(|f| panels_empty || !matches!(f, Form::Panels { .. }))
+        });
+    }
 }
 
 impl Conv {

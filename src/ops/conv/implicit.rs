@@ -134,7 +134,7 @@ pub(super) fn preferred(p: &ConvPlan) -> bool {
 }
 
 /// Packs W (`[m, c, kh, kw]`, f32) into [`MB`]-channel blocks.
-fn pack(p: &ConvPlan, w: &[f32]) -> Vec<f32> {
+pub(super) fn pack(p: &ConvPlan, w: &[f32]) -> Vec<f32> {
     let k = p.cg() * p.win.kernel_len();
     let blocks = p.m.div_ceil(MB);
     let mut data = vec![0f32; blocks * k * MB];

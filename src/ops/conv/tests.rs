@@ -10,6 +10,7 @@ use crate::ops::testutil::{
 use crate::tensor::Tensor;
 use half::f16;
 
+mod ahead;
 mod patches;
 mod pointwise;
 mod transpose;
