@@ -128,10 +128,24 @@ impl<T> SendPtr<T> {
 /// Cuts `out` into chunks of `chunk` elements (the last may be shorter) and
 /// runs `f(i, chunk_i)` on each, in parallel (see [`run_tasks`]).
 pub(crate) fn par_chunks<T: Send>(out: &mut [T], chunk: usize, f: impl Fn(usize, &mut [T]) + Sync) {
+    let chunk = chunk.max(1);
+    run_chunks(out, chunk, out.len().div_ceil(chunk), &f);
+}
+
+/// Runs `f(i, chunk_i)` for the first `tasks` chunks of `chunk` elements of
+/// `out` (cut at its end: past it a chunk is empty). Generic over the
+/// element type only: the task body comes as `&dyn`, so the slicing here is
+/// compiled once per element type, not once per caller's closure.
+fn run_chunks<T: Send>(
+    out: &mut [T],
+    chunk: usize,
+    tasks: usize,
+    f: &(dyn Fn(usize, &mut [T]) + Sync),
+) {
     let (len, chunk) = (out.len(), chunk.max(1));
     let base = SendPtr(out.as_mut_ptr());
-    run_tasks(len.div_ceil(chunk), &|i| {
-        let start = i * chunk;
+    run_tasks(tasks, &|i| {
+        let start = i.saturating_mul(chunk).min(len);
         // SAFETY: task i alone gets elements start .. start + chunk (cut
         // at the end of `out`), and `out` stays mutably borrowed until
         // every task has returned.
@@ -188,12 +202,15 @@ pub fn par_rows<T: Send>(out: &mut [T], row: usize, f: impl Fn(usize, &mut [T]) 
     let row = row.max(1);
     let rows = out.len() / row;
     let threads = op_threads();
-    if threads <= 1 || out.len() < MIN_PARALLEL_GRAIN || rows < 2 {
-        f(0, out);
-        return;
-    }
-    let rows_per = rows.div_ceil(task_count(rows, threads));
-    par_chunks(out, rows_per * row, |i, chunk| f(i * rows_per, chunk));
+    // One call site of `f` for both cases (one task on one thread), so its
+    // body is compiled once.
+    let (rows_per, chunk, tasks) = if threads <= 1 || out.len() < MIN_PARALLEL_GRAIN || rows < 2 {
+        (0, out.len(), 1)
+    } else {
+        let rows_per = rows.div_ceil(task_count(rows, threads));
+        (rows_per, rows_per * row, out.len().div_ceil(rows_per * row))
+    };
+    run_chunks(out, chunk, tasks, &|i, c| f(i * rows_per, c));
 }
 
 /// Runs `f(start, span)` over equal spans of `out` (multiples of 1024
@@ -201,16 +218,18 @@ pub fn par_rows<T: Send>(out: &mut [T], row: usize, f: impl Fn(usize, &mut [T]) 
 /// rayon pool, for element-wise work whose row structure does not matter.
 pub fn par_spans<T: Send>(out: &mut [T], f: impl Fn(usize, &mut [T]) + Sync) {
     let threads = op_threads();
-    if threads <= 1 || out.len() < 2 * MIN_PARALLEL_GRAIN {
-        f(0, out);
-        return;
-    }
-    let span = out
-        .len()
-        .div_ceil(task_count(out.len(), threads))
-        .next_multiple_of(1024)
-        .max(MIN_PARALLEL_GRAIN);
-    par_chunks(out, span, |i, chunk| f(i * span, chunk));
+    // One call site of `f`, as in `par_rows`.
+    let (span, tasks) = if threads <= 1 || out.len() < 2 * MIN_PARALLEL_GRAIN {
+        (out.len(), 1)
+    } else {
+        let span = out
+            .len()
+            .div_ceil(task_count(out.len(), threads))
+            .next_multiple_of(1024)
+            .max(MIN_PARALLEL_GRAIN);
+        (span, out.len().div_ceil(span))
+    };
+    run_chunks(out, span, tasks, &|i, c| f(i * span, c));
 }
 
 #[cfg(test)]
