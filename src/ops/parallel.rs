@@ -2,7 +2,8 @@
 //! type-erased core.
 //!
 //! Every parallel loop in the operators numbers its tasks `0..n` and hands
-//! them to [`run_tasks`], which takes the task body as `&dyn Fn(usize)`. So
+//! them to [`run_tasks`], which takes the task body as `&dyn Task` (any
+//! `Fn(usize) + Sync` closure). So
 //! rayon's job, latch and splitting code is compiled once for the whole
 //! library. Before, each closure passed to a parallel iterator made its own
 //! copy of that machinery, once per element type of a generic kernel: a
