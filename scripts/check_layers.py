@@ -22,7 +22,7 @@ import sys
 
 # Lowest first. Modules on one line are peers and must not import each other.
 LAYERS = [
-    ["error"],
+    ["error", "order"],
     ["tensor", "load"],
     ["ir"],
     ["ops", "sched"],

@@ -87,9 +87,14 @@ def owner(symbol, depth):
     s = symbol
     if s.startswith("<"):
         s = s[1:]
+        # `<F as ramify::ops::parallel::Task>::run`: a blanket impl over a
+        # closure type belongs to the trait's module (the task bodies).
+        head, sep, rest = s.partition(" as ")
+        if sep and re.fullmatch(r"[A-Z][A-Za-z0-9]*", head):
+            s = rest
     # Cut at the first generic argument list or ` as ` of a trait impl.
     cut = len(s)
-    for mark in ("<", " as ", "(", " "):
+    for mark in ("<", ">", " as ", "(", " "):
         i = s.find(mark)
         if i != -1:
             cut = min(cut, i)

@@ -30,6 +30,7 @@ pub mod ir;
 pub mod load;
 pub mod onnx;
 pub mod ops;
+pub(crate) mod order;
 pub mod sched;
 pub mod session;
 pub mod tensor;

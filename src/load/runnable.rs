@@ -71,7 +71,7 @@ pub fn others_runnable_median(cpus: usize, reads: usize, gap: std::time::Duratio
 /// The median of `values` (the lower middle for an even count); `None`
 /// when empty.
 pub fn median(values: &mut [f64]) -> Option<f64> {
-    values.sort_by(f64::total_cmp);
+    crate::order::sort_f64(values);
     values.get(values.len().saturating_sub(1) / 2).copied()
 }
 
@@ -122,7 +122,7 @@ mod tests {
                 f()
             })
             .collect();
-        v.sort_by(f64::total_cmp);
+        crate::order::sort_f64(&mut v);
         v[k / 2]
     }
 

@@ -140,7 +140,7 @@ pub fn least_loaded(loads: &[f64], allowed: &[usize], k: usize, prev: &[usize]) 
     if idx.is_empty() {
         idx = (0..loads.len()).collect();
     }
-    idx.sort_by(|&a, &b| key(a).total_cmp(&key(b)).then(a.cmp(&b)));
+    crate::order::sort_indices(&mut idx, &|a, b| key(a).total_cmp(&key(b)).then(a.cmp(&b)));
     idx.truncate(k.min(loads.len()));
     idx
 }

@@ -43,7 +43,7 @@ pub fn entries(dir: &Path, prefix: &str) -> Vec<PathBuf> {
                 .is_some_and(|n| n.starts_with(prefix))
         })
         .collect();
-    found.sort();
+    crate::order::sort_by(&mut found, |a, b| a.cmp(b));
     found
 }
 

@@ -252,7 +252,7 @@ impl Topology {
     }
 
     fn sort(&mut self) {
-        self.clusters.sort_by(|a, b| {
+        crate::order::sort_by(&mut self.clusters, |a, b| {
             b.capacity
                 .total_cmp(&a.capacity)
                 .then(a.cpus.first().cmp(&b.cpus.first()))

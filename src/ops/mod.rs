@@ -137,7 +137,7 @@ impl Registry {
             .values()
             .flat_map(|m| m.iter().map(|(k, e)| (*k, *e)))
             .collect();
-        v.sort_unstable_by_key(|(k, e)| (e.domain, *k));
+        crate::order::sort_by(&mut v, |(k, e), (l, f)| (e.domain, k).cmp(&(f.domain, l)));
         v
     }
 
@@ -209,7 +209,7 @@ impl Catalog {
             .iter()
             .flat_map(|(d, m)| m.iter().map(|(k, e)| (*d, *k, *e)))
             .collect();
-        v.sort_unstable_by_key(|(d, k, _)| (*d, *k));
+        crate::order::sort_by(&mut v, |(d, k, _), (e, l, _)| (d, k).cmp(&(e, l)));
         v
     }
 

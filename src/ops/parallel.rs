@@ -2,7 +2,8 @@
 //! type-erased core.
 //!
 //! Every parallel loop in the operators numbers its tasks `0..n` and hands
-//! them to [`run_tasks`], which takes the task body as `&dyn Fn(usize)`. So
+//! them to [`run_tasks`], which takes the task body as `&dyn Task` (any
+//! `Fn(usize) + Sync` closure). So
 //! rayon's job, latch and splitting code is compiled once for the whole
 //! library. Before, each closure passed to a parallel iterator made its own
 //! copy of that machinery, once per element type of a generic kernel: a
@@ -64,10 +65,26 @@ pub fn task_count(items: usize, threads: usize) -> usize {
     threads.saturating_mul(TASKS_PER_THREAD).min(items).max(1)
 }
 
-/// Runs `task(i)` once for every `i < n`: in parallel on the current pool,
-/// one rayon job per task, when it has more than one thread for operators
-/// ([`op_threads`]); in order on this thread otherwise. Tasks must write
-/// disjoint outputs.
+/// A numbered task: the one-method trait object [`run_tasks`] takes. Every
+/// `Fn(usize) + Sync` closure is one. Not `dyn Fn`: its vtable carries
+/// `call_mut` and a `call_once` shim too, compiled for every closure that
+/// becomes one (about a thousand in the library), though never called.
+pub(crate) trait Task: Sync {
+    /// Runs task `i`.
+    fn run(&self, i: usize);
+}
+
+impl<F: Fn(usize) + Sync> Task for F {
+    #[inline]
+    fn run(&self, i: usize) {
+        self(i)
+    }
+}
+
+/// Runs `task.run(i)` once for every `i < n`: in parallel on the current
+/// pool, one rayon job per task, when it has more than one thread for
+/// operators ([`op_threads`]); in order on this thread otherwise. Tasks
+/// must write disjoint outputs.
 ///
 /// One rayon job per task (`with_max_len(1)`): left to rayon's adaptive
 /// splitting, a thread would take runs of tasks as one job, and a
@@ -76,12 +93,15 @@ pub fn task_count(items: usize, threads: usize) -> usize {
 /// This is the only function here that instantiates rayon's machinery;
 /// it is never inlined, so no caller makes its own copy.
 #[inline(never)]
-pub(crate) fn run_tasks(n: usize, task: &(dyn Fn(usize) + Sync)) {
+pub(crate) fn run_tasks(n: usize, task: &dyn Task) {
     use rayon::prelude::*;
     if n <= 1 || op_threads() <= 1 {
-        (0..n).for_each(task);
+        (0..n).for_each(|i| task.run(i));
     } else {
-        (0..n).into_par_iter().with_max_len(1).for_each(task);
+        (0..n)
+            .into_par_iter()
+            .with_max_len(1)
+            .for_each(|i| task.run(i));
     }
 }
 
@@ -128,14 +148,38 @@ impl<T> SendPtr<T> {
 /// Cuts `out` into chunks of `chunk` elements (the last may be shorter) and
 /// runs `f(i, chunk_i)` on each, in parallel (see [`run_tasks`]).
 pub(crate) fn par_chunks<T: Send>(out: &mut [T], chunk: usize, f: impl Fn(usize, &mut [T]) + Sync) {
+    let chunk = chunk.max(1);
+    run_chunks(out, chunk, out.len().div_ceil(chunk), &f);
+}
+
+/// A task on one chunk of a slice, as [`run_chunks`] takes it (a
+/// one-method trait object, for the reason [`Task`] gives).
+trait ChunkTask<T>: Sync {
+    /// Runs task `i` on its chunk.
+    fn run(&self, i: usize, chunk: &mut [T]);
+}
+
+impl<T, F: Fn(usize, &mut [T]) + Sync> ChunkTask<T> for F {
+    #[inline]
+    fn run(&self, i: usize, chunk: &mut [T]) {
+        self(i, chunk)
+    }
+}
+
+/// Runs `f(i, chunk_i)` for the first `tasks` chunks of `chunk` elements of
+/// `out` (cut at its end: past it a chunk is empty). Generic over the
+/// element type only: the task body comes as a trait object, so the
+/// slicing here is compiled once per element type, not once per caller's
+/// closure.
+fn run_chunks<T: Send>(out: &mut [T], chunk: usize, tasks: usize, f: &dyn ChunkTask<T>) {
     let (len, chunk) = (out.len(), chunk.max(1));
     let base = SendPtr(out.as_mut_ptr());
-    run_tasks(len.div_ceil(chunk), &|i| {
-        let start = i * chunk;
+    run_tasks(tasks, &|i: usize| {
+        let start = i.saturating_mul(chunk).min(len);
         // SAFETY: task i alone gets elements start .. start + chunk (cut
         // at the end of `out`), and `out` stays mutably borrowed until
         // every task has returned.
-        f(i, unsafe { base.slice(start, chunk.min(len - start)) })
+        f.run(i, unsafe { base.slice(start, chunk.min(len - start)) })
     });
 }
 
@@ -151,7 +195,7 @@ pub(crate) fn par_chunk_pairs<A: Send, B: Send>(
 ) {
     let (la, lb, ca, cb) = (a.len(), b.len(), ca.max(1), cb.max(1));
     let (pa, pb) = (SendPtr(a.as_mut_ptr()), SendPtr(b.as_mut_ptr()));
-    run_tasks(la.div_ceil(ca).min(lb.div_ceil(cb)), &|i| {
+    run_tasks(la.div_ceil(ca).min(lb.div_ceil(cb)), &|i: usize| {
         let (sa, sb) = (i * ca, i * cb);
         // SAFETY: as in `par_chunks`, for each of the two slices.
         let (x, y) = unsafe { (pa.slice(sa, ca.min(la - sa)), pb.slice(sb, cb.min(lb - sb))) };
@@ -188,12 +232,17 @@ pub fn par_rows<T: Send>(out: &mut [T], row: usize, f: impl Fn(usize, &mut [T]) 
     let row = row.max(1);
     let rows = out.len() / row;
     let threads = op_threads();
-    if threads <= 1 || out.len() < MIN_PARALLEL_GRAIN || rows < 2 {
-        f(0, out);
-        return;
-    }
-    let rows_per = rows.div_ceil(task_count(rows, threads));
-    par_chunks(out, rows_per * row, |i, chunk| f(i * rows_per, chunk));
+    // One call site of `f` for both cases (one task on one thread), so its
+    // body is compiled once.
+    let (rows_per, chunk, tasks) = if threads <= 1 || out.len() < MIN_PARALLEL_GRAIN || rows < 2 {
+        (0, out.len(), 1)
+    } else {
+        let rows_per = rows.div_ceil(task_count(rows, threads));
+        (rows_per, rows_per * row, out.len().div_ceil(rows_per * row))
+    };
+    run_chunks(out, chunk, tasks, &|i: usize, c: &mut [T]| {
+        f(i * rows_per, c)
+    });
 }
 
 /// Runs `f(start, span)` over equal spans of `out` (multiples of 1024
@@ -201,16 +250,18 @@ pub fn par_rows<T: Send>(out: &mut [T], row: usize, f: impl Fn(usize, &mut [T]) 
 /// rayon pool, for element-wise work whose row structure does not matter.
 pub fn par_spans<T: Send>(out: &mut [T], f: impl Fn(usize, &mut [T]) + Sync) {
     let threads = op_threads();
-    if threads <= 1 || out.len() < 2 * MIN_PARALLEL_GRAIN {
-        f(0, out);
-        return;
-    }
-    let span = out
-        .len()
-        .div_ceil(task_count(out.len(), threads))
-        .next_multiple_of(1024)
-        .max(MIN_PARALLEL_GRAIN);
-    par_chunks(out, span, |i, chunk| f(i * span, chunk));
+    // One call site of `f`, as in `par_rows`.
+    let (span, tasks) = if threads <= 1 || out.len() < 2 * MIN_PARALLEL_GRAIN {
+        (out.len(), 1)
+    } else {
+        let span = out
+            .len()
+            .div_ceil(task_count(out.len(), threads))
+            .next_multiple_of(1024)
+            .max(MIN_PARALLEL_GRAIN);
+        (span, out.len().div_ceil(span))
+    };
+    run_chunks(out, span, tasks, &|i: usize, c: &mut [T]| f(i * span, c));
 }
 
 #[cfg(test)]

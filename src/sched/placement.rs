@@ -115,7 +115,7 @@ pub fn power_order(nodes: &[PowerNode], need: usize) -> Vec<usize> {
     let mut order: Vec<usize> = (0..nodes.len())
         .filter(|&i| nodes[i].idle >= need.max(1))
         .collect();
-    order.sort_by(|&a, &b| {
+    crate::order::sort_indices(&mut order, &|a, b| {
         let (x, y) = (&nodes[a], &nodes[b]);
         x.idle
             .cmp(&y.idle)
@@ -224,7 +224,7 @@ fn fastest_cpus(
     prev: &[usize],
 ) -> Vec<usize> {
     let mut by_speed = clusters_in(topology, loads, allowed, prev);
-    by_speed.sort_by(|a, b| b.0.capacity.total_cmp(&a.0.capacity));
+    crate::order::sort_by(&mut by_speed, |a, b| b.0.capacity.total_cmp(&a.0.capacity));
     // Cores of one speed are taken least loaded first across clusters.
     let mut out = Vec::new();
     let mut i = 0;
@@ -295,7 +295,9 @@ fn power_cpus(
 
 /// `cpus` reordered fastest first (stable: equals keep their order).
 fn fastest_first(topology: &Topology, mut cpus: Vec<usize>) -> Vec<usize> {
-    cpus.sort_by(|&a, &b| topology.capacity_of(b).total_cmp(&topology.capacity_of(a)));
+    crate::order::sort_indices(&mut cpus, &|a, b| {
+        topology.capacity_of(b).total_cmp(&topology.capacity_of(a))
+    });
     cpus
 }
 
@@ -320,7 +322,7 @@ pub fn fit_capacity(mut plans: Vec<PoolPlan>, times: &[f64], capacities: &[f64])
             })
             .sum()
     };
-    plans.sort_by(|a, b| work(b).total_cmp(&work(a)));
+    crate::order::sort_by(&mut plans, |a, b| work(b).total_cmp(&work(a)));
     let (k, n) = (plans.len(), capacities.len());
     if k == 0 || n < k {
         return plans;

@@ -231,7 +231,7 @@ pub fn apportion(budget: f64, times: &[f64]) -> Option<Vec<PoolPlan>> {
     };
     if k > total {
         let mut order: Vec<usize> = (0..k).collect();
-        order.sort_by(|&a, &b| t[b].total_cmp(&t[a]).then(a.cmp(&b)));
+        crate::order::sort_indices(&mut order, &|a, b| t[b].total_cmp(&t[a]).then(a.cmp(&b)));
         let mut pools: Vec<PoolPlan> = (0..total)
             .map(|_| PoolPlan {
                 cpus: 1,
@@ -264,7 +264,9 @@ pub fn apportion(budget: f64, times: &[f64]) -> Option<Vec<PoolPlan>> {
     }
     // Leftover CPUs go to the largest remainders.
     let mut by_remainder: Vec<usize> = (0..k).collect();
-    by_remainder.sort_by(|&a, &b| remainder(b).total_cmp(&remainder(a)).then(a.cmp(&b)));
+    crate::order::sort_indices(&mut by_remainder, &|a, b| {
+        remainder(b).total_cmp(&remainder(a)).then(a.cmp(&b))
+    });
     for &i in by_remainder
         .iter()
         .cycle()

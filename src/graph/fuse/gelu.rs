@@ -155,7 +155,8 @@ fn try_fuse(graph: &mut Graph, facts: &Facts, e: usize) -> Option<String> {
     node.attrs = Attributes::new(&node.name, "Gelu", BTreeMap::new());
     let name = node.name.clone();
     let mut removed = removed;
-    removed.sort_unstable_by(|a, b| b.cmp(a));
+    removed.sort_unstable();
+    removed.reverse();
     for r in removed {
         graph.nodes.remove(r);
     }

@@ -109,7 +109,7 @@ pub fn fuse(graph: &mut Graph, facts: &Facts) -> Result<()> {
 
 /// Rebuilds the operators of the named nodes (once each).
 fn rebuild(graph: &mut Graph, mut names: Vec<String>) -> Result<()> {
-    names.sort_unstable();
+    crate::order::sort_by(&mut names, |a, b| a.cmp(b));
     names.dedup();
     for name in names {
         if let Some(i) = graph.nodes.iter().position(|n| n.name == name) {

@@ -141,7 +141,8 @@ fn try_fuse(graph: &mut Graph, facts: &Facts, sm: usize) -> Option<String> {
         node.fusion.mask = true;
     }
     let name = node.name.clone();
-    removed.sort_unstable_by(|a, b| b.cmp(a));
+    removed.sort_unstable();
+    removed.reverse();
     for r in removed {
         graph.nodes.remove(r);
     }

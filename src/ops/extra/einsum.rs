@@ -68,7 +68,7 @@ pub(super) fn parse(eq: &str) -> Result<Equation> {
     let output = rhs.map(parse_term).transpose()?;
     if let Some(o) = &output {
         let mut seen = o.labels.clone();
-        seen.sort_unstable();
+        crate::order::sort_by(&mut seen, |a, b| a.cmp(b));
         if seen.windows(2).any(|w| w[0] == w[1]) {
             return Err(Error::op(OP, format!("repeated output label in '{eq}'")));
         }

@@ -62,7 +62,7 @@ fn group_equal(
 ) -> Vec<(usize, Vec<usize>)> {
     let mut order: Vec<usize> = (0..len).collect();
     // Stable: each group starts at its first occurrence.
-    order.sort_by(|&a, &b| cmp(a, b));
+    crate::order::sort_indices(&mut order, cmp);
     let mut groups: Vec<(usize, Vec<usize>)> = Vec::new();
     for &k in &order {
         match groups.last_mut() {
@@ -71,7 +71,7 @@ fn group_equal(
         }
     }
     if !sorted {
-        groups.sort_by_key(|g| g.0);
+        crate::order::sort_by(&mut groups, |a, b| a.0.cmp(&b.0));
     }
     groups
 }

@@ -198,7 +198,7 @@ impl Model {
                     .take_while(|v| !v.is_nan())
                     .map(positive_zero)
                     .collect();
-                set.sort_by(f64::total_cmp);
+                crate::order::sort_f64(&mut set);
                 set
             } else {
                 Vec::new()

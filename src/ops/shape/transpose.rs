@@ -142,7 +142,7 @@ fn merge_axes(shape: &[usize], perm: &[usize]) -> (Vec<usize>, Vec<usize>) {
     let lens: Vec<usize> = shape.iter().copied().filter(|&l| l != 1).collect();
     // The merged input axes are the runs sorted by their first kept axis.
     let mut order: Vec<usize> = (0..runs.len()).collect();
-    order.sort_unstable_by_key(|&i| runs[i].0);
+    crate::order::sort_indices(&mut order, &|a, b| runs[a].0.cmp(&runs[b].0));
     let merged: Vec<usize> = order
         .iter()
         .map(|&i| lens[runs[i].0..=runs[i].1].iter().product())

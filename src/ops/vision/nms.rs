@@ -135,7 +135,9 @@ impl Nms {
                 order.clear();
                 order.extend((0..n).filter(|&i| min_score.is_none_or(|m| sc[i] > m)));
                 // Highest score first; equal scores keep the lower index first.
-                order.sort_by(|&i, &j| sc[j].total_cmp(&sc[i]).then(i.cmp(&j)));
+                crate::order::sort_indices(&mut order, &|i, j| {
+                    sc[j].total_cmp(&sc[i]).then(i.cmp(&j))
+                });
                 kept.clear();
                 for &i in &order {
                     if kept.len() >= max_out {

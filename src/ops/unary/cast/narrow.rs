@@ -43,6 +43,15 @@ macro_rules! minifloat_src {
 }
 minifloat_src!(F8E4M3FN, F8E4M3FNUZ, F8E5M2, F8E5M2FNUZ, F4E2M1, F8E8M0);
 
+/// The values of `a` as f64 (exact for every source but 64-bit integers
+/// beyond 2^53), in `a`'s shape: the one loop an encoded cast compiles per
+/// source type.
+fn to_wide<S: CastSrc + Clone>(a: &ArrayD<S>) -> Result<ArrayD<f64>> {
+    let wide: Vec<f64> = contiguous(a).iter().map(|x| x.as_f64()).collect();
+    ArrayD::from_shape_vec(a.shape(), wide)
+        .map_err(|_| Error::op("Cast", "internal: values do not fill the shape"))
+}
+
 /// Converts to FLOAT8E8M0: every source through its f64 values (so that
 /// the encoding loop is compiled once, not once per source type).
 pub(super) fn to_e8m0<S: CastSrc + Clone>(
@@ -50,46 +59,37 @@ pub(super) fn to_e8m0<S: CastSrc + Clone>(
     saturate: bool,
     round: RoundMode,
 ) -> Result<Tensor> {
-    let wide: Vec<f64> = contiguous(a).iter().map(|x| x.as_f64()).collect();
-    e8m0_from_wide(wide, a.shape(), saturate, round)
+    e8m0_from_wide(&to_wide(a)?, saturate, round)
 }
 
-fn e8m0_from_wide(
-    wide: Vec<f64>,
-    shape: &[usize],
-    saturate: bool,
-    round: RoundMode,
-) -> Result<Tensor> {
-    let wide = ArrayD::from_shape_vec(shape, wide)
-        .map_err(|_| Error::op("Cast", "internal: values do not fill the shape"))?;
-    Ok(Tensor::F8E8M0(par_map("Cast", &wide, |&x| {
+fn e8m0_from_wide(wide: &ArrayD<f64>, saturate: bool, round: RoundMode) -> Result<Tensor> {
+    Ok(Tensor::F8E8M0(par_map("Cast", wide, |&x| {
         F8E8M0::from_f64(x, saturate, round)
     })?))
 }
 
-/// Converts to a float8 / float4 type `to`.
+/// Converts to a float8 / float4 type `to`, through the f64 values as
+/// [`to_e8m0`] does.
 pub(super) fn to_minifloat<S: CastSrc + Clone>(
     a: &ArrayD<S>,
     to: DType,
     saturate: bool,
 ) -> Result<Tensor> {
+    minifloat_from_wide(&to_wide(a)?, to, saturate)
+}
+
+fn minifloat_from_wide(a: &ArrayD<f64>, to: DType, saturate: bool) -> Result<Tensor> {
     let op = "Cast";
     Ok(match to {
-        DType::F8E4M3FN => Tensor::F8E4M3FN(par_map(op, a, |&x| {
-            F8E4M3FN::from_f64(x.as_f64(), saturate)
-        })?),
-        DType::F8E4M3FNUZ => Tensor::F8E4M3FNUZ(par_map(op, a, |&x| {
-            F8E4M3FNUZ::from_f64(x.as_f64(), saturate)
-        })?),
-        DType::F8E5M2 => {
-            Tensor::F8E5M2(par_map(op, a, |&x| F8E5M2::from_f64(x.as_f64(), saturate))?)
+        DType::F8E4M3FN => Tensor::F8E4M3FN(par_map(op, a, |&x| F8E4M3FN::from_f64(x, saturate))?),
+        DType::F8E4M3FNUZ => {
+            Tensor::F8E4M3FNUZ(par_map(op, a, |&x| F8E4M3FNUZ::from_f64(x, saturate))?)
         }
-        DType::F8E5M2FNUZ => Tensor::F8E5M2FNUZ(par_map(op, a, |&x| {
-            F8E5M2FNUZ::from_f64(x.as_f64(), saturate)
-        })?),
-        DType::F4E2M1 => {
-            Tensor::F4E2M1(par_map(op, a, |&x| F4E2M1::from_f64(x.as_f64(), saturate))?)
+        DType::F8E5M2 => Tensor::F8E5M2(par_map(op, a, |&x| F8E5M2::from_f64(x, saturate))?),
+        DType::F8E5M2FNUZ => {
+            Tensor::F8E5M2FNUZ(par_map(op, a, |&x| F8E5M2FNUZ::from_f64(x, saturate))?)
         }
+        DType::F4E2M1 => Tensor::F4E2M1(par_map(op, a, |&x| F4E2M1::from_f64(x, saturate))?),
         other => {
             return Err(Error::op(
                 op,
