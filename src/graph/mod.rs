@@ -13,7 +13,7 @@ mod prune;
 #[cfg(test)]
 pub(crate) mod test_support;
 
-pub use body::Body;
+pub use body::{Body, BodyBinder};
 pub use fold::{specialize, Facts};
 pub use fuse::fuse;
 pub use metadata::ModelMetadata;
