@@ -19,10 +19,15 @@ use crate::ir::{Fact, Subgraph, Value};
 use crate::tensor::{budget, DType};
 use std::sync::{Arc, Mutex};
 
-/// How many plans for distinct input facts a body keeps.
+/// How many plans for distinct input facts a body keeps; further sets of
+/// facts share one plan specialised on the declared types alone.
 pub const MAX_PLANS: usize = 8;
 
-/// Makes bodies run through the executor (see the module header).
+/// The [`BodyBinder`] that makes control-flow bodies run through the
+/// executor: each body goes through the load-time passes once, and its
+/// subgraph builds a [`Plan`] per set of input facts (up to [`MAX_PLANS`]),
+/// reused by every later run with those facts, and walks it node by node on
+/// the calling operator's thread.
 #[derive(Debug, Clone, Copy)]
 pub struct Bodies {
     /// Whether the load-time fusion passes run over the bodies.

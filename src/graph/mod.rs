@@ -1,7 +1,7 @@
 //! The graph IR: values, nodes with their built operators, graph inputs and
-//! outputs, and constants; plus the passes that order, specialise (shape
-//! inference and constant folding), prune and fuse it, run in one named
-//! order by [`pipeline`].
+//! outputs, constants, and control-flow bodies as data ([`Body`]); plus the
+//! passes that order, specialise (shape inference and constant folding),
+//! prune and fuse it, run in one named order by [`pipeline`].
 
 mod body;
 mod fold;
