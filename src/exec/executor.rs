@@ -422,11 +422,68 @@ fn run_node(run: &Run, index: usize, threads: usize) -> Result<()> {
     let (plan, store) = (run.plan, &run.store);
     run.interrupt.check().map_err(|e| run.watch.locate(e))?;
     run.watch.checkpoint()?;
-    let node = &plan.graph.nodes[index];
     if super::views::forward(plan, store, index)? {
         run.watch.after_operator(index);
         return Ok(());
     }
+    let held = gather(plan, store, index)?;
+    let start = Instant::now();
+    let outs = budget::with_limit(plan.memory_limit, || {
+        with_interrupt(run.interrupt, || {
+            let (outs, recomputed) = guard::scope(run.int8, || compute(plan, index, &held));
+            run.int8_recomputed.fetch_add(recomputed, Ordering::Relaxed);
+            outs
+        })
+    })
+    .map_err(|e| {
+        // Stopping is the run's outcome, not the node's failure.
+        if e.is_interrupt() {
+            run.watch.locate(e.into_root())
+        } else {
+            wrap(&plan.graph.nodes[index], e)
+        }
+    })?;
+    plan.record(index, threads, start.elapsed().as_nanos() as u64);
+    run.watch.after_operator(index);
+    finish(plan, store, index, held, outs);
+    Ok(())
+}
+
+/// Runs the plan's nodes one after another on the calling thread, under the
+/// interrupt, memory budget and int8 settings already in force there (those
+/// of the operator whose body this is), and returns the graph outputs.
+/// `inputs` fill the store first. Errors name the node; an interrupt is
+/// passed on as it is, for the enclosing run to locate.
+pub(super) fn run_inline(
+    plan: &Plan,
+    inputs: impl IntoIterator<Item = (ValueId, Value)>,
+) -> Result<Vec<Value>> {
+    let store = ValueStore::new(plan);
+    for (id, v) in inputs {
+        store.put(id, v);
+    }
+    for index in 0..plan.graph.nodes.len() {
+        crate::ops::interrupt::check()?;
+        if super::views::forward(plan, &store, index)? {
+            continue;
+        }
+        let held = gather(plan, &store, index)?;
+        let outs = compute(plan, index, &held).map_err(|e| {
+            if e.is_interrupt() {
+                e
+            } else {
+                wrap(&plan.graph.nodes[index], e)
+            }
+        })?;
+        finish(plan, &store, index, held, outs);
+    }
+    collect_outputs(plan, &store)
+}
+
+/// The inputs of node `index`: from the store or the plan's constants
+/// (`None` for an absent input and for a constant its reader holds).
+fn gather(plan: &Plan, store: &ValueStore, index: usize) -> Result<Vec<Option<Value>>> {
+    let node = &plan.graph.nodes[index];
     let mut held: Vec<Option<Value>> = Vec::with_capacity(node.inputs.len());
     for &input in &node.inputs {
         held.push(match input {
@@ -439,42 +496,35 @@ fn run_node(run: &Run, index: usize, threads: usize) -> Result<()> {
             })?),
         });
     }
-    let start = Instant::now();
-    let outs = budget::with_limit(plan.memory_limit, || {
-        with_interrupt(run.interrupt, || {
-            let (outs, recomputed) = guard::scope(run.int8, || {
-                if node.op.uses_values() {
-                    let args: Vec<Option<&Value>> = held.iter().map(Option::as_ref).collect();
-                    return node.op.run_values(&args).map(Outs::Values);
-                }
-                // The tensor path, as fast as before values had kinds.
-                let mut args: Vec<Option<&Tensor>> = Vec::with_capacity(held.len());
-                for (i, v) in held.iter().enumerate() {
-                    args.push(match v {
-                        None => None,
-                        Some(Value::Tensor(t)) => Some(&**t),
-                        Some(v) => return Err(v.not(&format!("input {i}"), Kind::Tensor)),
-                    });
-                }
-                if plan.check_at_run[index] {
-                    check_outputs(node.op.as_ref(), &args)?;
-                }
-                node.op.run(&args).map(Outs::Tensors)
-            });
-            run.int8_recomputed.fetch_add(recomputed, Ordering::Relaxed);
-            outs
-        })
-    })
-    .map_err(|e| {
-        // Stopping is the run's outcome, not the node's failure.
-        if e.is_interrupt() {
-            run.watch.locate(e.into_root())
-        } else {
-            wrap(node, e)
-        }
-    })?;
-    plan.record(index, threads, start.elapsed().as_nanos() as u64);
-    run.watch.after_operator(index);
+    Ok(held)
+}
+
+/// Runs node `index`'s operator on its inputs `held`.
+fn compute(plan: &Plan, index: usize, held: &[Option<Value>]) -> Result<Outs> {
+    let node = &plan.graph.nodes[index];
+    if node.op.uses_values() {
+        let args: Vec<Option<&Value>> = held.iter().map(Option::as_ref).collect();
+        return node.op.run_values(&args).map(Outs::Values);
+    }
+    // The tensor path, as fast as before values had kinds.
+    let mut args: Vec<Option<&Tensor>> = Vec::with_capacity(held.len());
+    for (i, v) in held.iter().enumerate() {
+        args.push(match v {
+            None => None,
+            Some(Value::Tensor(t)) => Some(&**t),
+            Some(v) => return Err(v.not(&format!("input {i}"), Kind::Tensor)),
+        });
+    }
+    if plan.check_at_run[index] {
+        check_outputs(node.op.as_ref(), &args)?;
+    }
+    node.op.run(&args).map(Outs::Tensors)
+}
+
+/// Releases node `index`'s inputs (freeing each after its last reader) and
+/// stores its outputs.
+fn finish(plan: &Plan, store: &ValueStore, index: usize, held: Vec<Option<Value>>, outs: Outs) {
+    let node = &plan.graph.nodes[index];
     drop(held);
     for &input in node.inputs.iter().flatten() {
         store.release(input);
@@ -495,7 +545,6 @@ fn run_node(run: &Run, index: usize, threads: usize) -> Result<()> {
             }
         }
     }
-    Ok(())
 }
 
 /// A node's outputs: tensors from a tensor operator's kernel, or values

@@ -1,8 +1,10 @@
 //! Execution: the plan a session builds for one set of input shapes, the
 //! store that holds values while a run is in flight, and the executor that
 //! walks the plan's steps under the scheduler's decisions, watched for its
-//! deadline and the device's events.
+//! deadline and the device's events; control-flow bodies run as plans of
+//! their own ([`Bodies`]).
 
+mod body;
 mod executor;
 mod plan;
 mod store;
@@ -11,6 +13,7 @@ mod views;
 mod warm;
 mod watch;
 
+pub use body::{Bodies, MAX_PLANS};
 pub use executor::{run, RunResult};
 pub use plan::Plan;
 pub use store::ValueStore;

@@ -61,8 +61,35 @@ impl Plan {
         max_threads: usize,
         memory_limit: usize,
     ) -> Result<Plan> {
+        Plan::at_stage(base, inputs, Stage::Plan, cost, max_threads, memory_limit)
+    }
+
+    /// A plan for inputs of varying shapes, specialised on what `inputs`
+    /// say of them (their types, say): inference leaves unknown what it
+    /// cannot know ([`Stage::Load`] without fusion: `base` is fused
+    /// already), and the executor infers those nodes' outputs from the
+    /// actual inputs when it runs them.
+    pub fn generic(
+        base: &Graph,
+        inputs: &[(ValueId, Fact)],
+        cost: &CostModel,
+        max_threads: usize,
+        memory_limit: usize,
+    ) -> Result<Plan> {
+        let stage = Stage::Load { fusion: false };
+        Plan::at_stage(base, inputs, stage, cost, max_threads, memory_limit)
+    }
+
+    fn at_stage(
+        base: &Graph,
+        inputs: &[(ValueId, Fact)],
+        stage: Stage,
+        cost: &CostModel,
+        max_threads: usize,
+        memory_limit: usize,
+    ) -> Result<Plan> {
         let mut graph = base.clone();
-        let facts = budget::with_limit(memory_limit, || optimize(&mut graph, inputs, Stage::Plan))?;
+        let facts = budget::with_limit(memory_limit, || optimize(&mut graph, inputs, stage))?;
         check_live_bytes(&graph, &facts, memory_limit)?;
         let check_at_run = graph
             .nodes

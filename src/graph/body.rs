@@ -1,12 +1,16 @@
-//! Subgraph bodies of control-flow operators (If, Loop, Scan): the body as a
-//! ramify [`Graph`] whose inputs are its formal inputs followed by the
-//! outer-scope values it reads, and a small serial interpreter that runs it.
+//! Subgraph bodies of control-flow operators (If, Loop, Scan, SequenceMap)
+//! as graph data: the body as a ramify [`Graph`] whose inputs are its formal
+//! inputs followed by the outer-scope values it reads, with what the graph
+//! layer knows of it (its facts for given input facts, its declared output
+//! types). Running a body is the executor's: a [`BodyBinder`], passed down
+//! from the session when a model is parsed, turns each `Body` into the
+//! [`Subgraph`] its operator receives.
 
-use super::{specialize, wrap, Graph};
+use super::{specialize, Graph, ValueId};
 use crate::error::{Error, Result};
-use crate::ir::{tensor_args, Fact, Subgraph, Value};
-use crate::ops::checked::run_checked;
+use crate::ir::{Fact, Subgraph, Value};
 use crate::tensor::DType;
+use std::sync::Arc;
 
 /// A body graph. `graph.inputs` holds the `formal` declared inputs first, then
 /// one input per outer-scope name the body reads; `outer[k]` is the index of
@@ -24,29 +28,20 @@ pub struct Body {
     pub implicit: usize,
 }
 
-impl Subgraph for Body {
-    fn formal(&self) -> usize {
-        self.formal
-    }
+/// Makes the runnable form of a body, the [`Subgraph`] its control-flow
+/// operator is built with. The executor implements it; the ONNX conversion
+/// calls it for each body it converts (inner bodies first), so the graph and
+/// the operators never know how a body runs.
+pub trait BodyBinder: Sync {
+    /// The subgraph that runs `body`.
+    fn bind(&self, body: Body) -> Result<Arc<dyn Subgraph>>;
+}
 
-    fn implicit(&self) -> usize {
-        self.implicit
-    }
-
-    fn num_outputs(&self) -> usize {
-        self.graph.outputs.len()
-    }
-
-    fn is_random(&self) -> bool {
-        self.graph.nodes.iter().any(|n| n.op.is_random())
-    }
-
-    fn declared_output(&self, k: usize) -> Option<DType> {
-        let id = *self.graph.outputs.get(k)?;
-        self.graph.values[id].declared.as_ref().map(|d| d.dtype)
-    }
-
-    fn run(&self, formal: &[Value], implicit: &[Option<&Value>]) -> Result<Vec<Value>> {
+impl Body {
+    /// The body's input values in `graph.inputs` order: the formal inputs,
+    /// then the outer-scope values it reads, picked from the node's implicit
+    /// inputs.
+    pub fn inputs(&self, formal: Vec<Value>, implicit: &[Option<&Value>]) -> Result<Vec<Value>> {
         if formal.len() != self.formal {
             return Err(Error::op(
                 "subgraph",
@@ -57,89 +52,59 @@ impl Subgraph for Body {
                 ),
             ));
         }
-        let g = &self.graph;
-        let mut vals: Vec<Option<Value>> = g
-            .constants
-            .iter()
-            .map(|c| c.clone().map(Value::Tensor))
-            .collect();
-        vals.resize(g.values.len(), None);
-        for (k, &id) in g.inputs.iter().enumerate() {
-            let v = if k < self.formal {
-                formal.get(k)
-            } else {
-                self.outer
-                    .get(k - self.formal)
-                    .and_then(|&j| implicit.get(j).copied().flatten())
-            };
-            let v = v.ok_or_else(|| {
+        let mut values = formal;
+        values.reserve(self.outer.len());
+        for (k, &j) in self.outer.iter().enumerate() {
+            let v = implicit.get(j).copied().flatten().ok_or_else(|| {
+                let id = self.graph.inputs.get(self.formal + k).copied();
                 Error::op(
                     "subgraph",
-                    format!("outer-scope value {:?} is not available", g.name(id)),
+                    format!(
+                        "outer-scope value {:?} is not available",
+                        id.map_or("?", |id| self.graph.name(id))
+                    ),
                 )
             })?;
-            vals[id] = Some(v.clone());
+            values.push(v.clone());
         }
-        for node in &g.nodes {
-            let mut args = Vec::with_capacity(node.inputs.len());
-            for i in &node.inputs {
-                args.push(match i {
-                    None => None,
-                    Some(id) => Some(vals[*id].as_ref().ok_or_else(|| Error::MissingValue {
-                        node: node.name.clone(),
-                        value: g.name(*id).to_string(),
-                    })?),
-                });
-            }
-            let needed = node.outputs.iter().flatten().count();
-            let too_few = || {
-                Error::op(
-                    &node.op_type,
-                    format!("node {:?} returned too few outputs", node.name),
-                )
-            };
-            if node.op.uses_values() {
-                let outs = node.op.run_values(&args).map_err(|e| wrap(node, e))?;
-                if outs.len() < needed {
-                    return Err(too_few());
-                }
-                for (slot, v) in node.outputs.iter().zip(outs) {
-                    if let Some(id) = slot {
-                        vals[*id] = Some(v);
-                    }
-                }
-            } else {
-                // A tensor operator: its tensors, as before bodies carried values.
-                let outs = tensor_args(&args)
-                    .and_then(|t| run_checked(node.op.as_ref(), &t))
-                    .map_err(|e| wrap(node, e))?;
-                drop(args);
-                if outs.len() < needed {
-                    return Err(too_few());
-                }
-                for (slot, t) in node.outputs.iter().zip(outs) {
-                    if let Some(id) = slot {
-                        vals[*id] = Some(Value::from(t));
-                    }
-                }
-            }
-        }
-        g.outputs
+        Ok(values)
+    }
+
+    /// The facts the body's inputs are declared with: element type and
+    /// kind only (a body's declared shapes are not checked against what it
+    /// is given, so nothing may be folded from them); an outer-scope input
+    /// has none.
+    pub fn declared_kinds(&self) -> Vec<(ValueId, Fact)> {
+        self.graph
+            .inputs
             .iter()
-            .map(|&id| {
-                vals[id].clone().ok_or_else(|| {
-                    Error::op(
-                        "subgraph",
-                        format!("body output {:?} was not computed", g.name(id)),
-                    )
-                })
+            .filter_map(|&id| {
+                let d = self.graph.values[id].declared.as_ref()?;
+                Some((id, Fact::of_kind(d.kind, d.dtype)))
             })
             .collect()
     }
 
-    /// Shape inference over a copy of the body, falling back to the declared
-    /// output types.
-    fn infer(&self, formal: &[Option<Fact>], implicit: &[Option<&Fact>]) -> Vec<Option<Fact>> {
+    /// Number of outputs of the body.
+    pub fn num_outputs(&self) -> usize {
+        self.graph.outputs.len()
+    }
+
+    /// Whether a node of the body draws at random.
+    pub fn is_random(&self) -> bool {
+        self.graph.nodes.iter().any(|n| n.op.is_random())
+    }
+
+    /// The declared element type of output `k`, when the model gives one.
+    pub fn declared_output(&self, k: usize) -> Option<DType> {
+        let id = *self.graph.outputs.get(k)?;
+        self.graph.values[id].declared.as_ref().map(|d| d.dtype)
+    }
+
+    /// Facts of the body outputs for these facts of its formal inputs and of
+    /// the node's implicit inputs: shape inference over a copy of the body,
+    /// falling back to the declared output types.
+    pub fn infer(&self, formal: &[Option<Fact>], implicit: &[Option<&Fact>]) -> Vec<Option<Fact>> {
         let g = &self.graph;
         let mut known = Vec::new();
         for (k, &id) in g.inputs.iter().enumerate() {
@@ -170,7 +135,8 @@ impl Subgraph for Body {
             .collect()
     }
 
-    fn nominal_flops(&self, per_node: u64) -> u64 {
+    /// A rough FLOP count of one run, each node counted as `per_node`.
+    pub fn nominal_flops(&self, per_node: u64) -> u64 {
         (self.graph.nodes.len() as u64)
             .max(1)
             .saturating_mul(per_node.max(1))

@@ -1,7 +1,7 @@
 //! The graph IR: values, nodes with their built operators, graph inputs and
-//! outputs, and constants; plus the passes that order, specialise (shape
-//! inference and constant folding), prune and fuse it, run in one named
-//! order by [`pipeline`].
+//! outputs, constants, and control-flow bodies as data ([`Body`]); plus the
+//! passes that order, specialise (shape inference and constant folding),
+//! prune and fuse it, run in one named order by [`pipeline`].
 
 mod body;
 mod fold;
@@ -13,7 +13,7 @@ mod prune;
 #[cfg(test)]
 pub(crate) mod test_support;
 
-pub use body::Body;
+pub use body::{Body, BodyBinder};
 pub use fold::{specialize, Facts};
 pub use fuse::fuse;
 pub use metadata::ModelMetadata;

@@ -3,7 +3,8 @@
 //! would dequantize them) → specialise (shape inference and constant
 //! folding) → prune (dead nodes) → fuse → prune → rebuild operators.
 //! A session runs it once at load ([`Stage::Load`]), and each plan runs it
-//! again for its input shapes ([`Stage::Plan`]).
+//! again for its input shapes ([`Stage::Plan`]); a control-flow body goes
+//! through both too, at load and for each set of its input facts.
 
 use super::fuse::fuse_quantized;
 use super::{fuse, prune, specialize, Facts, Graph, ValueId};

@@ -237,8 +237,9 @@ pub trait Operator: Send + Sync + Debug {
 
 /// A subgraph body of a control-flow operator (If, Loop, Scan), as the
 /// operator sees it: formal inputs first, then the outer-scope values the body
-/// reads, taken from the enclosing node's trailing (implicit) inputs. The graph
-/// layer implements it; operators only call it.
+/// reads, taken from the enclosing node's trailing (implicit) inputs. The
+/// executor implements it over the body's plans (the graph layer holds the
+/// body's data, `graph::Body`); operators only call it.
 pub trait Subgraph: Send + Sync + Debug {
     /// How many declared (formal) inputs the body takes.
     fn formal(&self) -> usize;
@@ -249,8 +250,9 @@ pub trait Subgraph: Send + Sync + Debug {
     /// The declared element type of output `k`, when the model gives one.
     fn declared_output(&self, k: usize) -> Option<DType>;
     /// Runs the body on its formal inputs and the node's implicit inputs
-    /// (values of any kind).
-    fn run(&self, formal: &[Value], implicit: &[Option<&Value>]) -> Result<Vec<Value>>;
+    /// (values of any kind). The formal inputs are handed over, so that the
+    /// body may reuse their storage once it has read them.
+    fn run(&self, formal: Vec<Value>, implicit: &[Option<&Value>]) -> Result<Vec<Value>>;
     /// Facts of the body outputs for these facts of its formal and the node's
     /// implicit inputs; `None` where nothing is known.
     fn infer(&self, formal: &[Option<Fact>], implicit: &[Option<&Fact>]) -> Vec<Option<Fact>>;

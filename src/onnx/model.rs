@@ -7,7 +7,9 @@ use super::framing::check_framing;
 use super::subgraph::take_subgraphs;
 use super::tensor_proto::tensor_from_proto;
 use crate::error::{Error, Result};
-use crate::graph::{topological_sort, Declared, Dim, Graph, ModelMetadata, Node, Value, ValueId};
+use crate::graph::{
+    topological_sort, BodyBinder, Declared, Dim, Graph, ModelMetadata, Node, Value, ValueId,
+};
 use crate::ir::attributes::Attribute;
 use crate::ir::{Fusion, Kind};
 use crate::tensor::DType;
@@ -26,8 +28,10 @@ pub const MIN_IR_VERSION: i64 = 3;
 pub const MAX_IR_VERSION: i64 = 14;
 
 /// Loads a model file; external data is read relative to the file's folder.
-pub fn load_model_file(path: &Path) -> Result<Graph> {
-    build(read_model_proto(path)?, path.parent())
+/// `bodies` makes the runnable form of each control-flow body (the
+/// executor's, which the session passes down).
+pub fn load_model_file(path: &Path, bodies: &dyn BodyBinder) -> Result<Graph> {
+    build(read_model_proto(path)?, path.parent(), bodies)
 }
 
 /// Reads and parses a model file into its protobuf message, with the same
@@ -56,7 +60,8 @@ pub(crate) fn read_model_proto(path: &Path) -> Result<ModelProto> {
 }
 
 /// Loads a model from bytes. Models with external data need a file path.
-pub fn load_model_bytes(bytes: &[u8]) -> Result<Graph> {
+/// `bodies` is as for [`load_model_file`].
+pub fn load_model_bytes(bytes: &[u8], bodies: &dyn BodyBinder) -> Result<Graph> {
     let source = || format!("memory buffer of {} bytes", bytes.len());
     if bytes.is_empty() {
         return Err(empty("memory buffer"));
@@ -64,7 +69,7 @@ pub fn load_model_bytes(bytes: &[u8]) -> Result<Graph> {
     check_framing(&mut std::io::Cursor::new(bytes)).map_err(|e| naming(e, &source()))?;
     let proto = ModelProto::parse_from_bytes(bytes)
         .map_err(|e| naming(Error::Malformed(e.to_string()), &source()))?;
-    build(proto, None)
+    build(proto, None, bodies)
 }
 
 /// The error for a model of zero bytes.
@@ -203,7 +208,7 @@ impl Values {
     }
 }
 
-fn build(mut model: ModelProto, base: Option<&Path>) -> Result<Graph> {
+fn build(mut model: ModelProto, base: Option<&Path>, bodies: &dyn BodyBinder) -> Result<Graph> {
     if model.ir_version == 0 && model.graph.is_none() && model.opset_import.is_empty() {
         return Err(Error::InvalidModel(
             "the model is empty: no IR version, operator sets or graph".into(),
@@ -238,7 +243,7 @@ fn build(mut model: ModelProto, base: Option<&Path>) -> Result<Graph> {
         .take()
         .ok_or_else(|| Error::InvalidModel("the model has no graph".into()))?;
     let metadata = metadata(&model, &g);
-    let (mut graph, _) = convert_graph(g, &opsets, base, false)?;
+    let (mut graph, _) = convert_graph(g, &opsets, base, false, bodies)?;
     graph.metadata = Arc::new(metadata);
     Ok(graph)
 }
@@ -266,12 +271,14 @@ fn metadata(model: &ModelProto, g: &GraphProto) -> ModelMetadata {
 /// in topological order. For a subgraph (`subgraph`), the names it reads but
 /// does not define refer to the enclosing scope: they are appended to
 /// `graph.inputs` after the declared inputs and returned. In the model's
-/// graph they are errors that the topological sort reports.
+/// graph they are errors that the topological sort reports. Each body of a
+/// control-flow node is converted the same way and made runnable by `bodies`.
 pub(super) fn convert_graph(
     mut g: GraphProto,
     opsets: &HashMap<String, i64>,
     base: Option<&Path>,
     subgraph: bool,
+    bodies: &dyn BodyBinder,
 ) -> Result<(Graph, Vec<String>)> {
     if !g.sparse_initializer.is_empty() {
         return Err(Error::UnsupportedType("sparse initializers".into()));
@@ -333,10 +340,10 @@ pub(super) fn convert_graph(
                 np.op_type, np.domain
             ))
         })?;
-        let (bodies, implicit) = take_subgraphs(&mut np.attribute, opsets, base)?;
+        let (subgraphs, implicit) = take_subgraphs(&mut np.attribute, opsets, base, bodies)?;
         let mut attrs = convert_attributes(&mut np.attribute, base, &name, &np.op_type)?;
-        for (attr, body) in bodies {
-            attrs.insert(&attr, Attribute::Body(Arc::new(body)));
+        for (attr, body) in subgraphs {
+            attrs.insert(&attr, Attribute::Body(body));
         }
         let mut ins: Vec<Option<ValueId>> = np
             .input

@@ -359,6 +359,14 @@ impl SessionBuilder {
         }
     }
 
+    /// How the model's control-flow bodies run: as plans of the executor,
+    /// through the same load-time passes as the model's graph.
+    fn bodies(&self) -> crate::exec::Bodies {
+        crate::exec::Bodies {
+            fusion: self.passes().fusion,
+        }
+    }
+
     /// The device's topology over the session's CPUs, as a session built
     /// now would see it (sysfs, then the power table applied).
     pub fn device_topology(&self) -> Result<Topology> {
@@ -379,12 +387,14 @@ impl SessionBuilder {
     /// Loads a model file (external data is read from beside it).
     pub fn build_from_file(self, path: impl AsRef<Path>) -> Result<Session> {
         let path = path.as_ref();
-        self.build(|| crate::onnx::load_model_file(path))
+        let bodies = self.bodies();
+        self.build(|| crate::onnx::load_model_file(path, &bodies))
     }
 
     /// Loads a model from bytes in memory.
     pub fn build_from_bytes(self, bytes: &[u8]) -> Result<Session> {
-        self.build(|| crate::onnx::load_model_bytes(bytes))
+        let bodies = self.bodies();
+        self.build(|| crate::onnx::load_model_bytes(bytes, &bodies))
     }
 
     /// Parses with `parse` and builds the session, within the memory budget;

@@ -391,7 +391,7 @@ impl Run<'_> {
     ) -> Result<Vec<C>> {
         let shape = self.g.scores_shape();
         let t = wrap_as(OP, P::DTYPE, &shape, x)?;
-        let out = body.run(&[t.into()], self.implicit)?;
+        let out = body.run(vec![t.into()], self.implicit)?;
         let out: Vec<_> = out
             .into_iter()
             .map(|v| v.into_tensor(name))

@@ -57,7 +57,7 @@ impl Subgraph for Body {
     fn declared_output(&self, _k: usize) -> Option<DType> {
         None
     }
-    fn run(&self, formal: &[Value], implicit: &[Option<&Value>]) -> Result<Vec<Value>> {
+    fn run(&self, formal: Vec<Value>, implicit: &[Option<&Value>]) -> Result<Vec<Value>> {
         let x = formal[0].as_tensor("x")?;
         let s = x.shape().to_vec();
         let outer = implicit.first().copied().flatten().map_or(1.0, |t| {
@@ -322,7 +322,7 @@ fn fully_masked_rows_are_nan_like_the_reference() {
         fn declared_output(&self, _k: usize) -> Option<DType> {
             None
         }
-        fn run(&self, formal: &[Value], _: &[Option<&Value>]) -> Result<Vec<Value>> {
+        fn run(&self, formal: Vec<Value>, _: &[Option<&Value>]) -> Result<Vec<Value>> {
             let x = formal[0].as_tensor("x")?;
             Ok(vec![Tensor::from_vec(
                 x.shape(),

@@ -104,6 +104,6 @@ impl Operator for If {
         } else {
             &self.else_branch
         };
-        branch.run(&[], self.implicit(inputs))
+        branch.run(Vec::new(), self.implicit(inputs))
     }
 }

@@ -7,7 +7,9 @@
 use super::tensors::{stack, truth, ScanParts};
 use crate::error::{Error, Result};
 use crate::ir::Subgraph;
-use crate::ir::{run_via_values, tensor_args, BuildContext, Fact, InferInput, Operator, Value};
+use crate::ir::{
+    run_via_values, tensor_args, BuildContext, Fact, InferInput, Kind, Operator, Value,
+};
 use crate::ops::interrupt;
 use crate::ops::util::{opt_input, out_len};
 use crate::tensor::{DType, Tensor};
@@ -144,6 +146,9 @@ impl Operator for Loop {
             })
             .collect::<Result<_>>()?;
         let outer = inputs.get(2 + n..).unwrap_or(&[]);
+        // An optional may become present or absent; its kind and element
+        // type stay, so every trip is checked against the initial values.
+        let types: Vec<(Kind, DType)> = state.iter().map(|s| (s.kind(), s.dtype())).collect();
         let mut scans = vec![ScanParts::default(); self.scans];
         let mut i: i64 = 0;
         while cond && max_trips.is_none_or(|m| i < m) {
@@ -151,25 +156,23 @@ impl Operator for Loop {
             let mut formal: Vec<Value> = Vec::with_capacity(2 + n);
             formal.push(Tensor::scalar(i).into());
             formal.push(Tensor::scalar(cond).into());
+            // The carried values are handed to the body, which may reuse
+            // their storage once it has read them.
             formal.append(&mut state);
-            let mut outs = self.body.run(&formal, outer)?.into_iter();
+            let mut outs = self.body.run(formal, outer)?.into_iter();
             let next = outs
                 .next()
                 .ok_or_else(|| Error::op(OP, "the body returned no condition"))?;
             cond = truth(OP, next.as_tensor("the condition")?)?;
-            for (k, s) in formal.drain(2..).enumerate() {
+            for (k, &(kind, dtype)) in types.iter().enumerate() {
                 let v = outs
                     .next()
                     .ok_or_else(|| Error::op(OP, "the body returned too few outputs"))?;
-                // An optional may become present or absent; its kind and
-                // element type stay.
-                if v.dtype() != s.dtype() || v.kind().unwrapped() != s.kind().unwrapped() {
+                if v.dtype() != dtype || v.kind().unwrapped() != kind.unwrapped() {
                     return Err(Error::op(
                         OP,
                         format!(
-                            "loop-carried value {k} changes type from {} of {} to {} of {}",
-                            s.kind(),
-                            s.dtype(),
+                            "loop-carried value {k} changes type from {kind} of {dtype} to {} of {}",
                             v.kind(),
                             v.dtype()
                         ),

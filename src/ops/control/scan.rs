@@ -9,7 +9,7 @@ use crate::ir::Subgraph;
 use crate::ir::{run_via_values, tensor_args, BuildContext, Fact, InferInput, Operator, Value};
 use crate::ops::interrupt;
 use crate::ops::util::{input, out_len};
-use crate::tensor::Tensor;
+use crate::tensor::{DType, Tensor};
 use std::sync::Arc;
 
 const OP: &str = "Scan";
@@ -184,32 +184,38 @@ pub(super) fn run_steps(
     outer: &[Option<&Value>],
 ) -> Result<(Vec<Value>, Vec<ScanParts>)> {
     let mut scans = vec![ScanParts::default(); k];
+    if len == 0 {
+        return Ok((state, scans));
+    }
+    // The states are handed to the body, which may reuse their storage once
+    // it has read them; every step must keep their types and shapes.
+    let types: Vec<(DType, Vec<usize>)> = state
+        .iter()
+        .map(|s| Ok((s.dtype(), s.as_tensor("a scan state")?.shape().to_vec())))
+        .collect::<Result<_>>()?;
     for step in 0..len {
         interrupt::check()?;
-        let mut formal: Vec<Value> = state.clone();
+        let mut formal: Vec<Value> = std::mem::take(&mut state);
         for &(t, a, r) in seq {
             formal.push(take(t, a, if r { len - 1 - step } else { step })?.into());
         }
-        let mut outs = body.run(&formal, outer)?.into_iter();
-        drop(formal);
-        for (i, s) in state.iter_mut().enumerate() {
+        let mut outs = body.run(formal, outer)?.into_iter();
+        for (i, (dtype, shape)) in types.iter().enumerate() {
             let v = outs
                 .next()
                 .ok_or_else(|| Error::op(OP, "the body returned too few outputs"))?;
-            let (v, t) = (v.into_tensor("a scan state")?, s.as_tensor("a scan state")?);
-            if v.dtype() != t.dtype() || v.shape() != t.shape() {
+            let v = v.into_tensor("a scan state")?;
+            if v.dtype() != *dtype || v.shape() != shape.as_slice() {
                 return Err(Error::op(
                     OP,
                     format!(
-                        "state {i} changes from {} {:?} to {} {:?}",
-                        t.dtype(),
-                        t.shape(),
+                        "state {i} changes from {dtype} {shape:?} to {} {:?}",
                         v.dtype(),
                         v.shape()
                     ),
                 ));
             }
-            *s = Value::Tensor(v);
+            state.push(Value::Tensor(v));
         }
         for (kk, v) in outs.enumerate().take(k) {
             let v = v.into_tensor("a scan output")?;

@@ -123,7 +123,7 @@ impl Operator for SequenceMap {
                     v => Ok((*v).clone()),
                 })
                 .collect::<Result<_>>()?;
-            let results = self.body.run(&formal, outer)?;
+            let results = self.body.run(formal, outer)?;
             if results.len() != n {
                 return Err(Error::op(OP, "the body returned too few outputs"));
             }
