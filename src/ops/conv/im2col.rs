@@ -255,16 +255,35 @@ fn fill_row<T: GemmFloat>(
     step: usize,
 ) {
     let end = c0 + row.len();
-    let first = segments.partition_point(|&(oo, _, len)| oo + len <= c0);
+    // A chunk from the plane's start (every unchunked plane) starts at the
+    // first segment; only later chunks search for theirs.
+    let first = if c0 == 0 {
+        0
+    } else {
+        segments.partition_point(|&(oo, _, len)| oo + len <= c0)
+    };
     let mut pos = 0;
     for &(oo, ii, len) in &segments[first..] {
         if oo >= end {
             break;
         }
         let (s, e) = (oo.max(c0), (oo + len).min(end));
-        row[pos..s - c0].fill(T::zero());
-        let dst = &mut row[s - c0..e - c0];
+        let (d0, d1) = (s - c0, e - c0);
         let src = ii + (s - oo) * step;
+        // Short spans are zeroed and copied as whole blocks of `SHORT`
+        // (no library call), running past their end into positions that
+        // the next spans, or the final zeroing, then write.
+        if d0 - pos <= SHORT && pos + SHORT <= row.len() {
+            block_zero(&mut row[pos..pos + SHORT]);
+        } else {
+            row[pos..d0].fill(T::zero());
+        }
+        if step == 1 && d1 - d0 <= SHORT && d0 + SHORT <= row.len() && src + SHORT <= xc.len() {
+            block_copy(&mut row[d0..d0 + SHORT], &xc[src..src + SHORT]);
+            pos = d1;
+            continue;
+        }
+        let dst = &mut row[d0..d1];
         if step == 1 {
             dst.copy_from_slice(&xc[src..src + dst.len()]);
         } else if step == 2 && src + 2 * dst.len() <= xc.len() {
@@ -278,8 +297,33 @@ fn fill_row<T: GemmFloat>(
                 *d = xc[src + j * step];
             }
         }
-        pos = e - c0;
+        pos = d1;
     }
     row[pos..].fill(T::zero());
 }
+}
+
+/// The block length of [`fill_row`]'s short spans: a small plane's rows
+/// are many spans of a few elements (a 7×7 plane's 3×3 window gives seven
+/// of six or seven, with a zero at each edge), where a `memcpy` or
+/// `memset` call costs more than the copy.
+const SHORT: usize = 8;
+
+/// Copies `SHORT` elements (both slices are that long).
+#[inline(always)]
+fn block_copy<T: Copy>(dst: &mut [T], src: &[T]) {
+    if let (Ok(d), Ok(s)) = (
+        <&mut [T; SHORT]>::try_from(dst),
+        <&[T; SHORT]>::try_from(src),
+    ) {
+        *d = *s;
+    }
+}
+
+/// Zeroes `SHORT` elements (`dst` is that long).
+#[inline(always)]
+fn block_zero<T: GemmFloat>(dst: &mut [T]) {
+    if let Ok(d) = <&mut [T; SHORT]>::try_from(dst) {
+        *d = [T::zero(); SHORT];
+    }
 }

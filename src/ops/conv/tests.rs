@@ -306,6 +306,41 @@ fn conv_stride_one_geometries() {
     );
 }
 
+/// Grouped layers on small planes go through im2col, whose rows are many
+/// spans of a few elements, zeroed and copied as whole blocks that run on
+/// into the next span: strides 1 and 2, dilation, asymmetric pads, planes
+/// narrower than a block.
+#[test]
+fn conv_grouped_small_planes_short_spans() {
+    // (input shape, weight shape, group, strides, dilations, pads)
+    type Case = ([usize; 4], [usize; 4], usize, usize, usize, [usize; 4]);
+    let cases: [Case; 5] = [
+        ([1, 32, 7, 7], [32, 8, 3, 3], 4, 1, 1, [1, 1, 1, 1]),
+        ([1, 16, 5, 9], [16, 8, 3, 3], 2, 1, 1, [0, 2, 1, 0]),
+        ([2, 16, 9, 9], [32, 8, 3, 3], 2, 2, 1, [1, 1, 1, 1]),
+        ([1, 16, 11, 6], [16, 8, 3, 3], 2, 1, 2, [2, 1, 2, 1]),
+        ([1, 8, 3, 4], [8, 4, 3, 3], 2, 1, 1, [1, 1, 1, 1]),
+    ];
+    for (xs, ws, group, stride, dil, pads) in cases {
+        let g = Geo {
+            strides: vec![stride; 2],
+            dil: vec![dil; 2],
+            pad_begin: vec![pads[0], pads[1]],
+            group,
+        };
+        let out: Vec<usize> = (0..2)
+            .map(|a| (xs[2 + a] + pads[a] + pads[a + 2] - dil * 2 - 1) / stride + 1)
+            .collect();
+        let attrs = [
+            ("group", int(group as i64)),
+            ("strides", ints(&[stride as i64; 2])),
+            ("dilations", ints(&[dil as i64; 2])),
+            ("pads", ints(&pads.map(|p| p as i64))),
+        ];
+        check_conv(&xs, &ws, true, &attrs, &g, &out);
+    }
+}
+
 #[test]
 fn conv_groups_and_depthwise() {
     let mut g = geo(2);
