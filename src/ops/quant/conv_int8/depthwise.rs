@@ -77,7 +77,7 @@ thread_local! {
     /// Per-thread padded planes (one per column phase) and an accumulator row.
     static SCRATCH: RefCell<(Vec<i16>, Vec<i32>)> = const { RefCell::new((Vec::new(), Vec::new())) };
     /// Per-thread padded u8 plane and sums for [`dot`].
-    static DOT_SCRATCH: RefCell<(Vec<u8>, Vec<i32>)> = const { RefCell::new((Vec::new(), Vec::new())) };
+    static DOT_SCRATCH: RefCell<dot::Scratch> = const { RefCell::new(dot::Scratch::EMPTY) };
 }
 
 impl Job<'_> {
@@ -160,9 +160,9 @@ impl Job<'_> {
         let bias = self.bias.map_or(0, |b| b[oc]);
         if let (Some(quads), Some(plan)) = (&w.dot, dot) {
             DOT_SCRATCH.with(|s| {
-                let (pad, acc) = &mut *s.borrow_mut();
-                plan.plane(quads, oc, src, self.x_signed, self.zero_x, bias, pad, acc);
-                emit(acc, ow);
+                let scratch = &mut *s.borrow_mut();
+                plan.plane(quads, oc, src, self.x_signed, self.zero_x, bias, scratch);
+                emit(&scratch.acc, ow);
             });
             return;
         }

@@ -120,7 +120,7 @@ pub(super) struct Plan {
 impl Plan {
     /// The sums of output channel `oc` over one input plane `src` (8-bit
     /// values read as s8 when `signed`, zero point `zx`): output `(oy, ox)`
-    /// at `acc[oy · ow + ox]`. `pad` and `acc` are scratch.
+    /// at `scratch.acc[oy · ow + ox]`.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn plane(
         &self,
@@ -130,35 +130,43 @@ impl Plan {
         signed: bool,
         zx: i32,
         bias: i32,
-        pad: &mut Vec<u8>,
-        acc: &mut Vec<i32>,
+        scratch: &mut Scratch,
     ) {
         let g = &self.geometry;
         let [ih, iw] = self.input;
         let [pt, pl] = self.pad_begin;
         // u8 domain: s8 values move up by 128 (x ^ 0x80), their zero point too.
         let zx = zx + if signed { 128 } else { 0 };
-        // The slack lets every 64-byte load stay in the buffer. Only the
-        // border is filled with the zero point: the rows copied below
-        // overwrite the rest.
-        let len = self.ph * g.pw + SPAN;
-        pad.resize(len, 0);
-        let fill = zx as u8;
+        // The slack lets every 64-byte load stay in the buffer.
+        let border = Border {
+            len: self.ph * g.pw + SPAN,
+            pw: g.pw,
+            pad_begin: self.pad_begin,
+            input: self.input,
+            fill: zx as u8,
+        };
+        // The rows copied below overwrite only the interior, so the border
+        // a thread filled for one plane serves every later plane of the
+        // same layout and zero point (a layer's planes, as a rule).
+        if scratch.border != Some(border) {
+            scratch.pad.clear();
+            scratch.pad.resize(border.len, border.fill);
+            scratch.border = Some(border);
+        }
+        let src = &src[..ih * iw];
         let flip = if signed { 0x80 } else { 0 };
-        pad[..pt * g.pw + pl].fill(fill);
-        for (y, row) in src.chunks_exact(iw).take(ih).enumerate() {
-            let at = (y + pt) * g.pw + pl;
-            for (d, &s) in pad[at..][..iw].iter_mut().zip(row) {
-                *d = s ^ flip;
-            }
-            // This row's right margin and the next row's left one.
-            let next = if y + 1 < ih { at + g.pw } else { len };
-            pad[at + iw..next].fill(fill);
-        }
-        if ih == 0 {
-            pad[pt * g.pw + pl..].fill(fill);
-        }
+        let interior = &mut scratch.pad[pt * g.pw + pl..];
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: a plan exists only where the CPU has AVX-512 BW; `src`
+        // holds ih rows of iw bytes, and the padded plane holds them at
+        // rows pw apart from the interior's start.
+        unsafe {
+            copy_rows_avx512(src, iw, interior, g.pw, flip)
+        };
+        #[cfg(not(target_arch = "x86_64"))]
+        copy_rows(src, iw, interior, g.pw, flip);
         // Every output is stored by the kernel: no need to clear.
+        let acc = &mut scratch.acc;
         if acc.len() < g.oh * g.ow + LANES {
             acc.resize(g.oh * g.ow + LANES, 0);
         }
@@ -170,10 +178,81 @@ impl Plan {
             // SAFETY: a plan exists only where the CPU has the features;
             // `pad` holds the padded plane plus SPAN bytes and `acc`
             // oh·ow + LANES values, which bound every load and store.
-            unsafe { plane_vnni(g, self.cover, &self.index, pad, quads, init, acc) };
+            unsafe { plane_vnni(g, self.cover, &self.index, &scratch.pad, quads, init, acc) };
         }
         #[cfg(not(target_arch = "x86_64"))]
-        plane_portable(g, pad, quads, init, acc);
+        plane_portable(g, &scratch.pad, quads, init, acc);
+    }
+}
+
+/// A thread's scratch for [`Plan::plane`]: the padded plane, the sums, and
+/// which border the padded plane holds.
+pub(super) struct Scratch {
+    pad: Vec<u8>,
+    /// Output `(oy, ox)`'s sum at `acc[oy · ow + ox]`.
+    pub(super) acc: Vec<i32>,
+    border: Option<Border>,
+}
+
+impl Scratch {
+    /// Nothing allocated, no border.
+    pub(super) const EMPTY: Scratch = Scratch {
+        pad: Vec::new(),
+        acc: Vec::new(),
+        border: None,
+    };
+}
+
+/// What decides a padded plane's border: its layout and fill byte.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+struct Border {
+    len: usize,
+    pw: usize,
+    pad_begin: [usize; 2],
+    input: [usize; 2],
+    fill: u8,
+}
+
+/// Copies rows of `iw` bytes from `src` to `dst`, `pw` apart there, each
+/// byte xor `flip`.
+#[cfg_attr(target_arch = "x86_64", allow(dead_code))]
+fn copy_rows(src: &[u8], iw: usize, dst: &mut [u8], pw: usize, flip: u8) {
+    for (y, row) in src.chunks_exact(iw.max(1)).enumerate() {
+        for (d, &s) in dst[y * pw..][..iw].iter_mut().zip(row) {
+            *d = s ^ flip;
+        }
+    }
+}
+
+/// [`copy_rows`] by masked 64-byte loads and stores: one of each per 64
+/// bytes of a row, whatever its length.
+///
+/// # Safety
+/// The CPU must have AVX-512 F and BW.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw")]
+unsafe fn copy_rows_avx512(src: &[u8], iw: usize, dst: &mut [u8], pw: usize, flip: u8) {
+    use std::arch::x86_64::*;
+    if iw == 0 {
+        return;
+    }
+    let rows = src.len() / iw;
+    assert!(rows == 0 || (rows - 1) * pw + iw <= dst.len() && pw >= iw);
+    let flip = _mm512_set1_epi8(flip as i8);
+    for y in 0..rows {
+        let mut x = 0;
+        while x < iw {
+            let n = (iw - x).min(64);
+            let mask = if n == 64 { u64::MAX } else { (1u64 << n) - 1 };
+            // SAFETY: the mask limits both accesses to bytes x .. x + n of
+            // row y, inside `src` and (by the assert) inside `dst`.
+            unsafe {
+                let v = _mm512_maskz_loadu_epi8(mask, src.as_ptr().add(y * iw + x).cast());
+                let v = _mm512_xor_si512(v, flip);
+                _mm512_mask_storeu_epi8(dst.as_mut_ptr().add(y * pw + x).cast(), mask, v);
+            }
+            x += 64;
+        }
     }
 }
 

@@ -108,3 +108,93 @@ fn short_rows_share_vectors_only_while_their_bytes_fit_one_load() {
     // Lane 8 is row 1, column 1: byte 9 + 1, its tap 2 at 9 + 1 + 2.
     assert_eq!(idx[4 * 8 + 2], 12);
 }
+
+/// The naive sums of one depthwise plane: taps past the input read `zx`.
+#[allow(clippy::too_many_arguments)]
+fn naive_plane(
+    win: &Window,
+    taps: &[i16],
+    src: &[u8],
+    signed: bool,
+    zx: i32,
+    bias: i32,
+) -> Vec<i32> {
+    let (ih, iw) = (win.input[0] as isize, win.input[1] as isize);
+    let [kh, kw] = [win.kernel[0], win.kernel[1]];
+    let mut out = Vec::new();
+    for oy in 0..win.output[0] {
+        for ox in 0..win.output[1] {
+            let mut sum = bias;
+            for ky in 0..kh {
+                for kx in 0..kw {
+                    let y = (oy * win.strides[0] + ky * win.dilations[0]) as isize
+                        - win.pad_begin[0] as isize;
+                    let x = (ox * win.strides[1] + kx * win.dilations[1]) as isize
+                        - win.pad_begin[1] as isize;
+                    let v = if (0..ih).contains(&y) && (0..iw).contains(&x) {
+                        let b = src[(y * iw + x) as usize];
+                        if signed {
+                            b as i8 as i32
+                        } else {
+                            b as i32
+                        }
+                    } else {
+                        zx
+                    };
+                    sum += (v - zx) * taps[ky * kw + kx] as i32;
+                }
+            }
+            out.push(sum);
+        }
+    }
+    out
+}
+
+#[test]
+fn one_scratch_serves_planes_of_other_layouts_and_zero_points() {
+    if !has_dot() {
+        return;
+    }
+    let mut s = 777u32;
+    let mut next = move || {
+        s ^= s << 13;
+        s ^= s >> 17;
+        s ^= s << 5;
+        s
+    };
+    let window = |ih: usize, iw: usize, stride: usize, pad: usize| Window {
+        input: vec![ih, iw],
+        kernel: vec![3, 3],
+        strides: vec![stride, stride],
+        dilations: vec![1, 1],
+        pad_begin: vec![pad, pad],
+        pad_end: vec![pad, pad],
+        output: vec![
+            (ih + 2 * pad - 3) / stride + 1,
+            (iw + 2 * pad - 3) / stride + 1,
+        ],
+    };
+    let taps: Vec<i16> = (0..18).map(|_| (next() % 200) as i16 - 100).collect();
+    let q = Quads::new(&taps, 2, [3, 3]).unwrap();
+    let mut scratch = Scratch::EMPTY;
+    // The same layout with another zero point or signedness must refill
+    // the border; another layout must too; a repeat may reuse it.
+    for (win, signed, zx) in [
+        (window(7, 7, 1, 1), false, 3),
+        (window(7, 7, 1, 1), false, 3),
+        (window(7, 7, 1, 1), false, 200),
+        (window(7, 7, 1, 1), true, -5),
+        (window(9, 70, 1, 1), false, 200),
+        (window(7, 7, 1, 1), false, 3),
+        (window(14, 14, 2, 1), true, 17),
+        (window(5, 5, 1, 0), false, 9),
+    ] {
+        let plan = q.plan(&win).unwrap();
+        let src: Vec<u8> = (0..win.in_len()).map(|_| next() as u8).collect();
+        for oc in 0..2 {
+            plan.plane(&q, oc, &src, signed, zx, 11, &mut scratch);
+            let want = naive_plane(&win, &taps[oc * 9..][..9], &src, signed, zx, 11);
+            assert_eq!(scratch.acc[..want.len()], want[..], "{win:?} zx {zx}");
+        }
+    }
+}
