@@ -14,6 +14,7 @@ use crate::tensor::{DType, Tensor};
 
 mod avg_pool;
 mod binary;
+mod byte_map;
 mod concat;
 mod global_pool;
 mod lookup;

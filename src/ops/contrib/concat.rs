@@ -3,6 +3,7 @@
 //! `(Y_scale, Y_zero_point)` through onnxruntime's identity lookup table
 //! (copied as is where its scale and zero point equal the output's).
 
+use super::byte_map::map_bytes;
 use super::lookup::{byte_table, table};
 use super::{range8, scalar_scale, scalar_zp};
 use crate::error::{Error, Result};
@@ -142,10 +143,7 @@ impl Operator for QLinearConcat {
                     let dst = &mut out[o * out_pitch + offset..][..pitch];
                     match &map {
                         None => dst.copy_from_slice(chunk),
-                        Some(m) => dst
-                            .iter_mut()
-                            .zip(chunk)
-                            .for_each(|(d, &b)| *d = m[b as usize]),
+                        Some(m) => map_bytes(m, chunk, dst),
                     }
                 }
             }

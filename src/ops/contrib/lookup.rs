@@ -4,10 +4,10 @@
 //! quantize with `round_half_even(v / sy) + zy` saturated. The table is
 //! shared with QLinearConcat (identity activation).
 
-use super::{fact8, quantize, range8, scalar_scale, scalar_zp, tensor8};
+use super::byte_map::map_bytes;
+use super::{fact8, quantize, range8, scalar_scale, scalar_zp};
 use crate::error::Result;
 use crate::ir::{BuildContext, Fact, InferInput, OpClass, Operator};
-use crate::ops::quant::to_i32;
 use crate::ops::util::{input, out_len};
 use crate::tensor::{DType, Tensor};
 
@@ -26,7 +26,6 @@ pub(super) fn table(
         .collect()
 }
 
-/// Maps the codes `x` through `table` (indexed by `code − lo`).
 /// A table of [`table`]'s kind indexed by raw byte (an s8 value by its
 /// bits), giving the result's raw byte.
 pub(super) fn byte_table(t: DType, table: &[i32]) -> [u8; 256] {
@@ -39,12 +38,6 @@ pub(super) fn byte_table(t: DType, table: &[i32]) -> [u8; 256] {
         };
         table[v as usize] as u8
     })
-}
-
-pub(super) fn apply(x: &[i32], table: &[i32], lo: i32) -> Vec<i32> {
-    x.iter()
-        .map(|&v| table[usize::try_from(v - lo).unwrap_or(0).min(table.len() - 1)])
-        .collect()
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -110,7 +103,17 @@ impl Operator for QLinearLookup {
                 }
             }),
         };
-        let y = apply(&to_i32(op, x)?, &tab, range.0);
-        Ok(vec![tensor8(op, t, x.shape(), y)?])
+        let map = byte_table(t, &tab);
+        let standard;
+        let bytes = match x.as_bytes() {
+            Some(b) => b,
+            None => {
+                standard = x.clone().into_standard_layout();
+                standard.as_bytes().unwrap_or_default()
+            }
+        };
+        let mut y = crate::tensor::recycle::take_or_default::<u8>(bytes.len());
+        map_bytes(&map, bytes, &mut y);
+        Ok(vec![Tensor::from_bytes(x.shape(), y, t == DType::I8)?])
     }
 }
