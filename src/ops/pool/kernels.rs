@@ -60,12 +60,18 @@ impl MaxElem for i8 {
     fn max_of(self, other: i8) -> i8 {
         Ord::max(self, other)
     }
+    fn buffer(len: usize) -> Vec<i8> {
+        crate::tensor::recycle::take_or_default(len)
+    }
 }
 impl MaxElem for u8 {
     const LOWEST: u8 = u8::MIN;
     #[inline(always)]
     fn max_of(self, other: u8) -> u8 {
         Ord::max(self, other)
+    }
+    fn buffer(len: usize) -> Vec<u8> {
+        crate::tensor::recycle::take_or_default(len)
     }
 }
 
