@@ -111,7 +111,8 @@ struct Target {
     model: usize,
     mode: Mode,
     session: Session,
-    feeds: Vec<(String, Tensor)>,
+    /// The inputs, shared: runs read them in place, with no copy per run.
+    feeds: Vec<(String, Arc<Tensor>)>,
 }
 
 /// The settings the report needs besides the results.
@@ -177,7 +178,10 @@ fn load_targets(
                 .build_from_file(model)
                 .with_context(|| format!("loading {}", model.display()))?;
             let dir = a.input_dir.clone().or_else(|| inputs::beside(model));
-            let feeds = inputs::load(&session, dir.as_deref())?;
+            let feeds = inputs::load(&session, dir.as_deref())?
+                .into_iter()
+                .map(|(n, t)| (n, Arc::new(t)))
+                .collect();
             targets.push(Target {
                 model: i,
                 mode,
@@ -234,7 +238,7 @@ fn measure_level(
             .collect();
         for &i in &group {
             for _ in 0..a.warmup {
-                targets[i].session.run(targets[i].feeds.clone())?;
+                timed(&targets[i], &RunOptions::default())?;
                 bar.inc(1);
             }
         }
@@ -263,9 +267,9 @@ fn measure_level(
 /// One timed run: its milliseconds and report, or `None` when it missed
 /// its deadline.
 fn timed(t: &Target, options: &RunOptions) -> Result<Option<(f64, RunReport)>> {
-    let inputs = t.feeds.clone();
+    let inputs = t.feeds.iter().map(|(n, v)| (n.as_str(), v.clone()));
     let start = Instant::now();
-    match t.session.run_with_options(inputs, options) {
+    match t.session.run_shared_with_options(inputs, options) {
         Ok((_, report)) => Ok(Some((start.elapsed().as_secs_f64() * 1e3, report))),
         Err(ramify::Error::Deadline(_)) => Ok(None),
         Err(e) => Err(e.into()),
@@ -274,7 +278,8 @@ fn timed(t: &Target, options: &RunOptions) -> Result<Option<(f64, RunReport)>> {
 
 /// Writes the Chrome trace of one run of `t` to `path`.
 fn write_trace(t: &Target, path: &Path) -> Result<()> {
-    let (_, report) = t.session.run_traced(t.feeds.clone())?;
+    let feeds = t.feeds.iter().map(|(n, v)| (n.as_str(), Tensor::clone(v)));
+    let (_, report) = t.session.run_traced(feeds)?;
     let trace = report.trace.context("the session recorded no trace")?;
     std::fs::write(path, crate::trace::chrome_json(&trace))
         .with_context(|| format!("writing {}", path.display()))

@@ -390,8 +390,39 @@ impl Session {
         inputs: impl IntoIterator<Item = (N, Tensor)>,
         options: &RunOptions,
     ) -> Result<(Vec<(String, Tensor)>, RunReport)> {
+        self.run_shared_with_options(inputs.into_iter().map(|(n, t)| (n, Arc::new(t))), options)
+    }
+
+    /// Like [`run_with_options`](Self::run_with_options), on shared
+    /// inputs: they are read in place, not copied (a tensor not laid out
+    /// row-major is the exception), so a caller that feeds the same inputs
+    /// run after run (a benchmark, a frame loop) makes no copy per run.
+    ///
+    /// ```
+    /// use ramify::{RunOptions, Session, Tensor};
+    /// use std::sync::Arc;
+    /// let session = Session::from_file("models/inception_mini.onnx")?;
+    /// let input = Arc::new(Tensor::zeros(ramify::DType::F32, &[1, 3, 96, 96]));
+    /// for _ in 0..2 {
+    ///     let feeds = [("input", input.clone())];
+    ///     let (outputs, _) = session.run_shared_with_options(feeds, &RunOptions::default())?;
+    ///     assert_eq!(outputs.len(), session.outputs().len());
+    /// }
+    /// // The run kept no reference to the input.
+    /// assert_eq!(Arc::strong_count(&input), 1);
+    /// # Ok::<(), ramify::Error>(())
+    /// ```
+    pub fn run_shared_with_options<N: AsRef<str>>(
+        &self,
+        inputs: impl IntoIterator<Item = (N, Arc<Tensor>)>,
+        options: &RunOptions,
+    ) -> Result<(Vec<(String, Tensor)>, RunReport)> {
         let _active = self.sched.monitor().activity();
-        let bound = self.bind(inputs)?.into_iter().map(Value::Tensor).collect();
+        let bound = self
+            .bind_shared(inputs)?
+            .into_iter()
+            .map(Value::Tensor)
+            .collect();
         let (results, report) = self.execute(bound, None, options, |_| Ok(()))?;
         let outputs = self
             .outputs
