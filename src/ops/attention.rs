@@ -22,7 +22,7 @@ use crate::ir::{BuildContext, Fact, InferInput, Operator};
 use crate::tensor::{DType, Element, Tensor};
 use geom::Geom;
 use half::{bf16, f16};
-use kernel::{attend, Bias, Inputs, Params};
+use kernel::{attend, Bias, Inputs, Params, Softmax};
 
 mod causal_conv;
 mod flex;
@@ -236,25 +236,28 @@ impl Operator for Attention {
             &ts.map(|t| t.map(|t| t.shape())),
             &ts.map(|t| t.map(|t| t.dtype())),
         )?;
-        match (q.dtype(), self.precision) {
-            (DType::F64, p) if p.is_none_or(|p| p == DType::F64) => {
-                self.go::<f64, f64, f64>(&g, &ts)
-            }
-            (DType::F64, Some(DType::F32)) => self.go::<f64, f64, f32>(&g, &ts),
-            (DType::F64, Some(DType::F16)) => self.go::<f64, f64, f16>(&g, &ts),
-            (DType::F64, Some(_)) => self.go::<f64, f64, bf16>(&g, &ts),
-            (DType::F32, None | Some(DType::F32) | Some(DType::F64)) => {
-                self.go::<f32, f32, f32>(&g, &ts)
-            }
-            (DType::F32, Some(DType::F16)) => self.go::<f32, f32, f16>(&g, &ts),
-            (DType::F32, Some(_)) => self.go::<f32, f32, bf16>(&g, &ts),
-            (DType::F16, None | Some(DType::F16)) => self.go::<f16, f32, f16>(&g, &ts),
-            (DType::F16, Some(DType::BF16)) => self.go::<f16, f32, bf16>(&g, &ts),
-            (DType::F16, Some(_)) => self.go::<f16, f32, f32>(&g, &ts),
-            (DType::BF16, None | Some(DType::BF16)) => self.go::<bf16, f32, bf16>(&g, &ts),
-            (DType::BF16, Some(DType::F16)) => self.go::<bf16, f32, f16>(&g, &ts),
-            (DType::BF16, Some(_)) => self.go::<bf16, f32, f32>(&g, &ts),
-            (d, _) => Err(Error::op(
+        // The softmax precision: as `softmax_precision` asks, within what
+        // each data type allows.
+        let p = match (q.dtype(), self.precision) {
+            (DType::F64, None | Some(DType::F64)) => DType::F64,
+            (DType::F64, Some(DType::F32)) => DType::F32,
+            (DType::F64, Some(DType::F16)) => DType::F16,
+            (DType::F64, Some(_)) => DType::BF16,
+            (DType::F32, None | Some(DType::F32) | Some(DType::F64)) => DType::F32,
+            (DType::F32, Some(DType::F16)) => DType::F16,
+            (DType::F32, Some(_)) => DType::BF16,
+            (DType::F16, None | Some(DType::F16)) => DType::F16,
+            (DType::F16, Some(DType::BF16)) => DType::BF16,
+            (DType::BF16, None | Some(DType::BF16)) => DType::BF16,
+            (DType::BF16, Some(DType::F16)) => DType::F16,
+            _ => DType::F32,
+        };
+        match q.dtype() {
+            DType::F64 => self.go::<f64, f64>(&g, &ts, p),
+            DType::F32 => self.go::<f32, f32>(&g, &ts, p),
+            DType::F16 => self.go::<f16, f32>(&g, &ts, p),
+            DType::BF16 => self.go::<bf16, f32>(&g, &ts, p),
+            d => Err(Error::op(
                 OP,
                 format!("Q must be floating point, found {d}"),
             )),
@@ -263,11 +266,13 @@ impl Operator for Attention {
 }
 
 impl Attention {
-    /// Runs the kernel for data type `T`, compute type `C`, softmax type `P`.
-    fn go<T: Float + Element, C: Real, P: Float>(
+    /// Runs the kernel for data type `T`, compute type `C`, softmax
+    /// precision `p`.
+    fn go<T: Float + Element, C: Real>(
         &self,
         g: &Geom,
         ts: &[Option<&Tensor>; 7],
+        p: DType,
     ) -> Result<Vec<Tensor>> {
         let data = |i: usize| -> Result<Option<std::borrow::Cow<'_, [T]>>> {
             ts[i]
@@ -308,7 +313,7 @@ impl Attention {
             v: &v,
             past: pk.as_deref().zip(pv.as_deref()),
         };
-        let (y, pk, pv, qk) = attend::<T, C, P>(g, &prm, &x, &bias);
+        let (y, pk, pv, qk) = attend::<T, C>(g, &prm, &x, &bias, Softmax::new(p));
         let wrap = |shape: Vec<usize>, d: Vec<T>| {
             Tensor::from_vec(&shape, d)
                 .map_err(|e| Error::op(OP, format!("internal shape error: {e}")))

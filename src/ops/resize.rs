@@ -8,14 +8,15 @@
 mod taps;
 
 use super::shape::num::{num_dispatch, Num};
-use super::shape::{data, f64_list, int_list, make, move_copy, norm_axes, numel_of, strides, PAD};
+use super::shape::{
+    data, f64_list, int_list, make, move_tensor_fill, norm_axes, numel_of, strides, PAD,
+};
 use super::util::{fact, input, opt_input, par_rows};
 use super::Registrar;
 use crate::error::{Error, Result};
 use crate::ir::{BuildContext, Fact, InferInput, Operator};
-use crate::tensor::bits::AsBits;
 use crate::tensor::{Element, Tensor};
-use ndarray::ArrayD;
+use ndarray::{ArrayD, IxDyn};
 use taps::{Axis, AxisTaps, Coord, Mode, Rounding, Sampler};
 
 pub(crate) fn register(r: &mut impl Registrar) {
@@ -301,14 +302,10 @@ impl Resize {
     }
 }
 
-/// Nearest mode: a copy through offset maps (extrapolated positions are [`PAD`]).
-fn nearest_typed<T: AsBits>(
-    a: &ArrayD<T>,
-    taps: &[AxisTaps],
-    fill: T,
-    out: &[usize],
-) -> Result<Tensor> {
-    let st = strides(a.shape());
+/// Nearest mode: a copy through offset maps (extrapolated positions, at
+/// [`PAD`], get `fill`, a scalar of `x`'s type). Compiled once per width.
+fn nearest(x: &Tensor, taps: &[AxisTaps], fill: &Tensor, out: &[usize]) -> Result<Tensor> {
+    let st = strides(x.shape());
     let maps: Vec<Vec<usize>> = taps
         .iter()
         .zip(&st)
@@ -322,13 +319,13 @@ fn nearest_typed<T: AsBits>(
                 .collect()
         })
         .collect();
-    let v = move_copy("Resize", a, &maps, Some(&fill))?;
-    make("Resize", out, v)
+    move_tensor_fill("Resize", x, out, &maps, fill)
 }
 
-fn fill_value<T: Element>(_a: &ArrayD<T>, v: f64) -> T {
+/// `v` (the extrapolation value) in `a`'s type, as a scalar tensor.
+fn fill_value<T: Element>(_a: &ArrayD<T>, v: f64) -> Tensor {
     let t = crate::ops::shape::num::num_value::<T>(v);
-    t.unwrap_or_default()
+    T::into_tensor(ArrayD::from_elem(IxDyn(&[]), t.unwrap_or_default()))
 }
 
 /// Linear and cubic modes: weighted sums of the taps, accumulated in f64.
@@ -473,7 +470,8 @@ impl Operator for Resize {
         let out: Vec<usize> = plan.iter().map(|a| a.output).collect();
         let taps = self.taps(&plan)?;
         let y = if self.sampler.mode == Mode::Nearest {
-            crate::dispatch!(x, a => nearest_typed(a, &taps, fill_value(a, self.extrapolation), &out)?)
+            let fill = crate::dispatch!(x, a => fill_value(a, self.extrapolation));
+            nearest(x, &taps, &fill, &out)?
         } else {
             num_dispatch!(self.name, x, a => interpolate(a, &taps, self.extrapolation, &out))?
         };

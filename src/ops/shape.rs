@@ -13,7 +13,7 @@ use super::Registrar;
 use crate::error::{Error, Result};
 use crate::ir::Fact;
 use crate::tensor::bits::AsBits;
-use crate::tensor::widths::{by_width, Bits};
+use crate::tensor::widths::{by_width, same_width, Bits};
 use crate::tensor::{Element, Tensor};
 use ndarray::{ArrayD, IxDyn};
 use std::borrow::Cow;
@@ -243,20 +243,6 @@ pub(crate) fn movement_flops(inputs: &[Option<&Fact>], outputs: &[Fact]) -> u64 
     u64::from(any_input)
 }
 
-/// [`offset_copy`] of `a`'s elements as bits of their width: one compiled
-/// copy loop per width instead of one per element type.
-pub(crate) fn move_copy<T: AsBits>(
-    op: &str,
-    a: &ArrayD<T>,
-    maps: &[Vec<usize>],
-    fill: Option<&T>,
-) -> Result<Vec<T>> {
-    let src = data(a);
-    let fill = fill.map(|f| T::to_bits(std::slice::from_ref(f))[0].clone());
-    let moved = offset_copy(op, T::to_bits(&src), maps, fill.as_ref())?;
-    Ok(T::from_bits(moved))
-}
-
 /// A tensor of shape `out` whose elements are `x`'s read at the offsets of
 /// `maps` (see [`offset_copy`]), compiled once per element width.
 pub(crate) fn move_tensor(
@@ -277,6 +263,26 @@ pub(crate) fn move_tensor_or_zero(
     maps: &[Vec<usize>],
 ) -> Result<Tensor> {
     let v = by_width!(x, s => Bits::vec(offset_copy(op, s, maps, Some(&Default::default()))?));
+    Tensor::from_width(op, x.dtype(), out, v)
+}
+
+/// [`move_tensor`] with `fill`, one element of `x`'s type, where a map
+/// holds [`PAD`].
+pub(crate) fn move_tensor_fill(
+    op: &str,
+    x: &Tensor,
+    out: &[usize],
+    maps: &[Vec<usize>],
+    fill: &Tensor,
+) -> Result<Tensor> {
+    if fill.dtype() != x.dtype() || fill.len() != 1 {
+        return Err(Error::op(op, "internal error: fill value of another type"));
+    }
+    let wf = fill.width();
+    let v = by_width!(x, s => {
+        let f = same_width(s, &wf).and_then(|f| f.first());
+        Bits::vec(offset_copy(op, s, maps, f)?)
+    });
     Tensor::from_width(op, x.dtype(), out, v)
 }
 

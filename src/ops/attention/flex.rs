@@ -244,30 +244,57 @@ impl Operator for Flex {
             DType::F32
         });
         use DType::{BF16, F16, F32, F64};
-        let y = match (t, p) {
-            (F64, F64) => run.go::<f64, f64, f64>(),
-            (F64, F32) => run.go::<f64, f64, f32>(),
-            (F64, F16) => run.go::<f64, f64, f16>(),
-            (F64, _) => run.go::<f64, f64, bf16>(),
-            (F32, F64) => run.go::<f32, f64, f64>(),
-            (F16, F64) => run.go::<f16, f64, f64>(),
-            (BF16, F64) => run.go::<bf16, f64, f64>(),
-            (F32, F32) => run.go::<f32, f32, f32>(),
-            (F32, F16) => run.go::<f32, f32, f16>(),
-            (F32, _) => run.go::<f32, f32, bf16>(),
-            (F16, F32) => run.go::<f16, f32, f32>(),
-            (F16, F16) => run.go::<f16, f32, f16>(),
-            (F16, _) => run.go::<f16, f32, bf16>(),
-            (BF16, F32) => run.go::<bf16, f32, f32>(),
-            (BF16, F16) => run.go::<bf16, f32, f16>(),
-            (BF16, _) => run.go::<bf16, f32, bf16>(),
+        // f64 data or precision computes in f64; the precision itself is
+        // a runtime choice (see `Prec`).
+        let y = match (t, t == F64 || p == F64) {
+            (F64, _) => run.go::<f64, f64>(p),
+            (F32, true) => run.go::<f32, f64>(p),
+            (F16, true) => run.go::<f16, f64>(p),
+            (BF16, true) => run.go::<bf16, f64>(p),
+            (F32, false) => run.go::<f32, f32>(p),
+            (F16, false) => run.go::<f16, f32>(p),
+            (BF16, false) => run.go::<bf16, f32>(p),
             (d, _) => Err(Error::op(OP, format!("unsupported data type {d}"))),
         }?;
         Ok(vec![y])
     }
 }
 
-/// One run: data type `T`, compute type `C`, softmax precision `P`.
+/// The softmax precision: its type, and rounding a compute-type value to
+/// it. A runtime choice (a function pointer called once per score, not
+/// per multiply-add), so the kernels are compiled once per data and
+/// compute type, not once more per precision.
+#[derive(Clone, Copy)]
+struct Prec<C> {
+    dtype: DType,
+    rt: fn(C) -> C,
+}
+
+impl<C: Real> Prec<C> {
+    /// The precision `p` (f64, f32, f16; any other type: bf16).
+    fn new(p: DType) -> Prec<C> {
+        match p {
+            DType::F64 => Prec {
+                dtype: p,
+                rt: rt::<f64, C>,
+            },
+            DType::F32 => Prec {
+                dtype: p,
+                rt: rt::<f32, C>,
+            },
+            DType::F16 => Prec {
+                dtype: p,
+                rt: rt::<f16, C>,
+            },
+            _ => Prec {
+                dtype: DType::BF16,
+                rt: rt::<bf16, C>,
+            },
+        }
+    }
+}
+
+/// One run (the data type `T` and compute type `C` come with `go`).
 struct Run<'a> {
     op: &'a Flex,
     g: Geom,
@@ -285,8 +312,9 @@ struct Data<C> {
 }
 
 impl Run<'_> {
-    fn go<T: Float + Element, C: Real, P: Float + Element>(&self) -> Result<Tensor> {
+    fn go<T: Float + Element, C: Real>(&self, p: DType) -> Result<Tensor> {
         let g = self.g;
+        let p = Prec::<C>::new(p);
         // The reference takes sqrt(scale) in f32, then converts it to T.
         let scale = self
             .op
@@ -304,7 +332,7 @@ impl Run<'_> {
             k: scaled(self.k, "K")?,
             v: slice::<T>(OP, "V", self.v)?
                 .iter()
-                .map(|&x| rt::<P, C>(C::from_elem(x)))
+                .map(|&x| (p.rt)(C::from_elem(x)))
                 .collect(),
         };
         let out_shape = [g.b, g.hq, g.l, g.ev];
@@ -313,41 +341,41 @@ impl Run<'_> {
             par_rows(&mut y, g.ev, |first, chunk| {
                 let mut sc = vec![C::zero(); g.s];
                 for (r, out) in chunk.chunks_mut(g.ev.max(1)).enumerate() {
-                    self.scores::<T, C, P>(&d, first + r, &mut sc);
-                    softmax::<C, P>(&mut sc);
-                    self.values::<T, C, P>(&d, first + r, &sc, out);
+                    self.scores::<T, C>(p, &d, first + r, &mut sc);
+                    softmax(p, &mut sc);
+                    self.values::<T, C>(p, &d, first + r, &sc, out);
                 }
             });
             return wrap(OP, &out_shape, y);
         }
         let shape = g.scores_shape();
-        budget::check("FlexAttention scores", P::DTYPE, &shape)?;
+        budget::check("FlexAttention scores", p.dtype, &shape)?;
         let mut sc = vec![C::zero(); product(OP, "scores", &shape)?];
         par_rows(&mut sc, g.s, |first, chunk| {
             for (r, row) in chunk.chunks_mut(g.s.max(1)).enumerate() {
-                self.scores::<T, C, P>(&d, first + r, row);
+                self.scores::<T, C>(p, &d, first + r, row);
             }
         });
         if let Some(body) = &self.op.score_mod {
-            sc = self.modify::<C, P>(body, "score_mod", &sc)?;
+            sc = self.modify(p, body, "score_mod", &sc)?;
         }
         par_rows(&mut sc, g.s, |_, chunk| {
-            chunk.chunks_mut(g.s.max(1)).for_each(softmax::<C, P>);
+            chunk.chunks_mut(g.s.max(1)).for_each(|row| softmax(p, row));
         });
         if let Some(body) = &self.op.prob_mod {
-            sc = self.modify::<C, P>(body, "prob_mod", &sc)?;
+            sc = self.modify(p, body, "prob_mod", &sc)?;
         }
         par_rows(&mut y, g.ev, |first, chunk| {
             for (r, out) in chunk.chunks_mut(g.ev.max(1)).enumerate() {
                 let row = first + r;
-                self.values::<T, C, P>(&d, row, &sc[row * g.s..(row + 1) * g.s], out);
+                self.values::<T, C>(p, &d, row, &sc[row * g.s..(row + 1) * g.s], out);
             }
         });
         wrap(OP, &out_shape, y)
     }
 
     /// The scores of query row `r` (over batch, head, position) in `out`.
-    fn scores<T: Float, C: Real, P: Float>(&self, d: &Data<C>, r: usize, out: &mut [C]) {
+    fn scores<T: Float, C: Real>(&self, p: Prec<C>, d: &Data<C>, r: usize, out: &mut [C]) {
         let g = self.g;
         let h = (r / g.l) % g.hq;
         let kv = (r / (g.l * g.hq)) * g.hkv + h / (g.hq / g.hkv);
@@ -358,13 +386,14 @@ impl Run<'_> {
             for (&a, &b) in qrow.iter().zip(krow) {
                 acc = acc + a * b;
             }
-            *o = rt::<P, C>(rt::<T, C>(acc));
+            *o = (p.rt)(rt::<T, C>(acc));
         }
     }
 
     /// `P·V` for query row `r` from its probabilities.
-    fn values<T: Float, C: Real, P: Float>(
+    fn values<T: Float, C: Real>(
         &self,
+        p: Prec<C>,
         d: &Data<C>,
         r: usize,
         probs: &[C],
@@ -378,19 +407,20 @@ impl Run<'_> {
             for (j, &p) in probs.iter().enumerate() {
                 acc = acc + p * d.v[(kv * g.s + j) * g.ev + m];
             }
-            *o = rt::<P, C>(acc).to_elem();
+            *o = (p.rt)(acc).to_elem();
         }
     }
 
     /// Runs a modifier body on the score (or probability) tensor.
-    fn modify<C: Real, P: Float + Element>(
+    fn modify<C: Real>(
         &self,
+        p: Prec<C>,
         body: &Arc<dyn Subgraph>,
         name: &str,
         x: &[C],
     ) -> Result<Vec<C>> {
         let shape = self.g.scores_shape();
-        let t = wrap_as(OP, P::DTYPE, &shape, x)?;
+        let t = wrap_as(OP, p.dtype, &shape, x)?;
         let out = body.run(vec![t.into()], self.implicit)?;
         let out: Vec<_> = out
             .into_iter()
@@ -406,13 +436,13 @@ impl Run<'_> {
             ));
         }
         let got = values::<C>(OP, name, &out[0])?;
-        Ok(got.into_iter().map(rt::<P, C>).collect())
+        Ok(got.into_iter().map(p.rt).collect())
     }
 }
 
-/// The reference softmax in precision `P`: NaN (from a NaN score or a row
+/// The reference softmax in precision `p`: NaN (from a NaN score or a row
 /// that is entirely `-inf`) propagates as in NumPy.
-fn softmax<C: Real, P: Float>(x: &mut [C]) {
+fn softmax<C: Real>(p: Prec<C>, x: &mut [C]) {
     let mut m = C::neg_infinity();
     for &v in x.iter() {
         if v.is_nan() || m.is_nan() {
@@ -423,12 +453,12 @@ fn softmax<C: Real, P: Float>(x: &mut [C]) {
     }
     let mut sum = C::zero();
     for v in x.iter_mut() {
-        *v = rt::<P, C>(rt::<P, C>(*v - m).exp());
+        *v = (p.rt)((p.rt)(*v - m).exp());
         sum = sum + *v;
     }
-    let sum = rt::<P, C>(sum);
+    let sum = (p.rt)(sum);
     for v in x.iter_mut() {
-        *v = rt::<P, C>(*v / sum);
+        *v = (p.rt)(*v / sum);
     }
 }
 

@@ -12,8 +12,8 @@ use super::geom::Geom;
 use crate::ops::norm::Real;
 use crate::ops::unary::kernel::Float;
 use crate::ops::util::par_rows;
+use crate::tensor::DType;
 use half::bf16;
-use std::any::TypeId;
 
 /// The additive bias sources of one node.
 pub(crate) struct Bias<C> {
@@ -115,12 +115,37 @@ fn present<T: Copy>(g: &Geom, past: Option<&[T]>, new: &[T], d: usize) -> Vec<T>
     out
 }
 
-/// Runs attention; `P` is the softmax precision type.
-pub(crate) fn attend<T: Float, C: Real, P: Float>(
+/// The softmax in a given precision (the `softmax_precision` type): chosen
+/// once per run, so the attention kernel is compiled once per data and
+/// compute type, not once more per precision.
+#[derive(Clone, Copy)]
+pub(crate) struct Softmax<C> {
+    run: fn(&mut [C], bool),
+    /// The sum is rounded after every step (bfloat16, as NumPy sums it).
+    per_step: bool,
+}
+
+impl<C: Real> Softmax<C> {
+    /// The softmax rounding to `p` (f64, f32, f16; any other type: bf16).
+    pub(crate) fn new(p: DType) -> Softmax<C> {
+        let run: fn(&mut [C], bool) = match p {
+            DType::F64 => softmax::<C, f64>,
+            DType::F32 => softmax::<C, f32>,
+            DType::F16 => softmax::<C, half::f16>,
+            _ => softmax::<C, bf16>,
+        };
+        let per_step = !matches!(p, DType::F64 | DType::F32 | DType::F16);
+        Softmax { run, per_step }
+    }
+}
+
+/// Runs attention with the softmax `sm`.
+pub(crate) fn attend<T: Float, C: Real>(
     g: &Geom,
     prm: &Params,
     x: &Inputs<T>,
     bias: &Bias<C>,
+    sm: Softmax<C>,
 ) -> Outputs<T> {
     let total = g.total();
     let pk = present(g, x.past.map(|p| p.0), x.k, g.dh);
@@ -141,7 +166,6 @@ pub(crate) fn attend<T: Float, C: Real, P: Float>(
     let rows = g.b * g.hq * g.sq;
     let mut buf = vec![T::default(); rows * row_len];
     let reps = g.hq / g.hkv;
-    let per_step_sum = TypeId::of::<P>() == TypeId::of::<bf16>();
     let has_bias = bias.any();
     par_rows(&mut buf, row_len, |first, chunk| {
         let mut sc = vec![C::zero(); total];
@@ -190,7 +214,7 @@ pub(crate) fn attend<T: Float, C: Real, P: Float>(
                     *o = v.to_elem::<T>();
                 }
             }
-            softmax::<C, P>(&mut sc, per_step_sum);
+            (sm.run)(&mut sc, sm.per_step);
             if masked {
                 sc.fill(C::zero());
             }

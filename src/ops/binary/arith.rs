@@ -155,28 +155,54 @@ pub(crate) enum ArithKind {
     },
 }
 
+/// True for the element types whose arithmetic is a hot path (f32, and
+/// f16 models): they keep one vectorized kernel per operation. The others
+/// (integers, mostly small shape arithmetic, f64 and bf16) share one
+/// kernel per type that calls the operation through a function pointer,
+/// which keeps the library small.
+fn per_op_kernels<T: 'static>() -> bool {
+    use std::any::TypeId;
+    let t = TypeId::of::<T>();
+    t == TypeId::of::<f32>() || t == TypeId::of::<f16>()
+}
+
+impl ArithKind {
+    /// The scalar operation.
+    fn scalar<T: Arith>(self) -> fn(T, T) -> T {
+        match self {
+            ArithKind::Add => T::add,
+            ArithKind::Sub => T::sub,
+            ArithKind::Mul => T::mul,
+            ArithKind::Div => T::div,
+            ArithKind::Mod { fmod: true } => T::fmod,
+            ArithKind::Mod { fmod: false } => T::floor_mod,
+        }
+    }
+}
+
 fn arith<T: Arith>(op: &str, kind: ArithKind, a: &ArrayD<T>, b: &ArrayD<T>) -> Result<ArrayD<T>> {
-    let zero_divisor = || T::INT && b.iter().any(|v| v.is_zero());
+    if T::INT
+        && matches!(kind, ArithKind::Div | ArithKind::Mod { .. })
+        && b.iter().any(|v| v.is_zero())
+    {
+        let what = if kind == ArithKind::Div {
+            "division"
+        } else {
+            "modulo"
+        };
+        return Err(Error::op(op, format!("integer {what} by zero")));
+    }
+    if !per_op_kernels::<T>() {
+        let f = kind.scalar::<T>();
+        return zip2(op, a, b, move |&x, &y| f(x, y));
+    }
     match kind {
         ArithKind::Add => zip2(op, a, b, |&x, &y| x.add(y)),
         ArithKind::Sub => zip2(op, a, b, |&x, &y| x.sub(y)),
         ArithKind::Mul => zip2(op, a, b, |&x, &y| x.mul(y)),
-        ArithKind::Div => {
-            if zero_divisor() {
-                return Err(Error::op(op, "integer division by zero"));
-            }
-            zip2(op, a, b, |&x, &y| x.div(y))
-        }
-        ArithKind::Mod { fmod } => {
-            if zero_divisor() {
-                return Err(Error::op(op, "integer modulo by zero"));
-            }
-            if fmod {
-                zip2(op, a, b, |&x, &y| x.fmod(y))
-            } else {
-                zip2(op, a, b, |&x, &y| x.floor_mod(y))
-            }
-        }
+        ArithKind::Div => zip2(op, a, b, |&x, &y| x.div(y)),
+        ArithKind::Mod { fmod: true } => zip2(op, a, b, |&x, &y| x.fmod(y)),
+        ArithKind::Mod { fmod: false } => zip2(op, a, b, |&x, &y| x.floor_mod(y)),
     }
 }
 
@@ -237,6 +263,15 @@ pub(crate) struct Variadic {
 }
 
 fn combine<T: Arith>(op: &str, kind: VarKind, a: &ArrayD<T>, b: &ArrayD<T>) -> Result<ArrayD<T>> {
+    if !per_op_kernels::<T>() {
+        // One kernel per type (see `per_op_kernels`).
+        let f: fn(T, T) -> T = match kind {
+            VarKind::Sum | VarKind::Mean => T::add,
+            VarKind::Max => T::max_nan,
+            VarKind::Min => T::min_nan,
+        };
+        return zip2(op, a, b, move |&x, &y| f(x, y));
+    }
     match kind {
         VarKind::Sum | VarKind::Mean => zip2(op, a, b, |&x, &y| x.add(y)),
         VarKind::Max => zip2(op, a, b, |&x, &y| x.max_nan(y)),

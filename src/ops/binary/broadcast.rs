@@ -211,22 +211,24 @@ where
     array_from(op, &plan.out_shape, out)
 }
 
-/// `f(a, b, c)` elementwise with numpy broadcasting (Where).
+/// `f(a, b, c)` elementwise with numpy broadcasting (Where), on the
+/// operands' row-major elements and shapes; gives the output's shape and
+/// elements. On slices, so Where can run it once per element width.
 pub(crate) fn zip3<A, B, C, O>(
     op: &str,
-    a: &ArrayD<A>,
-    b: &ArrayD<B>,
-    c: &ArrayD<C>,
+    shapes: [&[usize]; 3],
+    sa: &[A],
+    sb: &[B],
+    sc: &[C],
     f: impl Fn(&A, &B, &C) -> O + Sync,
-) -> Result<ArrayD<O>>
+) -> Result<(Vec<usize>, Vec<O>)>
 where
-    A: Clone + Sync,
-    B: Clone + Sync,
-    C: Clone + Sync,
+    A: Sync,
+    B: Sync,
+    C: Sync,
     O: Clone + Default + Send,
 {
-    let plan = Plan::new(op, [a.shape(), b.shape(), c.shape()])?;
-    let (sa, sb, sc) = (contiguous(a), contiguous(b), contiguous(c));
+    let plan = Plan::new(op, shapes)?;
     let mut out = vec![O::default(); plan.len];
     if plan.len > 0 {
         let st = plan.inner_steps();
@@ -241,7 +243,7 @@ where
             }))
         });
     }
-    array_from(op, &plan.out_shape, out)
+    Ok((plan.out_shape, out))
 }
 
 #[cfg(test)]
@@ -335,8 +337,17 @@ mod tests {
         let c = ArrayD::from_shape_fn(IxDyn(&[2, 1, 3]), |ix| (ix[0] + ix[2]) % 2 == 0);
         let x = arr(&[4, 1], 0);
         let y = arr(&[3], 50);
-        let got = zip3("t", &c, &x, &y, |&c, &x, &y| if c { x } else { y }).unwrap();
-        assert_eq!(got.shape(), &[2, 4, 3]);
+        let (shape, got) = zip3(
+            "t",
+            [c.shape(), x.shape(), y.shape()],
+            &contiguous(&c),
+            &contiguous(&x),
+            &contiguous(&y),
+            |&c, &x, &y| if c { x } else { y },
+        )
+        .unwrap();
+        assert_eq!(shape, &[2, 4, 3]);
+        let got = ArrayD::from_shape_vec(IxDyn(&shape), got).unwrap();
         for i in 0..2 {
             for j in 0..4 {
                 for k in 0..3 {

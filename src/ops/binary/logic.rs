@@ -6,7 +6,9 @@ use super::broadcast::{zip2, zip3};
 use super::{infer_types, type_error};
 use crate::error::{Error, Result};
 use crate::ir::{Fact, InferInput, Operator};
+use crate::ops::unary::kernel::contiguous;
 use crate::ops::util::{fact, input, out_len};
+use crate::tensor::widths::{by_width, same_width, Bits, WidthVec};
 use crate::tensor::{DType, Tensor};
 use ndarray::ArrayD;
 
@@ -43,19 +45,48 @@ pub(crate) enum CmpKind {
     GreaterOrEqual,
 }
 
+impl CmpKind {
+    /// The orderings this comparison is true for, as a mask of
+    /// [`order_bit`]s.
+    fn mask(self) -> u8 {
+        match self {
+            CmpKind::Equal => EQ,
+            CmpKind::Less => LT,
+            CmpKind::Greater => GT,
+            CmpKind::LessOrEqual => LT | EQ,
+            CmpKind::GreaterOrEqual => GT | EQ,
+        }
+    }
+}
+
+const LT: u8 = 1;
+const EQ: u8 = 2;
+const GT: u8 = 4;
+
+/// How `x` and `y` are ordered, as one bit (0 when they are unordered:
+/// a NaN). `x <= y` is `x < y || x == y` for every element type, so one
+/// ordering answers all five comparisons.
+#[inline(always)]
+fn order_bit<T: PartialOrd>(x: &T, y: &T) -> u8 {
+    match x.partial_cmp(y) {
+        Some(std::cmp::Ordering::Less) => LT,
+        Some(std::cmp::Ordering::Equal) => EQ,
+        Some(std::cmp::Ordering::Greater) => GT,
+        None => 0,
+    }
+}
+
+/// The comparison `kind` elementwise. The kind is a mask tested per
+/// element, so each element type compiles one kernel for all five
+/// comparisons, not one per comparison.
 fn compare<T: PartialOrd + Clone + Sync + 'static>(
     op: &str,
     kind: CmpKind,
     a: &ArrayD<T>,
     b: &ArrayD<T>,
 ) -> Result<ArrayD<bool>> {
-    match kind {
-        CmpKind::Equal => zip2(op, a, b, |x, y| x == y),
-        CmpKind::Less => zip2(op, a, b, |x, y| x < y),
-        CmpKind::Greater => zip2(op, a, b, |x, y| x > y),
-        CmpKind::LessOrEqual => zip2(op, a, b, |x, y| x <= y),
-        CmpKind::GreaterOrEqual => zip2(op, a, b, |x, y| x >= y),
-    }
+    let want = kind.mask();
+    zip2(op, a, b, move |x, y| order_bit(x, y) & want != 0)
 }
 
 /// A comparison producing bool.
@@ -118,15 +149,22 @@ where
         + Send
         + Sync
         + std::ops::BitAnd<Output = T>
-        + std::ops::BitOr<Output = T>
         + std::ops::BitXor<Output = T>
+        + std::ops::Not<Output = T>
         + 'static,
 {
-    match kind {
-        BitKind::And => zip2(op, a, b, |&x, &y| x & y),
-        BitKind::Or => zip2(op, a, b, |&x, &y| x | y),
-        BitKind::Xor => zip2(op, a, b, |&x, &y| x ^ y),
-    }
+    // One kernel per type for all three operations, without a branch the
+    // compiler would unswitch into three loops again: `x | y` is
+    // `(x & y) ^ (x ^ y)`, so masking the two terms picks the operation.
+    let (none, all) = (T::default(), !T::default());
+    let (keep_and, keep_xor) = match kind {
+        BitKind::And => (all, none),
+        BitKind::Or => (all, all),
+        BitKind::Xor => (none, all),
+    };
+    zip2(op, a, b, move |&x, &y| {
+        ((x & y) & keep_and) ^ ((x ^ y) & keep_xor)
+    })
 }
 
 fn is_int(d: DType) -> bool {
@@ -255,18 +293,23 @@ impl Operator for BitShift {
 #[derive(Debug)]
 pub(crate) struct Where;
 
-fn select<T: Clone + Default + Send + Sync>(
-    c: &ArrayD<bool>,
-    x: &ArrayD<T>,
-    y: &ArrayD<T>,
-) -> Result<ArrayD<T>> {
-    zip3(
-        "Where",
-        c,
-        x,
-        y,
-        |&c, x, y| if c { x.clone() } else { y.clone() },
-    )
+/// Where on elements of one width (bits or strings): it only moves
+/// elements, so it is compiled once per width, not once per element type.
+fn select<B: Bits>(
+    shapes: [&[usize]; 3],
+    c: &[bool],
+    x: &[B],
+    y: Option<&[B]>,
+) -> Result<(Vec<usize>, WidthVec)> {
+    let y = y.ok_or_else(|| Error::op("Where", "X and Y must have one type"))?;
+    let (shape, out) = zip3("Where", shapes, c, x, y, |&c, x, y| {
+        if c {
+            x.clone()
+        } else {
+            y.clone()
+        }
+    })?;
+    Ok((shape, B::vec(out)))
 }
 
 impl Operator for Where {
@@ -307,23 +350,14 @@ impl Operator for Where {
             .ok_or_else(|| Error::op(op, format!("condition must be bool, found {}", c.dtype())))?;
         let x = input(op, inputs, 1)?;
         let y = input(op, inputs, 2)?;
-        let out = match (x, y) {
-            (Tensor::F32(a), Tensor::F32(b)) => Tensor::F32(select(c, a, b)?),
-            (Tensor::F64(a), Tensor::F64(b)) => Tensor::F64(select(c, a, b)?),
-            (Tensor::F16(a), Tensor::F16(b)) => Tensor::F16(select(c, a, b)?),
-            (Tensor::BF16(a), Tensor::BF16(b)) => Tensor::BF16(select(c, a, b)?),
-            (Tensor::I8(a), Tensor::I8(b)) => Tensor::I8(select(c, a, b)?),
-            (Tensor::I16(a), Tensor::I16(b)) => Tensor::I16(select(c, a, b)?),
-            (Tensor::I32(a), Tensor::I32(b)) => Tensor::I32(select(c, a, b)?),
-            (Tensor::I64(a), Tensor::I64(b)) => Tensor::I64(select(c, a, b)?),
-            (Tensor::U8(a), Tensor::U8(b)) => Tensor::U8(select(c, a, b)?),
-            (Tensor::U16(a), Tensor::U16(b)) => Tensor::U16(select(c, a, b)?),
-            (Tensor::U32(a), Tensor::U32(b)) => Tensor::U32(select(c, a, b)?),
-            (Tensor::U64(a), Tensor::U64(b)) => Tensor::U64(select(c, a, b)?),
-            (Tensor::Bool(a), Tensor::Bool(b)) => Tensor::Bool(select(c, a, b)?),
-            (Tensor::String(a), Tensor::String(b)) => Tensor::String(select(c, a, b)?),
-            (a, b) => return Err(type_error(op, a.dtype(), b.dtype())),
-        };
+        if x.dtype() != y.dtype() {
+            return Err(type_error(op, x.dtype(), y.dtype()));
+        }
+        let shapes = [c.shape(), x.shape(), y.shape()];
+        let cs = contiguous(c);
+        let wy = y.width();
+        let (shape, v) = by_width!(x, sx => select(shapes, &cs, sx, same_width(sx, &wy))?);
+        let out = Tensor::from_width(op, x.dtype(), &shape, v)?;
         Ok(vec![out])
     }
 }

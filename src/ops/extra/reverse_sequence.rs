@@ -5,9 +5,8 @@
 use crate::error::{Error, Result};
 use crate::ir::{BuildContext, Fact, InferInput, Operator};
 use crate::ops::util::{fact, input, out_len};
-use crate::tensor::bits::AsBits;
+use crate::tensor::widths::{by_width, Bits, WidthVec};
 use crate::tensor::{DType, Tensor};
-use ndarray::ArrayD;
 
 const OP: &str = "ReverseSequence";
 
@@ -35,12 +34,9 @@ pub(super) fn build(ctx: &BuildContext) -> Result<Box<dyn Operator>> {
     }))
 }
 
-/// [`reverse`] on `x`'s elements as bits of their width (one compiled copy
-/// per width, not per element type).
-fn reverse_typed<T: AsBits>(x: &ArrayD<T>, lens: &[usize], batch_axis: usize) -> Result<Tensor> {
-    let src = crate::ops::shape::data(x);
-    let out = reverse(T::to_bits(&src), x.shape(), lens, batch_axis);
-    crate::ops::shape::make(OP, x.shape(), T::from_bits(out))
+/// [`reverse`] on one width's elements, as a [`WidthVec`].
+fn reverse_width<B: Bits>(x: &[B], shape: &[usize], lens: &[usize], batch_axis: usize) -> WidthVec {
+    B::vec(reverse(x, shape, lens, batch_axis))
 }
 
 /// Reverses row-major `x` of `shape` along the time axis (the one of axes 0
@@ -125,7 +121,9 @@ impl Operator for ReverseSequence {
             })
             .collect::<Result<_>>()?;
         let b = self.batch_axis;
-        Ok(vec![crate::dispatch!(x, a => reverse_typed(a, &lens, b)?)])
+        // Only moves elements: once per width, not per element type.
+        let v = by_width!(x, s => reverse_width(s, x.shape(), &lens, b));
+        Ok(vec![Tensor::from_width(OP, x.dtype(), x.shape(), v)?])
     }
 }
 

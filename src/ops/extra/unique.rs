@@ -6,9 +6,10 @@
 
 use crate::error::{Error, Result};
 use crate::ir::{BuildContext, Fact, InferInput, Operator};
+use crate::ops::unary::kernel::contiguous;
 use crate::ops::util::{fact, input};
+use crate::tensor::widths::{by_width, Bits, WidthVec};
 use crate::tensor::{DType, Tensor};
-use ndarray::{ArrayD, IxDyn};
 use std::cmp::Ordering;
 
 const OP: &str = "Unique";
@@ -41,15 +42,6 @@ fn total<T: PartialOrd>(a: &T, b: &T) -> Ordering {
     a.partial_cmp(b).unwrap_or_else(|| (a != a).cmp(&(b != b)))
 }
 
-/// The outputs' data: Y's data and shape, and the three index lists.
-struct Found<T> {
-    y: Vec<T>,
-    y_shape: Vec<usize>,
-    indices: Vec<i64>,
-    inverse: Vec<i64>,
-    counts: Vec<i64>,
-}
-
 /// Groups of equal slices among `0..len` under `cmp`, each as (first
 /// occurrence, members): in `cmp`'s order when `sorted`, else in order of
 /// first occurrence. Not generic (the comparison comes as `&dyn`), so the
@@ -76,14 +68,14 @@ fn group_equal(
     groups
 }
 
-/// Unique slices of `x` viewed as `[outer, len, inner]` along the middle axis.
-fn unique<T: Clone + PartialOrd>(
+/// The groups of equal slices of `x` viewed as `[outer, len, inner]`
+/// along the middle axis (see [`group_equal`]). The only code compiled per
+/// element type: the comparison.
+fn groups_of<T: PartialOrd>(
     x: &[T],
-    outer: usize,
-    len: usize,
-    inner: usize,
+    (outer, len, inner): (usize, usize, usize),
     sorted: bool,
-) -> (Vec<T>, Vec<i64>, Vec<i64>, Vec<i64>) {
+) -> Vec<(usize, Vec<usize>)> {
     let key = |k: usize| {
         (0..outer).flat_map(move |o| {
             let at = (o * len + k) * inner;
@@ -97,63 +89,29 @@ fn unique<T: Clone + PartialOrd>(
             .find(|o| *o != Ordering::Equal)
             .unwrap_or(Ordering::Equal)
     };
-    let groups = group_equal(len, &cmp, sorted);
-    let mut inverse = vec![0i64; len];
-    for (u, (_, members)) in groups.iter().enumerate() {
-        for &k in members {
-            inverse[k] = u as i64;
-        }
-    }
+    group_equal(len, &cmp, sorted)
+}
+
+/// Y's elements: the first slice of each group, for every outer index.
+/// Only moves elements, so compiled once per width.
+fn gather<B: Bits>(
+    x: &[B],
+    groups: &[(usize, Vec<usize>)],
+    (outer, len, inner): (usize, usize, usize),
+) -> WidthVec {
     let mut y = Vec::with_capacity(outer * groups.len() * inner);
     for o in 0..outer {
-        for (first, _) in &groups {
+        for (first, _) in groups {
             let at = (o * len + first) * inner;
             y.extend_from_slice(&x[at..at + inner]);
         }
     }
-    let indices = groups.iter().map(|g| g.0 as i64).collect();
-    let counts = groups.iter().map(|g| g.1.len() as i64).collect();
-    (y, indices, inverse, counts)
-}
-
-fn run_typed<T: Clone + PartialOrd>(a: &ArrayD<T>, axis: Option<usize>, sorted: bool) -> Found<T> {
-    let x: Vec<T> = a.iter().cloned().collect();
-    let s = a.shape();
-    let (outer, len, inner, y_shape) = match axis {
-        None => (1, x.len(), 1, None),
-        Some(ax) => (
-            s[..ax].iter().product(),
-            s[ax],
-            s[ax + 1..].iter().product(),
-            Some(ax),
-        ),
-    };
-    let (y, indices, inverse, counts) = unique(&x, outer, len, inner, sorted);
-    let y_shape = match y_shape {
-        None => vec![indices.len()],
-        Some(ax) => {
-            let mut v = s.to_vec();
-            v[ax] = indices.len();
-            v
-        }
-    };
-    Found {
-        y,
-        y_shape,
-        indices,
-        inverse,
-        counts,
-    }
+    B::vec(y)
 }
 
 fn i64s(v: Vec<i64>) -> Result<Tensor> {
     let n = v.len();
     Tensor::from_vec(&[n], v)
-}
-
-fn y_tensor<T: crate::tensor::Element>(f: &Found<T>) -> Result<ArrayD<T>> {
-    ArrayD::from_shape_vec(IxDyn(&f.y_shape), f.y.clone())
-        .map_err(|e| Error::op(OP, format!("internal: {e}")))
 }
 
 impl Operator for Unique {
@@ -187,10 +145,34 @@ impl Operator for Unique {
         if axis.is_some() && x.shape().is_empty() {
             return Err(Error::op(OP, "axis given for a scalar input"));
         }
-        let (y, indices, inverse, counts) = crate::dispatch!(x, a => {
-            let f = run_typed(a, axis, self.sorted);
-            (Tensor::from(y_tensor(&f)?), f.indices, f.inverse, f.counts)
-        });
+        let s = x.shape();
+        let dims = match axis {
+            None => (1, s.iter().product(), 1),
+            Some(ax) => (
+                s[..ax].iter().product(),
+                s[ax],
+                s[ax + 1..].iter().product(),
+            ),
+        };
+        let groups = crate::dispatch!(x, a => groups_of(&contiguous(a), dims, self.sorted));
+        let mut inverse = vec![0i64; dims.1];
+        for (u, (_, members)) in groups.iter().enumerate() {
+            for &k in members {
+                inverse[k] = u as i64;
+            }
+        }
+        let indices = groups.iter().map(|g| g.0 as i64).collect();
+        let counts = groups.iter().map(|g| g.1.len() as i64).collect();
+        let y_shape = match axis {
+            None => vec![groups.len()],
+            Some(ax) => {
+                let mut v = s.to_vec();
+                v[ax] = groups.len();
+                v
+            }
+        };
+        let y = by_width!(x, sx => gather(sx, &groups, dims));
+        let y = Tensor::from_width(OP, x.dtype(), &y_shape, y)?;
         let mut out = vec![y, i64s(indices)?, i64s(inverse)?, i64s(counts)?];
         out.truncate(self.outputs);
         Ok(out)

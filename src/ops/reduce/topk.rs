@@ -10,6 +10,7 @@ use crate::ops::shape::num::{num_dispatch, Num};
 use crate::ops::shape::{data, int_scalar, make, norm_axis, numel_of};
 use crate::ops::util::{fact, input, par_rows};
 use crate::ops::Registrar;
+use crate::tensor::widths::{by_width, Bits, WidthVec};
 use crate::tensor::{DType, Tensor};
 use ndarray::ArrayD;
 
@@ -76,24 +77,26 @@ fn select_line(line: &mut Vec<(u64, usize)>, k: usize) {
     line.sort_unstable();
 }
 
-fn topk_typed<T: Num>(
-    a: &ArrayD<T>,
-    axis: usize,
-    k: usize,
-    largest: bool,
-    out_shape: &[usize],
-) -> Result<Vec<Tensor>> {
-    let s = a.shape();
-    let len = s[axis];
-    let inner: usize = s[axis + 1..].iter().product();
-    let n = numel_of::<T>(OP, out_shape)?;
-    let src = data(a);
-    // The preferred element gets the smallest key.
+/// Every element's order key (see [`Num::order_key`]), inverted for
+/// `largest` so that the preferred element gets the smallest key: the only
+/// code compiled per element type.
+fn order_keys<T: Num>(a: &ArrayD<T>, largest: bool) -> Vec<u64> {
     let flip = if largest { u64::MAX } else { 0 };
-    // Values and indices are written together, one (value, index) pair per output.
-    let mut pairs: Vec<(T, i64)> = vec![(T::from_acc(T::zero()), 0); n];
+    data(a).iter().map(|v| v.order_key() ^ flip).collect()
+}
+
+/// The top `k` of every line along the middle axis of `[outer, len,
+/// inner]` keys: per output (in the output's row-major order), the source
+/// element's offset and its index along the axis.
+#[inline(never)]
+fn select_all(
+    keys: &[u64],
+    (outer, len, inner): (usize, usize, usize),
+    k: usize,
+) -> Vec<(usize, i64)> {
     let block = k * inner;
-    if n > 0 {
+    let mut pairs: Vec<(usize, i64)> = vec![(0, 0); outer * block];
+    if !pairs.is_empty() {
         par_rows(&mut pairs, block, |first, chunk| {
             let mut line: Vec<(u64, usize)> = Vec::with_capacity(len);
             for (b, dst) in chunk.chunks_mut(block).enumerate() {
@@ -101,20 +104,21 @@ fn topk_typed<T: Num>(
                 for i in 0..inner {
                     let at = |j: usize| base + j * inner + i;
                     line.clear();
-                    line.extend((0..len).map(|j| (src[at(j)].order_key() ^ flip, j)));
+                    line.extend((0..len).map(|j| (keys[at(j)], j)));
                     select_line(&mut line, k);
                     for (r, &(_, j)) in line.iter().enumerate() {
-                        dst[r * inner + i] = (src[at(j)], j as i64);
+                        dst[r * inner + i] = (at(j), j as i64);
                     }
                 }
             }
         });
     }
-    let (values, indices): (Vec<T>, Vec<i64>) = pairs.into_iter().unzip();
-    Ok(vec![
-        make(OP, out_shape, values)?,
-        make(OP, out_shape, indices)?,
-    ])
+    pairs
+}
+
+/// The selected values: only moves elements, so compiled once per width.
+fn gather<B: Bits>(src: &[B], picks: &[(usize, i64)]) -> WidthVec {
+    B::vec(picks.iter().map(|&(o, _)| src[o].clone()).collect())
 }
 
 impl TopK {
@@ -175,7 +179,21 @@ impl Operator for TopK {
             .k_value(kt)?
             .ok_or_else(|| Error::op(OP, "internal error: k unknown"))?;
         let (axis, k, out) = self.shape(x.shape(), k)?;
-        num_dispatch!(OP, x, a => topk_typed(a, axis, k, self.largest, &out))
+        numel_of::<i64>(OP, &out)?;
+        let keys = num_dispatch!(OP, x, a => Ok(order_keys(a, self.largest)))?;
+        let s = x.shape();
+        let dims = (
+            s[..axis].iter().product(),
+            s[axis],
+            s[axis + 1..].iter().product(),
+        );
+        let picks = select_all(&keys, dims, k);
+        let values = by_width!(x, src => gather(src, &picks));
+        let indices: Vec<i64> = picks.iter().map(|&(_, j)| j).collect();
+        Ok(vec![
+            Tensor::from_width(OP, x.dtype(), &out, values)?,
+            make(OP, &out, indices)?,
+        ])
     }
 }
 

@@ -5,15 +5,14 @@
 
 use super::num::{num_dispatch, Num};
 use super::offset_copy;
-use super::{int_list, make, move_copy, movement_flops, norm_axes, strides, PAD};
+use super::{int_list, movement_flops, norm_axes, strides, PAD};
 use crate::error::{Error, Result};
 use crate::ir::{BuildContext, Fact, InferInput, Operator};
 use crate::ops::util::{fact, input, opt_input};
 use crate::ops::Registrar;
-use crate::tensor::bits::AsBits;
 use crate::tensor::widths::{by_width, same_width, Bits};
 use crate::tensor::Tensor;
-use ndarray::ArrayD;
+use ndarray::{ArrayD, IxDyn};
 
 pub(super) fn register(r: &mut impl Registrar) {
     r.add("Pad", 2, build);
@@ -162,12 +161,6 @@ impl Pad {
     }
 }
 
-fn pad_typed<T: AsBits>(pad: &Pad, a: &ArrayD<T>, pads: &[(i64, i64)], fill: &T) -> Result<Tensor> {
-    let (out, maps) = pad.maps(a.shape(), pads)?;
-    let v = move_copy(OP, a, &maps, Some(fill))?;
-    make(OP, &out, v)
-}
-
 impl Pad {
     /// The output shape and offset maps of padding `shape` by `pads`.
     fn maps(&self, shape: &[usize], pads: &[(i64, i64)]) -> Result<(Vec<usize>, Vec<Vec<usize>>)> {
@@ -180,13 +173,13 @@ impl Pad {
     }
 }
 
-fn pad_attr_value<T: Num + AsBits>(
-    pad: &Pad,
-    a: &ArrayD<T>,
-    pads: &[(i64, i64)],
-    v: f32,
-) -> Result<Tensor> {
-    pad_typed(pad, a, pads, &T::from_f64(v as f64))
+/// The attribute's pad value as a scalar of `a`'s type: the only code
+/// compiled per element type for the opset < 11 form.
+fn attr_fill<T: Num>(_a: &ArrayD<T>, v: f32) -> Result<Tensor> {
+    Ok(T::into_tensor(ArrayD::from_elem(
+        IxDyn(&[]),
+        T::from_f64(v as f64),
+    )))
 }
 
 /// Pad with the value of input 2 (opset 11 on; zero when absent or empty),
@@ -258,7 +251,10 @@ impl Operator for Pad {
             .pads(x.shape().len(), |i| opt_input(inputs, i).map(Some))?
             .ok_or_else(|| Error::op(OP, "internal error: pads unknown at run time"))?;
         let out = match &self.attrs {
-            Some((_, v)) => num_dispatch!(OP, x, a => pad_attr_value(self, a, &pads, *v))?,
+            Some((_, v)) => {
+                let fill = num_dispatch!(OP, x, a => attr_fill(a, *v))?;
+                pad_input_value(self, x, &pads, Some(&fill))?
+            }
             None => pad_input_value(self, x, &pads, opt_input(inputs, 2))?,
         };
         Ok(vec![out])

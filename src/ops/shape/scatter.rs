@@ -11,6 +11,7 @@ use crate::ir::{BuildContext, Fact, InferInput, Operator};
 use crate::ops::util::{fact, input};
 use crate::ops::Registrar;
 use crate::tensor::bits::AsBits;
+use crate::tensor::widths::{by_width, same_width, Bits, WidthVec};
 use crate::tensor::Tensor;
 use ndarray::ArrayD;
 
@@ -124,6 +125,26 @@ fn apply<T: AsBits>(
     make(op, x.shape(), out)
 }
 
+/// A copy of `x` (row-major elements of one width) with update slice `j`
+/// written at `offs[j]`.
+fn replace<B: Bits>(
+    op: &str,
+    x: &[B],
+    upd: Option<&[B]>,
+    offs: &[usize],
+    slice: usize,
+) -> Result<WidthVec> {
+    let upd = upd.ok_or_else(|| Error::op(op, "updates and data differ in type"))?;
+    if offs.iter().any(|&o| o + slice > x.len()) || upd.len() < offs.len() * slice {
+        return Err(Error::op(op, "internal error: offsets out of range"));
+    }
+    let mut out = x.to_vec();
+    for (j, &o) in offs.iter().enumerate() {
+        out[o..o + slice].clone_from_slice(&upd[j * slice..(j + 1) * slice]);
+    }
+    Ok(B::vec(out))
+}
+
 fn combine<T: Num>(r: Reduction) -> impl Fn(&mut T, &T) {
     move |o: &mut T, v: &T| {
         *o = match r {
@@ -209,7 +230,16 @@ impl Operator for Scatter {
             (element_offsets(op, x.shape(), it.shape(), &idx, axis)?, 1)
         };
         let out = if self.reduction == Reduction::None {
-            crate::dispatch!(x, a => apply(op, a, u, &offs, slice, |o, v| o.clone_from(v))?)
+            if u.dtype() != x.dtype() {
+                return Err(Error::op(
+                    op,
+                    format!("updates are {}, data is {}", u.dtype(), x.dtype()),
+                ));
+            }
+            // Only moves elements: once per width, not per element type.
+            let wu = u.width();
+            let v = by_width!(x, sx => replace(op, sx, same_width(sx, &wu), &offs, slice)?);
+            Tensor::from_width(op, x.dtype(), x.shape(), v)?
         } else {
             num_dispatch!(op, x, a => apply(op, a, u, &offs, slice, combine(self.reduction)))?
         };

@@ -6,14 +6,13 @@
 //! the cache; in `circular` mode positions wrap modulo the cache length.
 //! Every element type is supported.
 
-use super::{data, make, movement_flops, norm_axis};
+use super::{movement_flops, norm_axis};
 use crate::error::{Error, Result};
 use crate::ir::{BuildContext, Fact, InferInput, Operator};
 use crate::ops::util::{fact, input, opt_fact, opt_input};
 use crate::ops::Registrar;
-use crate::tensor::bits::AsBits;
+use crate::tensor::widths::{by_width, same_width, Bits, WidthVec};
 use crate::tensor::{DType, Tensor};
-use ndarray::ArrayD;
 
 pub(super) fn register(r: &mut impl Registrar) {
     r.add("TensorScatter", 24, build);
@@ -73,31 +72,21 @@ impl TensorScatter {
         Ok(axis)
     }
 
-    fn scatter<T: AsBits>(
+    /// The scatter on one width's elements (`cache` and `update` in
+    /// row-major order): a copy of the cache with the update written in.
+    fn scatter<B: Bits>(
         &self,
-        cache: &ArrayD<T>,
-        update: &Tensor,
+        cache: &[B],
+        update: Option<&[B]>,
+        shape: &[usize],
+        len: usize,
         writes: &[i64],
         axis: usize,
-    ) -> Result<Tensor> {
-        let upd = T::view(update).ok_or_else(|| {
-            Error::op(
-                OP,
-                format!("update is {}, past_cache is {}", update.dtype(), T::DTYPE),
-            )
-        })?;
-        let (cache_data, upd_data) = (data(cache), data(upd));
-        let mut out = T::to_bits(&cache_data).to_vec();
-        let len = upd.shape()[axis];
-        self.scatter_bits(
-            &mut out,
-            T::to_bits(&upd_data),
-            cache.shape(),
-            len,
-            writes,
-            axis,
-        )?;
-        make(OP, cache.shape(), T::from_bits(out))
+    ) -> Result<WidthVec> {
+        let update = update.ok_or_else(|| Error::op(OP, "update and past_cache differ in type"))?;
+        let mut out = cache.to_vec();
+        self.scatter_bits(&mut out, update, shape, len, writes, axis)?;
+        Ok(B::vec(out))
     }
 
     /// The scatter on bits (one loop per width): writes the `len` update
@@ -200,9 +189,23 @@ impl Operator for TensorScatter {
         let update = input(OP, inputs, 1)?;
         let axis = self.check(cache.shape(), update.shape())?;
         let writes = write_indices(opt_input(inputs, 2), cache.shape()[0])?;
-        Ok(vec![
-            crate::dispatch!(cache, a => self.scatter(a, update, &writes, axis)?),
-        ])
+        if update.dtype() != cache.dtype() {
+            return Err(Error::op(
+                OP,
+                format!(
+                    "update is {}, past_cache is {}",
+                    update.dtype(),
+                    cache.dtype()
+                ),
+            ));
+        }
+        // Only moves elements: once per width, not per element type.
+        let (shape, len) = (cache.shape(), update.shape()[axis]);
+        let wu = update.width();
+        let v = by_width!(cache, c => {
+            self.scatter(c, same_width(c, &wu), shape, len, &writes, axis)?
+        });
+        Ok(vec![Tensor::from_width(OP, cache.dtype(), shape, v)?])
     }
 }
 

@@ -123,15 +123,32 @@ pub(crate) fn not_float(op: &str, t: &Tensor) -> Error {
 }
 
 /// Applies `f` (f32, also used for f16/bf16) or `g` (f64) to every element
-/// of a floating-point tensor.
+/// of a floating-point tensor. Only f32, the type models compute in, gets a
+/// kernel with `f` inlined; the other float types share one kernel each
+/// that calls the function through a `dyn` reference (see
+/// [`map_float_dyn`]), which keeps the library small.
 pub(crate) fn map_float(
     op: &str,
     t: &Tensor,
     f: impl Fn(f32) -> f32 + Sync,
     g: impl Fn(f64) -> f64 + Sync,
 ) -> Result<Tensor> {
+    match t {
+        Tensor::F32(a) => Ok(Tensor::F32(par_map(op, a, |&x| f(x))?)),
+        other => map_float_dyn(op, other, &f, &g),
+    }
+}
+
+/// [`map_float`] for f64, f16 and bf16: compiled once, not once per
+/// operator.
+#[inline(never)]
+fn map_float_dyn(
+    op: &str,
+    t: &Tensor,
+    f: &(dyn Fn(f32) -> f32 + Sync),
+    g: &(dyn Fn(f64) -> f64 + Sync),
+) -> Result<Tensor> {
     Ok(match t {
-        Tensor::F32(a) => Tensor::F32(par_map(op, a, |&x| f(x))?),
         Tensor::F64(a) => Tensor::F64(par_map(op, a, |&x| g(x))?),
         Tensor::F16(a) => Tensor::F16(par_map(op, a, |&x| f16::from_f32(f(x.to_f32())))?),
         Tensor::BF16(a) => Tensor::BF16(par_map(op, a, |&x| bf16::from_f32(f(x.to_f32())))?),
@@ -139,15 +156,29 @@ pub(crate) fn map_float(
     })
 }
 
-/// Like [`map_float`] with a boolean result (IsNaN, IsInf).
+/// Like [`map_float`] with a boolean result (IsNaN, IsInf); the f64, f16
+/// and bf16 kernels are shared the same way.
 pub(crate) fn test_float(
     op: &str,
     t: &Tensor,
     f: impl Fn(f32) -> bool + Sync,
     g: impl Fn(f64) -> bool + Sync,
 ) -> Result<Tensor> {
+    match t {
+        Tensor::F32(a) => Ok(Tensor::Bool(par_map(op, a, |&x| f(x))?)),
+        other => test_float_dyn(op, other, &f, &g),
+    }
+}
+
+/// [`test_float`] for f64, f16 and bf16.
+#[inline(never)]
+fn test_float_dyn(
+    op: &str,
+    t: &Tensor,
+    f: &(dyn Fn(f32) -> bool + Sync),
+    g: &(dyn Fn(f64) -> bool + Sync),
+) -> Result<Tensor> {
     Ok(match t {
-        Tensor::F32(a) => Tensor::Bool(par_map(op, a, |&x| f(x))?),
         Tensor::F64(a) => Tensor::Bool(par_map(op, a, |&x| g(x))?),
         Tensor::F16(a) => Tensor::Bool(par_map(op, a, |&x| f(x.to_f32()))?),
         Tensor::BF16(a) => Tensor::Bool(par_map(op, a, |&x| f(x.to_f32()))?),
