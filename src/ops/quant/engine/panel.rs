@@ -27,9 +27,11 @@ pub(crate) fn pack_k_rows(
 ) {
     let full = k / 4;
     let row = |kk: usize, len: usize| &src[kk * row_stride + c0..][..len];
-    for g in 0..full {
-        let dst = &mut panel[g * NR * 4..][..NR * 4];
-        interleave4([0, 1, 2, 3].map(|j| row(4 * g + j, n)), dst, flip);
+    if !groups_fast(panel, src, full, row_stride, (c0, n), flip) {
+        for g in 0..full {
+            let dst = &mut panel[g * NR * 4..][..NR * 4];
+            interleave4([0, 1, 2, 3].map(|j| row(4 * g + j, n)), dst, flip);
+        }
     }
     if !k.is_multiple_of(4) {
         // The last, partial group of four rows: zero past K.
@@ -38,6 +40,70 @@ pub(crate) fn pack_k_rows(
         for j in 0..k % 4 {
             scatter(dst, row(4 * full + j, n), j, flip);
         }
+    }
+}
+
+/// The `full` whole groups of four rows of [`pack_k_rows`] in one call,
+/// where the CPU has AVX-512 BW and VL (masked loads take a panel of fewer
+/// than [`NR`] columns; its columns past `n` get `flip`); returns whether
+/// it packed them.
+fn groups_fast(
+    panel: &mut [u8],
+    src: &[u8],
+    full: usize,
+    row_stride: usize,
+    (c0, n): (usize, usize),
+    flip: u8,
+) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    if full > 0
+        && n <= NR
+        && (4 * full - 1) * row_stride + c0 + n <= src.len()
+        && panel.len() >= full * NR * 4
+        && crate::ops::gemm::simd::has_avx512_wide()
+    {
+        // SAFETY: the features were just checked, and so were the bounds
+        // of the last row read and of the groups written.
+        unsafe { groups_avx512(panel, src, full, row_stride, (c0, n), flip) };
+        return true;
+    }
+    let _ = (panel, src, full, row_stride, c0, n, flip);
+    false
+}
+
+/// [`groups_fast`]'s loop.
+///
+/// # Safety
+/// The CPU must have AVX-512 F, BW, DQ and VL; `src` must hold the `4·full`
+/// rows' columns `c0 .. c0 + n` (n ≤ NR), and `panel` `full` groups.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,avx2")]
+unsafe fn groups_avx512(
+    panel: &mut [u8],
+    src: &[u8],
+    full: usize,
+    row_stride: usize,
+    (c0, n): (usize, usize),
+    flip: u8,
+) {
+    use std::arch::x86_64::*;
+    let mask = if n >= 32 { u32::MAX } else { (1u32 << n) - 1 };
+    let m = _mm256_set1_epi8(flip as i8);
+    let base = src.as_ptr().wrapping_add(c0);
+    for g in 0..full {
+        // SAFETY: rows 4g .. 4g + 4 < 4·full, columns c0 .. c0 + n, inside
+        // `src` (the contract); the mask reads no byte past them.
+        let ld = |j: usize| unsafe {
+            let p = base.add((4 * g + j) * row_stride);
+            _mm256_xor_si256(_mm256_maskz_loadu_epi8(mask, p.cast()), m)
+        };
+        // SAFETY: group g < full of `panel` (the contract).
+        unsafe {
+            transpose4(
+                [ld(0), ld(1), ld(2), ld(3)],
+                panel.as_mut_ptr().add(g * NR * 4),
+            )
+        };
     }
 }
 
@@ -110,7 +176,21 @@ unsafe fn interleave4_avx2(rows: [&[u8]; 4], dst: &mut [u8], flip: u8) {
     let m = _mm256_set1_epi8(flip as i8);
     // SAFETY: each row holds 32 bytes (the contract).
     let ld = |r: &[u8]| _mm256_xor_si256(unsafe { _mm256_loadu_si256(r.as_ptr().cast()) }, m);
-    let (r0, r1, r2, r3) = (ld(rows[0]), ld(rows[1]), ld(rows[2]), ld(rows[3]));
+    let rows = [ld(rows[0]), ld(rows[1]), ld(rows[2]), ld(rows[3])];
+    // SAFETY: `dst` holds 128 bytes (the contract).
+    unsafe { transpose4(rows, dst.as_mut_ptr()) };
+}
+
+/// Stores four rows of 32 bytes as `[32][4]` at `dst` (a 4 × 32 byte
+/// transpose in registers).
+///
+/// # Safety
+/// The CPU must have AVX2; `dst` must have 128 writable bytes.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+#[inline]
+unsafe fn transpose4([r0, r1, r2, r3]: [std::arch::x86_64::__m256i; 4], dst: *mut u8) {
+    use std::arch::x86_64::*;
     let a_lo = _mm256_unpacklo_epi8(r0, r1);
     let a_hi = _mm256_unpackhi_epi8(r0, r1);
     let b_lo = _mm256_unpacklo_epi8(r2, r3);
@@ -121,7 +201,7 @@ unsafe fn interleave4_avx2(rows: [&[u8]; 4], dst: &mut [u8], flip: u8) {
     let q1 = _mm256_unpackhi_epi16(a_lo, b_lo);
     let q2 = _mm256_unpacklo_epi16(a_hi, b_hi);
     let q3 = _mm256_unpackhi_epi16(a_hi, b_hi);
-    let out = dst.as_mut_ptr().cast::<__m256i>();
+    let out = dst.cast::<__m256i>();
     // SAFETY: four vectors of 32 bytes, the 128 `dst` holds (the contract).
     unsafe {
         _mm256_storeu_si256(out, _mm256_permute2x128_si256(q0, q1, 0x20));
@@ -163,5 +243,30 @@ mod tests {
         interleave4(short, &mut dst, 0x80);
         assert_eq!(dst[4 * 4 + 3], rows[3][4] ^ 0x80);
         assert!(dst[5 * 4..].iter().all(|&b| b == 0));
+    }
+
+    #[test]
+    fn packed_k_rows_hold_every_column_whatever_the_panel_width() {
+        // k = 13 (three whole groups and a partial one), 70 columns per row
+        // read from column c0 on, widths full and partial, both flips.
+        let (k, stride) = (13usize, 70usize);
+        let src: Vec<u8> = (0..k * stride).map(|i| (i * 29 + i / 7) as u8).collect();
+        for flip in [0u8, 0x80] {
+            for (c0, n) in [(0, NR), (3, NR), (38, NR), (0, 1), (5, 17), (40, 30)] {
+                let mut panel = vec![0x11u8; k.div_ceil(4) * NR * 4];
+                pack_k_rows(&mut panel, &src, k, stride, (c0, n), flip);
+                for c in 0..n {
+                    for kk in 0..k.div_ceil(4) * 4 {
+                        let want = if kk < k {
+                            src[kk * stride + c0 + c] ^ flip
+                        } else {
+                            0
+                        };
+                        let got = panel[(kk / 4) * NR * 4 + c * 4 + kk % 4];
+                        assert_eq!(got, want, "c0 {c0} n {n} column {c} k {kk}");
+                    }
+                }
+            }
+        }
     }
 }
