@@ -19,6 +19,7 @@ mod conv_op;
 mod depthwise;
 mod direct;
 pub(crate) mod geom;
+mod grouped;
 mod im2col;
 mod implicit;
 mod lines;

@@ -5,7 +5,7 @@
 //! run executes exactly the chosen kernel.
 
 use super::conv_op::{is_pointwise, ConvPlan};
-use super::{direct, im2col, implicit, patches, pointwise, winograd};
+use super::{direct, grouped, im2col, implicit, patches, pointwise, winograd};
 use std::sync::RwLock;
 
 /// The kernel a Conv call runs on.
@@ -25,6 +25,9 @@ pub(super) enum Algorithm {
     /// Few input channels, on the direct kernel of this instruction set
     /// (f32, x86-64).
     Direct(direct::Isa),
+    /// Grouped 2-D layers of several input channels per group, on the
+    /// direct grouped kernel of this instruction set (f32, x86-64).
+    Grouped(direct::Isa),
     /// 3×3 stride 1 with enough channels and tiles, by Winograd.
     Winograd(winograd::Algo),
     /// 2-D stride 1, on the implicit-GEMM kernel (f32, x86-64 with AVX2).
@@ -39,8 +42,8 @@ pub(super) enum Algorithm {
 
 /// The kernel for plan `p`, with the data computed in f32 (`f32`) or f64.
 /// The first that takes the layer, in this order: the bias alone,
-/// depthwise, 1×1 (panel GEMM, else the engine), patches, direct,
-/// Winograd (unless the implicit-GEMM kernel is preferred, whatever the
+/// depthwise, 1×1 (panel GEMM, else the engine), patches, direct, grouped
+/// (after Winograd on groups of many channels), Winograd (unless the implicit-GEMM kernel is preferred, whatever the
 /// type), implicit GEMM, im2col.
 pub(super) fn choose(p: &ConvPlan, f32: bool) -> Algorithm {
     let win = &p.win;
@@ -58,6 +61,10 @@ pub(super) fn choose(p: &ConvPlan, f32: bool) -> Algorithm {
         Algorithm::Patches
     } else if let Some(isa) = direct::isa(p).filter(|_| f32) {
         Algorithm::Direct(isa)
+    } else if let Some(isa) = grouped::isa(p)
+        .filter(|_| f32 && (grouped::before_winograd(p) || winograd::choose(p).is_none()))
+    {
+        Algorithm::Grouped(isa)
     } else if let Some(algo) = winograd::choose(p).filter(|_| !implicit::preferred(p)) {
         Algorithm::Winograd(algo)
     } else if f32 && implicit::suits(p) && implicit::cpu_has_kernel() {
@@ -152,6 +159,8 @@ mod tests {
         let stride_2 = layer([1, 64, 56, 56], [128, 64, 3, 3], 1, 2, 1);
         let patch = layer([1, 3, 224, 224], [768, 3, 16, 16], 1, 16, 0);
         let grouped = layer([1, 64, 28, 28], [64, 16, 3, 3], 4, 1, 1);
+        let grouped_wide = layer([1, 256, 28, 28], [256, 128, 3, 3], 2, 1, 1);
+        let grouped_s2 = layer([1, 256, 56, 56], [256, 8, 3, 3], 32, 2, 1);
         let no_channels = layer([1, 0, 5, 5], [8, 0, 3, 3], 1, 1, 1);
         // Whatever the CPU.
         assert_eq!(choose(&depthwise, true), Depthwise);
@@ -160,8 +169,10 @@ mod tests {
         assert_eq!(choose(&one_by_one, false), PointwiseGemm);
         assert_eq!(choose(&wide_3x3, true), Winograd(winograd::Algo::F4x4));
         assert_eq!(choose(&small_3x3, true), Winograd(winograd::Algo::F2x2));
-        // Grouped layers are never the implicit kernel's.
-        assert_eq!(choose(&grouped, true), Winograd(winograd::Algo::F4x4));
+        // Grouped layers are never the implicit kernel's; groups of many
+        // channels stay on Winograd.
+        assert_eq!(choose(&grouped, false), Winograd(winograd::Algo::F4x4));
+        assert_eq!(choose(&grouped_wide, true), Winograd(winograd::Algo::F4x4));
         #[cfg(target_arch = "x86_64")]
         {
             use crate::ops::gemm::simd::{has_avx2_fma, has_avx512};
@@ -180,6 +191,9 @@ mod tests {
             assert_eq!(choose(&stride_2, true), Im2col { panels: true });
             assert_eq!(choose(&patch, true), Patches);
             assert_eq!(choose(&patch, false), Im2col { panels: false });
+            assert_eq!(choose(&grouped, true), Grouped(direct::Isa::Avx512));
+            assert_eq!(choose(&grouped_s2, true), Grouped(direct::Isa::Avx512));
+            assert_eq!(choose(&grouped_s2, false), Im2col { panels: false });
         }
         // No implicit, direct or patch kernel here: Winograd keeps the
         // narrow layer, im2col the rest (on the panel GEMM where NEON runs).
@@ -193,10 +207,12 @@ mod tests {
             assert_eq!(choose(&stride_2, true), Im2col { panels });
             assert_eq!(choose(&patch, true), Im2col { panels });
             assert_eq!(choose(&patch, false), Im2col { panels: false });
+            assert_eq!(choose(&grouped, true), Winograd(winograd::Algo::F4x4));
+            assert_eq!(choose(&grouped_s2, true), Im2col { panels });
         }
         #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
         {
-            let _ = (narrow_3x3, stem, stride_2, patch);
+            let _ = (narrow_3x3, stem, stride_2, patch, grouped_s2);
             eprintln!("skipped: the other cases assume x86-64 or aarch64");
         }
     }

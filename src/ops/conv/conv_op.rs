@@ -2,7 +2,8 @@
 //! bias and fused activation. 1×1 stride-1 unpadded kernels are one GEMM on X
 //! as it lies; depthwise convolutions (one input channel per group) use a
 //! direct kernel, and so do 2-D layers with at most four input channels
-//! (RGB stems) on AVX-512 machines; 3×3 stride-1 kernels with enough channels and output
+//! (RGB stems) on AVX-512 machines, and grouped 2-D layers of several channels
+//! per group (ResNeXt) on x86-64 with AVX2; 3×3 stride-1 kernels with enough channels and output
 //! tiles go through Winograd F(4×4, 3×3) or F(2×2, 3×3), except where an AVX2
 //! machine's implicit-GEMM kernel is faster (few output channels); that kernel
 //! also takes the other 2-D stride-1 layers there; non-overlapping 2-D
@@ -457,6 +458,12 @@ impl FloatKernel for ConvKernel<'_> {
                     unreachable!("{:?} is chosen for f32 data only", self.algo);
                 };
                 super::direct::run(&a32, isa, y);
+            }
+            Algorithm::Grouped(isa) => {
+                let (Some(a32), Some(y)) = (a.as_f32(), as_f32_mut(&mut y)) else {
+                    unreachable!("{:?} is chosen for f32 data only", self.algo);
+                };
+                super::grouped::run(&a32, isa, y);
             }
             Algorithm::Winograd(algo) => winograd::winograd(algo, &a, &mut y),
             Algorithm::Implicit => y32(&mut y, implicit::run),

@@ -75,12 +75,13 @@ pub(super) fn run(a: &ConvArgs<f32>, isa: Isa, y: &mut [f32]) {
     }
 }
 
-/// The instruction set whose kernel runs.
+/// The instruction set whose kernel runs (this one's, or the grouped
+/// kernel's).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Isa {
-    /// AVX-512: 32 outputs per block.
+    /// AVX-512: 16-lane vectors (32 outputs per block here).
     Avx512,
-    /// AVX2 with FMA: 16 outputs per block.
+    /// AVX2 with FMA: 8-lane vectors (16 outputs per block here).
     Avx2,
 }
 

@@ -11,6 +11,8 @@ use crate::tensor::Tensor;
 use half::f16;
 
 mod ahead;
+#[cfg(target_arch = "x86_64")]
+mod grouped;
 mod patches;
 mod pointwise;
 mod transpose;
