@@ -13,6 +13,7 @@ use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 use ramify::load::{LoadConfig, LoadMonitor};
 use ramify::sched::Decision;
+use ramify::tensor::recycle::recycle;
 use ramify::{Mode, RunOptions, RunReport, Session, Tensor};
 use std::collections::BTreeMap;
 use std::io::IsTerminal;
@@ -270,7 +271,14 @@ fn timed(t: &Target, options: &RunOptions) -> Result<Option<(f64, RunReport)>> {
     let inputs = t.feeds.iter().map(|(n, v)| (n.as_str(), v.clone()));
     let start = Instant::now();
     match t.session.run_shared_with_options(inputs, options) {
-        Ok((_, report)) => Ok(Some((start.elapsed().as_secs_f64() * 1e3, report))),
+        Ok((outputs, report)) => {
+            let ms = start.elapsed().as_secs_f64() * 1e3;
+            // Back to the library's pools, as a frame loop hands its
+            // outputs back: otherwise every run maps and faults in fresh
+            // pages for a large output (a single-layer model's, say).
+            outputs.into_iter().for_each(|(_, t)| recycle(t));
+            Ok(Some((ms, report)))
+        }
         Err(ramify::Error::Deadline(_)) => Ok(None),
         Err(e) => Err(e.into()),
     }
