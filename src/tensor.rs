@@ -620,6 +620,27 @@ impl Tensor {
         }))
     }
 
+    /// The row-major bytes of this tensor (as [`as_bytes`](Self::as_bytes)
+    /// gives them): borrowed when it is laid out so, else from a
+    /// standard-layout copy. `None` for strings.
+    ///
+    /// ```
+    /// use ramify::Tensor;
+    /// let t = Tensor::from_vec(&[2, 2], vec![1u8, 2, 3, 4]).unwrap();
+    /// assert_eq!(&*t.standard_bytes().unwrap(), &[1, 2, 3, 4]);
+    /// ```
+    pub fn standard_bytes(&self) -> Option<std::borrow::Cow<'_, [u8]>> {
+        use std::borrow::Cow;
+        match self.as_bytes() {
+            Some(b) => Some(Cow::Borrowed(b)),
+            None => self
+                .clone()
+                .into_standard_layout()
+                .as_bytes()
+                .map(|b| Cow::Owned(b.to_vec())),
+        }
+    }
+
     /// True when the data is laid out row-major and contiguous.
     pub fn is_standard_layout(&self) -> bool {
         dispatch!(self, a => a.is_standard_layout())
@@ -683,6 +704,22 @@ impl fmt::Display for Tensor {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn standard_bytes_borrow_row_major_data_and_copy_the_rest() {
+        let a = ndarray::ArrayD::from_shape_vec(ndarray::IxDyn(&[2, 3]), vec![1u8, 2, 3, 4, 5, 6])
+            .unwrap();
+        let plain = Tensor::U8(a.clone());
+        assert!(matches!(
+            plain.standard_bytes(),
+            Some(std::borrow::Cow::Borrowed(&[1, 2, 3, 4, 5, 6]))
+        ));
+        let transposed = Tensor::U8(a.reversed_axes());
+        assert!(transposed.as_bytes().is_none());
+        assert_eq!(&*transposed.standard_bytes().unwrap(), &[1, 4, 2, 5, 3, 6]);
+        let strings = Tensor::from_vec(&[1], vec![String::from("x")]).unwrap();
+        assert!(strings.standard_bytes().is_none());
+    }
 
     #[test]
     fn debug_shows_type_shape_and_the_first_values() {

@@ -126,14 +126,7 @@ impl Operator for QLinearConcat {
         for (i, x) in xs.iter().enumerate() {
             let sx = scalar_scale(OP, inputs, 3 + 3 * i, "X_scale")?;
             let zx = scalar_zp(OP, inputs, 4 + 3 * i, t, "X_zero_point")?;
-            let standard;
-            let bytes = match x.as_bytes() {
-                Some(b) => b,
-                None => {
-                    standard = (*x).clone().into_standard_layout();
-                    standard.as_bytes().unwrap_or_default()
-                }
-            };
+            let bytes = x.standard_bytes().unwrap_or_default();
             // Raw byte → raw byte, or the identity where nothing changes.
             let map = (sx != sy || zx != zy)
                 .then(|| byte_table(t, &table(t, (sx, zx), (sy, zy), range, |f| f)));

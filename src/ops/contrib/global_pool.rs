@@ -93,14 +93,7 @@ impl Operator for QLinearGlobalAvg {
             ));
         }
         // The bytes as they lie (no widened copy of the whole input).
-        let standard;
-        let bytes = match x.as_bytes() {
-            Some(b) => b,
-            None => {
-                standard = x.clone().into_standard_layout();
-                standard.as_bytes().unwrap_or_default()
-            }
-        };
+        let bytes = x.standard_bytes().unwrap_or_default();
         let signed = t == DType::I8;
         let value = |b: u8| if signed { b as i8 as i32 } else { b as i32 };
         let bias = -zx * size as i32;

@@ -104,16 +104,9 @@ impl Operator for QLinearLookup {
             }),
         };
         let map = byte_table(t, &tab);
-        let standard;
-        let bytes = match x.as_bytes() {
-            Some(b) => b,
-            None => {
-                standard = x.clone().into_standard_layout();
-                standard.as_bytes().unwrap_or_default()
-            }
-        };
+        let bytes = x.standard_bytes().unwrap_or_default();
         let mut y = crate::tensor::recycle::take_or_default::<u8>(bytes.len());
-        map_bytes(&map, bytes, &mut y);
+        map_bytes(&map, &bytes, &mut y);
         Ok(vec![Tensor::from_bytes(x.shape(), y, t == DType::I8)?])
     }
 }
