@@ -156,19 +156,23 @@ fn parallel_trace_of_inception_v1_overlaps_siblings_on_different_threads() {
         2,
     );
     let mut attempts = Vec::new();
-    for attempt in 0..5 {
+    for attempt in 0..8 {
         let spans = trace_v1("parallel", &format!("trace-par-{attempt}"));
         let ops = spans.iter().filter(|s| s.cat != "fork").count();
         assert_eq!(ops, plan.graph.nodes.len(), "one span per operator");
+        // A run whose second worker never got the CPU (the host starves one
+        // core at times) leaves every span on one thread: that attempt proves
+        // nothing either way, so it counts as a miss and the next one tries.
         let threads: HashSet<u64> = spans.iter().map(|s| s.tid).collect();
-        assert!(threads.len() >= 2, "operators ran on several threads");
-        let found = forks_with_overlap(&spans, &plan);
-        if !found.is_empty() {
+        if threads.len() >= 2 && !forks_with_overlap(&spans, &plan).is_empty() {
             return;
         }
-        attempts.push(ops);
+        attempts.push((ops, threads.len()));
     }
-    panic!("no fork's siblings overlapped in 5 parallel traces ({attempts:?} operator spans)");
+    panic!(
+        "no fork's siblings overlapped on two threads in 8 parallel traces \
+         ((operator spans, threads) per attempt: {attempts:?})"
+    );
 }
 
 #[test]
