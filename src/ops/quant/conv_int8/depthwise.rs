@@ -108,6 +108,17 @@ impl Job<'_> {
                     for (i, o) in chunk.chunks_mut(plane_out.max(1)).enumerate() {
                         let oc = (first + i) % w.m;
                         let s = scale[if scale.len() == 1 { 0 } else { oc }];
+                        if let (Some(quads), Some(plan)) = (&w.dot, dot) {
+                            let out = dot::Out::Bytes {
+                                out: o,
+                                scale: s,
+                                zero,
+                                lo,
+                                hi,
+                            };
+                            self.dot_plane(quads, plan, x, first + i, out);
+                            continue;
+                        }
                         self.plane(w, dot, x, first + i, &mut |wide, stride| {
                             if stride == ow {
                                 // Contiguous rows: straight into the output.
@@ -136,6 +147,12 @@ impl Job<'_> {
         p: usize,
         emit: &mut dyn FnMut(&[i32], usize),
     ) {
+        if let (Some(quads), Some(plan)) = (&w.dot, dot) {
+            let ow = self.win.output[1];
+            self.dot_plane(quads, plan, x, p, dot::Out::Sums);
+            DOT_SCRATCH.with(|s| emit(&s.borrow().acc, ow));
+            return;
+        }
         let win = self.win;
         let (img, oc) = (p / w.m, p % w.m);
         let ic = oc / (w.m / self.channels).max(1);
@@ -158,14 +175,6 @@ impl Job<'_> {
         let src = &x[(img * self.channels + ic) * ih * iw..][..ih * iw];
         let taps = &w.taps[oc * kh * kw..][..kh * kw];
         let bias = self.bias.map_or(0, |b| b[oc]);
-        if let (Some(quads), Some(plan)) = (&w.dot, dot) {
-            DOT_SCRATCH.with(|s| {
-                let scratch = &mut *s.borrow_mut();
-                plan.plane(quads, oc, src, self.x_signed, self.zero_x, bias, scratch);
-                emit(&scratch.acc, ow);
-            });
-            return;
-        }
         SCRATCH.with(|s| {
             let (pad, acc) = &mut *s.borrow_mut();
             pad.clear();
@@ -215,6 +224,33 @@ impl Job<'_> {
             acc.resize(wide_len, 0);
             accumulate_taps(acc, pad, &bases, taps, bias);
             emit(acc, phase_w);
+        });
+    }
+}
+
+impl Job<'_> {
+    /// Output plane `p` (image p / m, channel p % m) on the dot-product
+    /// kernel, delivered as `out` says (sums in this thread's
+    /// `DOT_SCRATCH`).
+    fn dot_plane(&self, quads: &dot::Quads, plan: &dot::Plan, x: &[u8], p: usize, out: dot::Out) {
+        let m = quads.channels();
+        let (img, oc) = (p / m, p % m);
+        let ic = oc / (m / self.channels).max(1);
+        let plane_in = self.win.input[0] * self.win.input[1];
+        let src = &x[(img * self.channels + ic) * plane_in..][..plane_in];
+        let bias = self.bias.map_or(0, |b| b[oc]);
+        DOT_SCRATCH.with(|s| {
+            let scratch = &mut *s.borrow_mut();
+            plan.plane(
+                quads,
+                oc,
+                src,
+                self.x_signed,
+                self.zero_x,
+                bias,
+                scratch,
+                out,
+            );
         });
     }
 }

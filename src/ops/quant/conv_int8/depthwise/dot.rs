@@ -68,6 +68,11 @@ impl Quads {
         })
     }
 
+    /// Output channels.
+    pub(super) fn channels(&self) -> usize {
+        self.sums.len()
+    }
+
     /// How this convolution runs on the dot-product kernel; `None` when
     /// the CPU lacks it or 16 outputs' bytes do not fit one load.
     pub(super) fn plan(&self, win: &Window) -> Option<Plan> {
@@ -105,6 +110,23 @@ impl Quads {
     }
 }
 
+/// Where [`Plan::plane`] puts a plane's results.
+pub(super) enum Out<'a> {
+    /// The i32 sums, in the scratch's `acc` (output `(oy, ox)` at
+    /// `oy · ow + ox`).
+    Sums,
+    /// The sums requantized, `requantize(sum, scale, zero, lo, hi)` of the
+    /// engine's sink, into `out`'s `oh · ow` bytes, straight from the
+    /// registers that computed them.
+    Bytes {
+        out: &'a mut [u8],
+        scale: f32,
+        zero: i32,
+        lo: f32,
+        hi: f32,
+    },
+}
+
 /// One convolution's geometry on the dot-product kernel, computed once per
 /// run and shared by its planes.
 pub(super) struct Plan {
@@ -119,8 +141,8 @@ pub(super) struct Plan {
 
 impl Plan {
     /// The sums of output channel `oc` over one input plane `src` (8-bit
-    /// values read as s8 when `signed`, zero point `zx`): output `(oy, ox)`
-    /// at `scratch.acc[oy · ow + ox]`.
+    /// values read as s8 when `signed`, zero point `zx`), delivered as
+    /// `out` says.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn plane(
         &self,
@@ -131,6 +153,7 @@ impl Plan {
         zx: i32,
         bias: i32,
         scratch: &mut Scratch,
+        out: Out,
     ) {
         let g = &self.geometry;
         let [ih, iw] = self.input;
@@ -161,7 +184,7 @@ impl Plan {
         // holds ih rows of iw bytes, and the padded plane holds them at
         // rows pw apart from the interior's start.
         unsafe {
-            copy_rows_avx512(src, iw, interior, g.pw, flip)
+            copy_rows_avx512(src, iw, interior, g.pw, flip, border.fill)
         };
         #[cfg(not(target_arch = "x86_64"))]
         copy_rows(src, iw, interior, g.pw, flip);
@@ -175,13 +198,58 @@ impl Plan {
         let init = bias.wrapping_sub(zx.wrapping_mul(w.sums[oc]));
         #[cfg(target_arch = "x86_64")]
         {
+            let mut sink = match out {
+                Out::Sums => VecSink::Wide(acc),
+                Out::Bytes {
+                    out,
+                    scale,
+                    zero,
+                    lo,
+                    hi,
+                } => {
+                    assert_eq!(out.len(), g.oh * g.ow, "one output plane");
+                    // SAFETY: a plan exists only where the CPU has AVX-512.
+                    unsafe { VecSink::bytes(out, scale, zero, lo, hi) }
+                }
+            };
             // SAFETY: a plan exists only where the CPU has the features;
-            // `pad` holds the padded plane plus SPAN bytes and `acc`
-            // oh·ow + LANES values, which bound every load and store.
-            unsafe { plane_vnni(g, self.cover, &self.index, &scratch.pad, quads, init, acc) };
+            // `pad` holds the padded plane plus SPAN bytes, `acc` oh·ow +
+            // LANES values and `out` oh·ow bytes (asserted), which bound
+            // every load and store.
+            unsafe {
+                plane_vnni(
+                    g,
+                    self.cover,
+                    &self.index,
+                    &scratch.pad,
+                    quads,
+                    init,
+                    &mut sink,
+                )
+            };
         }
         #[cfg(not(target_arch = "x86_64"))]
-        plane_portable(g, &scratch.pad, quads, init, acc);
+        {
+            plane_portable(g, &scratch.pad, quads, init, acc);
+            if let Out::Bytes {
+                out,
+                scale,
+                zero,
+                lo,
+                hi,
+            } = out
+            {
+                let n = g.oh * g.ow;
+                crate::ops::quant::engine::sink::requantize_row(
+                    &acc[..n],
+                    out,
+                    scale,
+                    zero,
+                    lo,
+                    hi,
+                );
+            }
+        }
     }
 }
 
@@ -224,32 +292,44 @@ fn copy_rows(src: &[u8], iw: usize, dst: &mut [u8], pw: usize, flip: u8) {
     }
 }
 
-/// [`copy_rows`] by masked 64-byte loads and stores: one of each per 64
-/// bytes of a row, whatever its length.
+/// [`copy_rows`] by 64-byte pieces: a masked load and a full store. A
+/// row's last piece carries `fill` past the row's end, so it writes the
+/// border bytes that follow (the row's right padding, the next row's left
+/// padding) with the value they hold, and the start of the next row's
+/// interior, which that row's own copy overwrites next. A masked store
+/// would avoid those bytes but costs several times a plain one on some
+/// CPUs (AMD Zen), where it was most of this copy's time.
+///
+/// Every byte of `dst` outside the rows must hold `fill`, and `dst` must
+/// extend at least 64 bytes past the last row's last 64-byte piece start
+/// (the padded plane's slack guarantees both).
 ///
 /// # Safety
 /// The CPU must have AVX-512 F and BW.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512bw")]
-unsafe fn copy_rows_avx512(src: &[u8], iw: usize, dst: &mut [u8], pw: usize, flip: u8) {
+unsafe fn copy_rows_avx512(src: &[u8], iw: usize, dst: &mut [u8], pw: usize, flip: u8, fill: u8) {
     use std::arch::x86_64::*;
     if iw == 0 {
         return;
     }
     let rows = src.len() / iw;
-    assert!(rows == 0 || (rows - 1) * pw + iw <= dst.len() && pw >= iw);
+    let last_piece = (iw - 1) / 64 * 64;
+    assert!(rows == 0 || (rows - 1) * pw + last_piece + 64 <= dst.len() && pw >= iw);
     let flip = _mm512_set1_epi8(flip as i8);
+    let fill = _mm512_set1_epi8(fill as i8);
     for y in 0..rows {
         let mut x = 0;
         while x < iw {
             let n = (iw - x).min(64);
             let mask = if n == 64 { u64::MAX } else { (1u64 << n) - 1 };
-            // SAFETY: the mask limits both accesses to bytes x .. x + n of
-            // row y, inside `src` and (by the assert) inside `dst`.
+            // SAFETY: the mask limits the load to bytes x .. x + n of row y
+            // of `src`; the store's 64 bytes at row y, x lie inside `dst`
+            // (by the assert: x ≤ last_piece, y < rows).
             unsafe {
                 let v = _mm512_maskz_loadu_epi8(mask, src.as_ptr().add(y * iw + x).cast());
-                let v = _mm512_xor_si512(v, flip);
-                _mm512_mask_storeu_epi8(dst.as_mut_ptr().add(y * pw + x).cast(), mask, v);
+                let v = _mm512_mask_blend_epi8(mask, fill, _mm512_xor_si512(v, flip));
+                _mm512_storeu_si512(dst.as_mut_ptr().add(y * pw + x).cast(), v);
             }
             x += 64;
         }
@@ -372,6 +452,69 @@ impl Geometry {
     }
 }
 
+/// Where [`plane_vnni`] stores each vector of sums.
+// One lives on the stack per plane, and the kernel reads its registers'
+// worth of constants in place: boxing the large variant would only add an
+// allocation per plane.
+#[cfg(target_arch = "x86_64")]
+#[allow(clippy::large_enum_variant)]
+enum VecSink<'a> {
+    /// As i32, into `oh · ow + LANES` values.
+    Wide(&'a mut [i32]),
+    /// Requantized, into `oh · ow` bytes; a vector's lanes past the plane
+    /// are masked off.
+    Bytes {
+        out: &'a mut [u8],
+        requant: crate::ops::quant::engine::sink::Requant16,
+        scale: std::arch::x86_64::__m512,
+    },
+}
+
+#[cfg(target_arch = "x86_64")]
+impl<'a> VecSink<'a> {
+    /// # Safety
+    /// The CPU must have AVX-512 F.
+    #[target_feature(enable = "avx512f")]
+    unsafe fn bytes(out: &'a mut [u8], scale: f32, zero: i32, lo: f32, hi: f32) -> Self {
+        use crate::ops::quant::engine::sink::Requant16;
+        VecSink::Bytes {
+            out,
+            requant: Requant16::new(zero, lo, hi),
+            scale: std::arch::x86_64::_mm512_set1_ps(scale),
+        }
+    }
+
+    /// Stores the sums of outputs `at .. at + LANES` (those that exist).
+    ///
+    /// # Safety
+    /// The CPU must have AVX-512 F and BW; `at` < oh · ow.
+    #[target_feature(enable = "avx512f,avx512bw")]
+    #[inline]
+    unsafe fn store(&mut self, at: usize, sums: std::arch::x86_64::__m512i) {
+        use std::arch::x86_64::*;
+        match self {
+            VecSink::Wide(acc) => {
+                assert!(at + LANES <= acc.len());
+                // SAFETY: in bounds (asserted).
+                unsafe { _mm512_storeu_si512(acc.as_mut_ptr().add(at).cast(), sums) };
+            }
+            VecSink::Bytes {
+                out,
+                requant,
+                scale,
+            } => {
+                let n = out.len().saturating_sub(at).min(LANES);
+                let q = requant.apply(sums, *scale);
+                let mask = crate::ops::quant::engine::sink::lanes(n);
+                // SAFETY: the mask keeps the stored bytes below out.len().
+                unsafe {
+                    _mm512_mask_cvtepi32_storeu_epi8(out.as_mut_ptr().add(at).cast(), mask, q)
+                };
+            }
+        }
+    }
+}
+
 /// Vectors computed side by side, so that their dependency chains overlap.
 const INTERLEAVE: usize = 4;
 
@@ -382,7 +525,7 @@ const INTERLEAVE: usize = 4;
 ///
 /// # Safety
 /// The CPU must have the target features; `pad` must hold the padded plane
-/// plus SPAN bytes, and `acc` oh·ow + LANES values.
+/// plus SPAN bytes; `sink` must hold oh·ow + LANES values or oh·ow bytes.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni,avx512vbmi")]
 unsafe fn plane_vnni(
@@ -392,22 +535,21 @@ unsafe fn plane_vnni(
     pad: &[u8],
     quads: &[i32],
     init: i32,
-    acc: &mut [i32],
+    sink: &mut VecSink,
 ) {
     use std::arch::x86_64::*;
-    debug_assert!(acc.len() >= g.oh * g.ow + LANES);
     // SAFETY: `index` is SPAN = 64 bytes, one vector.
     let index = unsafe { _mm512_loadu_si512(index.as_ptr().cast()) };
     let start = _mm512_set1_epi32(init);
     let mut v = 0;
     while v + INTERLEAVE <= cover.count {
         // SAFETY: this function's contract is `vectors`'; v + 4 ≤ count.
-        unsafe { vectors::<INTERLEAVE>(g, cover, v, pad, quads, index, start, acc) };
+        unsafe { vectors::<INTERLEAVE>(g, cover, v, pad, quads, index, start, sink) };
         v += INTERLEAVE;
     }
     while v < cover.count {
         // SAFETY: as above, v < count.
-        unsafe { vectors::<1>(g, cover, v, pad, quads, index, start, acc) };
+        unsafe { vectors::<1>(g, cover, v, pad, quads, index, start, sink) };
         v += 1;
     }
 }
@@ -428,7 +570,7 @@ unsafe fn vectors<const N: usize>(
     quads: &[i32],
     index: std::arch::x86_64::__m512i,
     start: std::arch::x86_64::__m512i,
-    acc: &mut [i32],
+    sink: &mut VecSink,
 ) {
     use std::arch::x86_64::*;
     let mut base = [0usize; N];
@@ -452,9 +594,8 @@ unsafe fn vectors<const N: usize>(
         }
     }
     for i in 0..N {
-        debug_assert!(dst[i] + LANES <= acc.len());
-        // SAFETY: dst < oh·ow, and acc has LANES values of slack.
-        unsafe { _mm512_storeu_si512(acc.as_mut_ptr().add(dst[i]).cast(), sums[i]) };
+        // SAFETY: dst < oh·ow (a vector's first output exists).
+        unsafe { sink.store(dst[i], sums[i]) };
     }
 }
 

@@ -74,7 +74,7 @@ fn the_vnni_kernel_gives_the_portable_sums() {
                 &pad,
                 &quads,
                 -77,
-                &mut got,
+                &mut VecSink::Wide(&mut got),
             )
         };
         assert_eq!(got[..oh * ow], want[..oh * ow], "{oh}x{ow} stride {sw}");
@@ -192,9 +192,63 @@ fn one_scratch_serves_planes_of_other_layouts_and_zero_points() {
         let plan = q.plan(&win).unwrap();
         let src: Vec<u8> = (0..win.in_len()).map(|_| next() as u8).collect();
         for oc in 0..2 {
-            plan.plane(&q, oc, &src, signed, zx, 11, &mut scratch);
+            plan.plane(&q, oc, &src, signed, zx, 11, &mut scratch, Out::Sums);
             let want = naive_plane(&win, &taps[oc * 9..][..9], &src, signed, zx, 11);
             assert_eq!(scratch.acc[..want.len()], want[..], "{win:?} zx {zx}");
         }
+    }
+}
+
+#[test]
+fn requantized_planes_are_the_sink_requantization_of_the_sums() {
+    use crate::ops::quant::engine::sink::requantize_row;
+    if !has_dot() {
+        return;
+    }
+    let mut s = 4242u32;
+    let mut next = move || {
+        s ^= s << 13;
+        s ^= s >> 17;
+        s ^= s << 5;
+        s
+    };
+    let taps: Vec<i16> = (0..9).map(|_| (next() % 200) as i16 - 100).collect();
+    let q = Quads::new(&taps, 1, [3, 3]).unwrap();
+    let mut scratch = Scratch::EMPTY;
+    // Planes of 7×7 (short rows sharing vectors, a last vector past the
+    // plane's end), 14×14 stride 2 and 19×37 (a partial vector per row).
+    for (ih, iw, stride) in [(7, 7, 1), (14, 14, 2), (19, 37, 1)] {
+        let win = Window {
+            input: vec![ih, iw],
+            kernel: vec![3, 3],
+            strides: vec![stride, stride],
+            dilations: vec![1, 1],
+            pad_begin: vec![1, 1],
+            pad_end: vec![1, 1],
+            output: vec![(ih - 1) / stride + 1, (iw - 1) / stride + 1],
+        };
+        let plan = q.plan(&win).unwrap();
+        let src: Vec<u8> = (0..ih * iw).map(|_| next() as u8).collect();
+        let n = win.out_len();
+        plan.plane(&q, 0, &src, false, 7, -300, &mut scratch, Out::Sums);
+        let mut want = vec![0u8; n];
+        // A scale that sends some sums past both ends of the range.
+        requantize_row(&scratch.acc[..n], &mut want, 0.02, 120, -120.0, 135.0);
+        // The byte past the plane stays as it was: no lane spills there.
+        let mut got = vec![0xA5u8; n + 1];
+        let out = Out::Bytes {
+            out: &mut got[..n],
+            scale: 0.02,
+            zero: 120,
+            lo: -120.0,
+            hi: 135.0,
+        };
+        plan.plane(&q, 0, &src, false, 7, -300, &mut scratch, out);
+        assert_eq!(got[..n], want[..], "{ih}x{iw} stride {stride}");
+        assert_eq!(got[n], 0xA5);
+        assert!(
+            want.contains(&0) && want.contains(&255),
+            "both ends reached"
+        );
     }
 }
