@@ -16,6 +16,7 @@
 //! K·zx·zw`, with `Σw` per row at packing and `Σx` per column only when some
 //! `zw ≠ 0`.
 
+mod few;
 mod kernel;
 pub(crate) mod matrix;
 #[cfg(target_arch = "aarch64")]
@@ -99,6 +100,9 @@ impl Product<'_> {
         } else {
             sink.requant()
         };
+        // A product of few columns (one, as a rule: a matrix-vector product)
+        // reduces along k instead of filling 32-column tiles.
+        let few_columns = self.cols <= few::FEW && kind == guard::Resolved::Vnni;
         let task = |t: usize| {
             let (ct, rt) = (t / row_tasks, t % row_tasks);
             let (p0, p1) = split(panels, col_tasks, ct);
@@ -106,6 +110,7 @@ impl Product<'_> {
             let mut buf = vec![0u8; w.k4 * NR * 4];
             let mut tile: Tile = [0; MR * NR];
             let mut sums = [0i32; NR];
+            let mut pairs = Vec::new();
             for p in p0..p1 {
                 let c0 = p * NR;
                 let n = NR.min(self.cols - c0);
@@ -113,20 +118,24 @@ impl Product<'_> {
                 if col_sums_needed {
                     panel::column_sums(&buf, w.k4, &mut sums);
                 }
+                if few_columns {
+                    few::pairs(&buf, w.k4, n, &mut pairs);
+                }
                 for b in b0..b1 {
                     let r0 = b * MR;
                     let nr = MR.min(w.rows - r0);
-                    if let Some(dst) = &requant {
+                    if few_columns && few::tile(w.block(b), &pairs, w.k4, n, &mut tile) {
+                        // Exact sums (VNNI); the rows' additions and the
+                        // sink follow as for any tile.
+                    } else if let Some(dst) = &requant {
                         let add = &row_add[r0..r0 + nr];
                         if kernel::tile_requant(w.block(b), &buf, w.k4, add, dst, (r0, c0), (nr, n))
                         {
                             continue;
                         }
-                    }
-                    if !kernel::tile(kind, w.block(b), &buf, w.k4, &mut tile) && guarded {
-                        // The narrow sums may have saturated: the exact ones.
-                        kernel::tile(guard::Resolved::Portable, w.block(b), &buf, w.k4, &mut tile);
-                        recomputed.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        self.full_tile(kind, guarded, b, &buf, &mut tile, &recomputed);
+                    } else {
+                        self.full_tile(kind, guarded, b, &buf, &mut tile, &recomputed);
                     }
                     for r in 0..nr {
                         let add = row_add[r0 + r];
@@ -146,6 +155,27 @@ impl Product<'_> {
         };
         crate::ops::parallel::par_for(col_tasks * row_tasks, task);
         guard::record(recomputed.into_inner());
+    }
+}
+
+impl Product<'_> {
+    /// Block `b`'s whole tile on the run's kernel `kind`; under the guard, a
+    /// tile whose narrow sums may have saturated is recomputed exactly (and
+    /// counted in `recomputed`).
+    fn full_tile(
+        &self,
+        kind: guard::Resolved,
+        guarded: bool,
+        b: usize,
+        panel: &[u8],
+        tile: &mut Tile,
+        recomputed: &std::sync::atomic::AtomicU64,
+    ) {
+        let w = self.w.block(b);
+        if !kernel::tile(kind, w, panel, self.w.k4, tile) && guarded {
+            kernel::tile(guard::Resolved::Portable, w, panel, self.w.k4, tile);
+            recomputed.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
     }
 }
 
