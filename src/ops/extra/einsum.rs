@@ -273,21 +273,13 @@ pub(super) fn build(ctx: &BuildContext) -> Result<Box<dyn Operator>> {
 }
 
 fn typed<T: Num>(p: &Plan, ins: &[&Tensor]) -> Result<ArrayD<T>> {
-    // Each input's elements in row-major order: borrowed when they are laid
-    // out so, else copied by their width (compiled once per width).
-    let mut data: Vec<std::borrow::Cow<[T]>> = Vec::with_capacity(ins.len());
-    for t in ins {
-        let Some(v) = <T as crate::tensor::Element>::view(t) else {
-            return Err(Error::op(
-                "Tensor",
-                format!("expected {} data, found {}", T::DTYPE, t.dtype()),
-            ));
-        };
-        data.push(match v.as_slice() {
-            Some(s) => std::borrow::Cow::Borrowed(s),
-            None => std::borrow::Cow::Owned(crate::tensor::bits::row_major(v)),
-        });
-    }
+    let data: Vec<std::borrow::Cow<[T]>> = ins
+        .iter()
+        .map(|t| {
+            t.view::<T>()
+                .map(|v| std::borrow::Cow::Owned(v.iter().cloned().collect()))
+        })
+        .collect::<Result<_>>()?;
     let slices: Vec<&[T]> = data.iter().map(|c| c.as_ref()).collect();
     ArrayD::from_shape_vec(IxDyn(&p.out_shape), contract(p, &slices))
         .map_err(|e| Error::op(OP, format!("internal: {e}")))
