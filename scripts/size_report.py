@@ -15,7 +15,8 @@ Usage:
   scripts/size_report.py --json out.json       # also write the numbers
 
 The build goes to target/size (target/size-reduced with --features;
-target/aarch64 for --aarch64) so it does not disturb the usual release build.
+target/aarch64 for --aarch64) so it does not disturb the usual release build;
+the x86-64 ones under $CARGO_TARGET_DIR instead of target/ when that is set.
 """
 import argparse
 import json
@@ -28,6 +29,9 @@ import tempfile
 from collections import defaultdict
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# Where cargo builds: $CARGO_TARGET_DIR when set (a worktree with its own
+# target folder), the repository's target/ otherwise.
+TARGET = os.environ.get("CARGO_TARGET_DIR") or os.path.join(REPO, "target")
 
 
 def build(features, aarch64):
@@ -41,10 +45,12 @@ def build(features, aarch64):
     if aarch64:
         cmd = (["bash", os.path.join(REPO, "scripts", "aarch64.sh"), "cargo"] + args
                + ["--target", "aarch64-unknown-linux-gnu"])
+        # aarch64.sh builds under <repo>/target/aarch64 whatever the caller's
+        # CARGO_TARGET_DIR.
         out = os.path.join(REPO, "target", "aarch64", "aarch64-unknown-linux-gnu", "mobile")
     else:
-        cmd = ["cargo"] + args + ["--target-dir", os.path.join(REPO, "target", sub)]
-        out = os.path.join(REPO, "target", sub, "mobile")
+        cmd = ["cargo"] + args + ["--target-dir", os.path.join(TARGET, sub)]
+        out = os.path.join(TARGET, sub, "mobile")
     subprocess.run(cmd, cwd=REPO, check=True)
     return os.path.join(out, "libramify_ffi.so")
 

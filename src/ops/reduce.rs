@@ -78,13 +78,16 @@ pub(crate) fn kept_offset(mut flat: usize, kept: &[(usize, usize)]) -> usize {
 
 /// Folds `f` over the elements at `base` + the reduced dimensions, in
 /// row-major order.
-pub(crate) fn fold<T: Copy, A>(
+pub(crate) fn fold<T: Copy, A, F>(
     src: &[T],
     base: usize,
     red: &[(usize, usize)],
     init: A,
-    f: &mut impl FnMut(A, T) -> A,
-) -> A {
+    f: &mut F,
+) -> A
+where
+    F: FnMut(A, T) -> A + ?Sized,
+{
     match red {
         [] => f(init, src[base]),
         [(len, stride)] => {

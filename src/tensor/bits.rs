@@ -126,17 +126,6 @@ impl AsBits for String {
     }
 }
 
-/// `a` in standard (row-major, contiguous) layout.
-pub(crate) fn standard_layout<T: AsBits>(a: ArrayD<T>) -> ArrayD<T> {
-    if a.is_standard_layout() {
-        return a;
-    }
-    let values = row_major(&a);
-    // SAFETY: `row_major` gives one element per element of `a`, so the
-    // length is the product of `a`'s shape, in row-major order.
-    unsafe { ArrayD::from_shape_vec_unchecked(a.raw_dim(), values) }
-}
-
 /// The elements of `a` in row-major order, whatever its strides. They are
 /// copied as their bits, so the strided walk is compiled once per width
 /// rather than once per element type.
@@ -212,13 +201,14 @@ mod tests {
             odd.invert_axis(Axis(0));
             let odd = odd.slice_move(s![.., 1..;2, ..]).into_dyn();
             assert!(!odd.is_standard_layout());
-            let want = odd.as_standard_layout().into_owned();
-            let got = standard_layout(odd);
+            let want = T::into_tensor(odd.as_standard_layout().into_owned());
+            let got = T::into_tensor(odd).into_standard_layout();
             assert!(got.is_standard_layout());
             assert_eq!(got, want);
             // Already standard: handed back as it is.
             let p = a.as_ptr();
-            assert_eq!(standard_layout(a).as_ptr(), p);
+            let same = T::into_tensor(a).into_standard_layout();
+            assert_eq!(T::view(&same).map(|v| v.as_ptr()), Some(p));
         }
         let n = |i: usize| (i * 7 % 11) as f32 - 3.5;
         check(ArrayD::from_shape_fn(IxDyn(&[2, 5, 3]), |i| {

@@ -29,6 +29,19 @@ pub(crate) enum Width<'a> {
     Str(Cow<'a, [String]>),
 }
 
+impl Width<'_> {
+    /// The elements, owned (copied only where they were borrowed).
+    pub(crate) fn into_owned(self) -> WidthVec {
+        match self {
+            Width::W8(c) => WidthVec::W8(c.into_owned()),
+            Width::W16(c) => WidthVec::W16(c.into_owned()),
+            Width::W32(c) => WidthVec::W32(c.into_owned()),
+            Width::W64(c) => WidthVec::W64(c.into_owned()),
+            Width::Str(c) => WidthVec::Str(c.into_owned()),
+        }
+    }
+}
+
 /// Elements produced by a per-width body, to become a tensor again.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum WidthVec {

@@ -33,37 +33,63 @@ fn clamp<T: PartialOrd + Copy>(x: T, lo: Option<T>, hi: Option<T>) -> T {
     }
 }
 
+/// Where a bound comes from, found without knowing the element type.
+enum Bound<'a> {
+    /// None: that side is open.
+    Open,
+    /// An attribute's finite value (opset < 11).
+    Attr(f32),
+    /// A one-element input of the input's type.
+    Input(&'a Tensor),
+}
+
 impl Clip {
+    /// Bound `i` (1 = min, 2 = max), checked against the input's type
+    /// `dtype`. Not generic, so its checks and messages are compiled once.
+    fn bound_source<'a>(
+        &self,
+        inputs: &[Option<&'a Tensor>],
+        i: usize,
+        dtype: DType,
+    ) -> Result<Bound<'a>> {
+        if let Some((lo, hi)) = self.attr_bounds {
+            let v = if i == 1 { lo } else { hi };
+            return Ok(if v.is_infinite() {
+                Bound::Open
+            } else {
+                Bound::Attr(v)
+            });
+        }
+        let Some(t) = opt_input(inputs, i) else {
+            return Ok(Bound::Open);
+        };
+        let what = if i == 1 { "min" } else { "max" };
+        if t.dtype() != dtype {
+            return Err(Error::op(
+                "Clip",
+                format!("{what} has type {}, expected {dtype}", t.dtype()),
+            ));
+        }
+        if t.len() != 1 {
+            return Err(Error::op(
+                "Clip",
+                format!("{what} must be a scalar, found shape {:?}", t.shape()),
+            ));
+        }
+        Ok(Bound::Input(t))
+    }
+
     /// Bound `i` (1 = min, 2 = max) as a value of the input's type.
     fn bound<T: Element + NumCast + Copy>(
         &self,
         inputs: &[Option<&Tensor>],
         i: usize,
     ) -> Result<Option<T>> {
-        if let Some((lo, hi)) = self.attr_bounds {
-            let v = if i == 1 { lo } else { hi };
-            if v.is_infinite() {
-                return Ok(None);
-            }
-            return Ok(<T as NumCast>::from(v));
-        }
-        let Some(t) = opt_input(inputs, i) else {
-            return Ok(None);
-        };
-        let what = if i == 1 { "min" } else { "max" };
-        let a = T::view(t).ok_or_else(|| {
-            Error::op(
-                "Clip",
-                format!("{what} has type {}, expected {}", t.dtype(), T::DTYPE),
-            )
-        })?;
-        if a.len() != 1 {
-            return Err(Error::op(
-                "Clip",
-                format!("{what} must be a scalar, found shape {:?}", a.shape()),
-            ));
-        }
-        Ok(a.iter().next().copied())
+        Ok(match self.bound_source(inputs, i, T::DTYPE)? {
+            Bound::Open => None,
+            Bound::Attr(v) => <T as NumCast>::from(v),
+            Bound::Input(t) => T::view(t).and_then(|a| a.iter().next().copied()),
+        })
     }
 
     fn clip<T: Element + NumCast + PartialOrd + Copy>(

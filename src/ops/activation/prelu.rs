@@ -10,7 +10,7 @@ use crate::ops::unary::kernel::{array_from, contiguous};
 use crate::ops::util::{broadcast_shapes, fact, input, out_len, par_rows};
 use crate::ops::Registrar;
 use crate::tensor::{Element, Tensor};
-use ndarray::{ArrayD, IxDyn};
+use ndarray::ArrayD;
 
 #[derive(Debug)]
 struct PRelu;
@@ -27,33 +27,47 @@ fn check_shapes(x: &[usize], slope: &[usize]) -> Result<()> {
     Ok(())
 }
 
-/// The slope broadcast to `x`'s leading dimensions up to the last one where
-/// it varies, flattened: one value per row of `inner` trailing elements.
-fn slope_rows<T: Clone>(x_shape: &[usize], slope: &ArrayD<T>) -> Result<(Vec<T>, usize)> {
+/// Where each row's slope lies: the slope broadcast to `x`'s leading
+/// dimensions up to the last one where it varies, as indices into the
+/// row-major slope, one per row of the returned count of trailing
+/// elements. Computed from the shapes alone, so it is compiled once, not
+/// once per element type.
+fn slope_rows(x_shape: &[usize], slope_shape: &[usize]) -> (Vec<usize>, usize) {
     let rank = x_shape.len();
-    let aligned: Vec<usize> = std::iter::repeat_n(1, rank - slope.ndim())
-        .chain(slope.shape().iter().copied())
+    let aligned: Vec<usize> = std::iter::repeat_n(1, rank - slope_shape.len())
+        .chain(slope_shape.iter().copied())
         .collect();
     let last = aligned.iter().rposition(|&d| d != 1).map_or(0, |p| p + 1);
     let inner: usize = x_shape[last..].iter().product();
-    let view = slope
-        .view()
-        .into_shape_with_order(IxDyn(&aligned))
-        .map_err(|e| Error::op("PRelu", format!("internal shape error: {e}")))?;
-    let lead = &x_shape[..last];
-    let sliced = view.slice_each_axis(|ax| {
-        if ax.axis.index() < last {
-            ndarray::Slice::from(..)
-        } else {
-            ndarray::Slice::from(0..1)
+    // The slope's row-major strides over its aligned shape; 0 where it
+    // broadcasts (a dimension of 1).
+    let mut strides = vec![0usize; last];
+    let mut acc = aligned[last..].iter().product::<usize>();
+    for k in (0..last).rev() {
+        if aligned[k] != 1 {
+            strides[k] = acc;
         }
-    });
-    let mut lead_shape = lead.to_vec();
-    lead_shape.extend(std::iter::repeat_n(1, rank - last));
-    let rows = sliced
-        .broadcast(IxDyn(&lead_shape))
-        .ok_or_else(|| Error::op("PRelu", "slope does not broadcast"))?;
-    Ok((rows.iter().cloned().collect(), inner))
+        acc *= aligned[k];
+    }
+    let lead = &x_shape[..last];
+    let count: usize = lead.iter().product();
+    let mut rows = Vec::with_capacity(count);
+    let mut idx = vec![0usize; last];
+    let mut at = 0usize;
+    for _ in 0..count {
+        rows.push(at);
+        // Advance the odometer over the leading dimensions.
+        for k in (0..last).rev() {
+            idx[k] += 1;
+            at += strides[k];
+            if idx[k] < lead[k] {
+                break;
+            }
+            at -= idx[k] * strides[k];
+            idx[k] = 0;
+        }
+    }
+    (rows, inner)
 }
 
 fn prelu<T: Element + Copy + PartialOrd + std::ops::Mul<Output = T>>(
@@ -61,13 +75,14 @@ fn prelu<T: Element + Copy + PartialOrd + std::ops::Mul<Output = T>>(
     slope: &ArrayD<T>,
 ) -> Result<ArrayD<T>> {
     check_shapes(x.shape(), slope.shape())?;
-    let (rows, inner) = slope_rows(x.shape(), slope)?;
+    let (rows, inner) = slope_rows(x.shape(), slope.shape());
+    let slope = contiguous(slope);
     let src = contiguous(x);
     let mut out = vec![T::default(); src.len()];
     let zero = T::default();
     par_rows(&mut out, inner, |first, chunk| {
         for (r, row) in chunk.chunks_mut(inner.max(1)).enumerate() {
-            let s = rows[first + r];
+            let s = slope[rows[first + r]];
             let start = (first + r) * inner;
             for (o, &v) in row.iter_mut().zip(&src[start..start + inner]) {
                 *o = if v < zero { v * s } else { v };

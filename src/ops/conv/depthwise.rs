@@ -190,7 +190,8 @@ struct TapSums<'a> {
 }
 
 impl TapSums<'_> {
-    /// Fused multiply-adds on machines with AVX2 and FMA or AVX-512, and on
+    /// Fused multiply-adds on machines with AVX2 and FMA or AVX-512 (f32
+    /// only; f64 stays on AVX2's), and on
     /// aarch64 (where they compile to NEON's FMLA on 4 lanes), a multiply
     /// then an add elsewhere; one machine always takes the same path, and
     /// every output sums its taps in the same order whichever chunk
@@ -203,7 +204,11 @@ impl TapSums<'_> {
         #[cfg(target_arch = "x86_64")]
         {
             use crate::ops::gemm::simd::{has_avx2_fma, has_avx512};
-            if has_avx512() {
+            // f64 takes the AVX2 copy on AVX-512 machines too: the same
+            // fused multiply-adds, so the same bits, and one compiled copy
+            // fewer of a rare type's kernel (a smaller library).
+            let f32 = std::any::TypeId::of::<T>() == std::any::TypeId::of::<f32>();
+            if f32 && has_avx512() {
                 // SAFETY: the CPU has AVX-512F and FMA (checked just above).
                 return unsafe { self.run_avx512(out, init, w, phases) };
             }

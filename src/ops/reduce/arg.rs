@@ -56,8 +56,62 @@ impl Arg {
     }
 }
 
+/// What the index search needs of an element: an order, and whether it is
+/// NaN (which counts as the extreme).
+trait Ordered: Copy + PartialOrd + Send + Sync {
+    fn nan(self) -> bool;
+}
+
+impl<T: Num + Send + Sync> Ordered for T {
+    #[inline(always)]
+    fn nan(self) -> bool {
+        self.is_nan()
+    }
+}
+
+/// An element by its order key ([`Num::order_key`]) and NaN flag: the
+/// search compares two non-NaN keys exactly as it compares their values
+/// (equal values share a key), so one compiled search serves every type
+/// but f32 and f16.
+#[derive(Clone, Copy, PartialEq, PartialOrd)]
+struct Keyed {
+    key: u64,
+    nan: bool,
+}
+
+impl Ordered for Keyed {
+    #[inline(always)]
+    fn nan(self) -> bool {
+        self.nan
+    }
+}
+
 fn arg_typed<T: Num>(op: &Arg, a: &ArrayD<T>, axis: usize, out_shape: &[usize]) -> Result<Tensor> {
-    let s = a.shape();
+    use std::any::TypeId;
+    let t = TypeId::of::<T>();
+    let src = data(a);
+    if t == TypeId::of::<f32>() || t == TypeId::of::<half::f16>() {
+        return arg_search(op, &src, a.shape(), axis, out_shape);
+    }
+    let keys: Vec<Keyed> = src
+        .iter()
+        .map(|&v| Keyed {
+            key: v.order_key(),
+            nan: v.is_nan(),
+        })
+        .collect();
+    arg_search(op, &keys, a.shape(), axis, out_shape)
+}
+
+/// The index of the extreme element along `axis` of the row-major `src`
+/// of shape `s`, for every output position.
+fn arg_search<E: Ordered>(
+    op: &Arg,
+    src: &[E],
+    s: &[usize],
+    axis: usize,
+    out_shape: &[usize],
+) -> Result<Tensor> {
     let len = s[axis];
     let inner: usize = s[axis + 1..].iter().product();
     let n = numel_of::<i64>(op.name(), out_shape)?;
@@ -67,7 +121,6 @@ fn arg_typed<T: Num>(op: &Arg, a: &ArrayD<T>, axis: usize, out_shape: &[usize]) 
             format!("cannot take the {} of an empty axis {axis}", op.name()),
         ));
     }
-    let src = data(a);
     let mut out = vec![0i64; n];
     par_outputs(&mut out, len, |first, chunk| {
         for (k, o) in chunk.iter_mut().enumerate() {
@@ -77,13 +130,13 @@ fn arg_typed<T: Num>(op: &Arg, a: &ArrayD<T>, axis: usize, out_shape: &[usize]) 
             let mut bi = 0usize;
             for j in 1..len {
                 let v = src[base + j * inner];
-                if best.is_nan() {
-                    if op.last && v.is_nan() {
+                if best.nan() {
+                    if op.last && v.nan() {
                         bi = j;
                     }
                     continue;
                 }
-                let better = if v.is_nan() {
+                let better = if v.nan() {
                     true
                 } else if op.max {
                     v > best || (op.last && v == best)
@@ -209,6 +262,47 @@ mod tests {
             run1("ArgMin", 13, &[("keepdims", Attribute::Int(0))], &[h]),
             crate::Tensor::scalar(1i64)
         );
+    }
+
+    /// The types searched by order key (f64, integers) pick the same
+    /// indices as f32's direct search: NaN as the extreme, -0 equal to +0,
+    /// first or last of equal values.
+    #[test]
+    fn keyed_types_match_the_direct_search() {
+        let v = [0.0f32, -0.0, 3.0, f32::NAN, -7.0, 3.0, f32::NAN, -7.0, 0.0];
+        let shape = [3, 3];
+        for op in ["ArgMax", "ArgMin"] {
+            for axis in [0i64, 1] {
+                for last in [0i64, 1] {
+                    let attrs = [
+                        ("axis", Attribute::Int(axis)),
+                        ("select_last_index", Attribute::Int(last)),
+                    ];
+                    let want = run1(op, 13, &attrs, &[t(&shape, v.to_vec())]);
+                    let f64s: Vec<f64> = v.iter().map(|&x| x as f64).collect();
+                    assert_eq!(run1(op, 13, &attrs, &[t(&shape, f64s)]), want, "{op} f64");
+                    // Integers: NaN-free values with repeats and a sign change.
+                    let ints = [0i64, -1, 3, 9, -7, 3, 9, -7, 0];
+                    let want = run1(
+                        op,
+                        13,
+                        &attrs,
+                        &[t(&shape, ints.map(|x| x as f32).to_vec())],
+                    );
+                    assert_eq!(
+                        run1(op, 13, &attrs, &[t(&shape, ints.to_vec())]),
+                        want,
+                        "{op} i64"
+                    );
+                    let bytes = ints.map(|x| (x + 7) as u8);
+                    assert_eq!(
+                        run1(op, 13, &attrs, &[t(&shape, bytes.to_vec())]),
+                        want,
+                        "{op} u8"
+                    );
+                }
+            }
+        }
     }
 
     #[test]

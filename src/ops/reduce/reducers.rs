@@ -146,6 +146,12 @@ impl Reduce {
 }
 
 /// One output's value from the reduced elements.
+///
+/// f32 and f16 (the types of models' hot reductions) get one fold loop per
+/// reduction with its operation inlined. The other types fold through a
+/// `dyn FnMut`, so each compiles three loops (one per accumulator type)
+/// instead of one per reduction: a smaller library, for types whose
+/// reductions are mostly small shape arithmetic.
 fn reduce_one<T: Num>(
     kind: Kind,
     src: &[T],
@@ -153,36 +159,56 @@ fn reduce_one<T: Num>(
     red: &[(usize, usize)],
     count: usize,
 ) -> T {
-    let mut f_sum = |acc: T::Acc, v: T| T::add(acc, v.acc());
+    use std::any::TypeId;
+    let t = TypeId::of::<T>();
+    let inline = t == TypeId::of::<f32>() || t == TypeId::of::<half::f16>();
+    // Folds with `$f`, inlined or through a trait object (see above).
+    macro_rules! fold_with {
+        ($init:expr, $acc:ty, $f:expr) => {{
+            let mut f = $f;
+            if inline {
+                fold(src, base, red, $init, &mut f)
+            } else {
+                fold(
+                    src,
+                    base,
+                    red,
+                    $init,
+                    &mut f as &mut dyn FnMut($acc, T) -> $acc,
+                )
+            }
+        }};
+    }
+    let f_sum = |acc: T::Acc, v: T| T::add(acc, v.acc());
     match kind {
-        Kind::Sum => T::from_acc(fold(src, base, red, T::zero(), &mut f_sum)),
+        Kind::Sum => T::from_acc(fold_with!(T::zero(), T::Acc, f_sum)),
         Kind::Mean => {
-            let s = fold(src, base, red, T::zero(), &mut f_sum);
+            let s = fold_with!(T::zero(), T::Acc, f_sum);
             T::from_acc(T::div_count(s, count))
         }
-        Kind::Prod => T::from_acc(fold(src, base, red, T::one(), &mut |a, v: T| {
+        Kind::Prod => T::from_acc(fold_with!(T::one(), T::Acc, |a, v: T| {
             T::mul(a, v.acc())
         })),
-        Kind::Max => fold(src, base, red, T::lowest(), &mut |a, v| T::max_nan(a, v)),
-        Kind::Min => fold(src, base, red, T::highest(), &mut |a, v| T::min_nan(a, v)),
-        Kind::L1 => T::from_acc(fold(src, base, red, T::zero(), &mut |a, v: T| {
+        Kind::Max => fold_with!(T::lowest(), T, |a, v| T::max_nan(a, v)),
+        Kind::Min => fold_with!(T::highest(), T, |a, v| T::min_nan(a, v)),
+        Kind::L1 => T::from_acc(fold_with!(T::zero(), T::Acc, |a, v: T| {
             T::add(a, T::abs(v.acc()))
         })),
-        Kind::SumSquare => T::from_acc(fold(src, base, red, T::zero(), &mut |a, v: T| {
+        Kind::SumSquare => T::from_acc(fold_with!(T::zero(), T::Acc, |a, v: T| {
             T::add(a, T::mul(v.acc(), v.acc()))
         })),
         Kind::L2 => {
-            let s = fold(src, base, red, T::zero(), &mut |a, v: T| {
+            let s = fold_with!(T::zero(), T::Acc, |a, v: T| {
                 T::add(a, T::mul(v.acc(), v.acc()))
             });
             T::from_f64(T::acc_f64(s).sqrt())
         }
         Kind::LogSum => {
-            let s = fold(src, base, red, T::zero(), &mut f_sum);
+            let s = fold_with!(T::zero(), T::Acc, f_sum);
             T::from_f64(T::acc_f64(s).ln())
         }
         Kind::LogSumExp => {
-            let mx = fold(src, base, red, f64::NEG_INFINITY, &mut |a: f64, v: T| {
+            let mx = fold_with!(f64::NEG_INFINITY, f64, |a: f64, v: T| {
                 let x = v.to_f64();
                 if x.is_nan() || a.is_nan() {
                     f64::NAN
@@ -191,9 +217,7 @@ fn reduce_one<T: Num>(
                 }
             });
             let shift = if mx.is_finite() { mx } else { 0.0 };
-            let s = fold(src, base, red, 0.0f64, &mut |a: f64, v: T| {
-                a + (v.to_f64() - shift).exp()
-            });
+            let s = fold_with!(0.0f64, f64, |a: f64, v: T| a + (v.to_f64() - shift).exp());
             T::from_f64(s.ln() + shift)
         }
     }
