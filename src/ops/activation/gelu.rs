@@ -1,7 +1,7 @@
 //! The f32 kernel of the exact (erf) GELU, `x · ½ · (1 + erf(x / √2))`,
 //! branch-free so that the loop over a slice vectorises (compiled for the
-//! baseline target and for AVX2, plain multiplies and adds in both, so the
-//! bits do not depend on the CPU path taken).
+//! baseline target, AVX2 and AVX-512, plain multiplies and adds in all, so
+//! the bits do not depend on the CPU path taken).
 //!
 //! `1 + erf(z)` is written through the complementary error function:
 //! `2 − erfc(z)` for `z ≥ 0` and `erfc(|z|)` for `z < 0`, so the negative
@@ -10,56 +10,136 @@
 //! with `t = 1 / (1 + z/2)` and a degree-9 polynomial `P`: the Chebyshev
 //! fit of Press et al. (Numerical Recipes, `erfcc`), fractional error below
 //! 1.2e-7 for every `z ≥ 0`; with the f32 `exp` the GELU is within a few
-//! ulp of the exact value (tested against f64 `libm::erf`). Every element
-//! is computed alone, so results do not depend on the thread count.
+//! ulp of the exact value (tested against f64 `libm::erf`). Beyond
+//! `|x| = 13` the tail (below 1e-37) is held at its value at 13, so the
+//! exponential's argument stays above −87 and its result a normal number.
+//! Every element is computed alone, so results do not depend on the thread
+//! count.
+//!
+//! The kernel works on blocks of [`BLOCK`] elements one step at a time
+//! (every element's `t`, then every element's polynomial, ...): each step
+//! is a few independent vectors, so the long dependency chain of one
+//! element no longer serialises the loop (issue 43: 1.6× faster on AVX-512
+//! than element by element, with the same operations and bits). A single
+//! value goes through the same steps with a block of one.
 
 use crate::ops::gemm::simd::multiversion;
-use crate::ops::unary::kernel::exp_f32;
 use crate::ops::util::par_spans;
 
-/// `erfc(x / √2)` for `x ≥ 0` (clamped at 20, where it underflows). The
-/// exponent `−x²/2 + P(t)` reaches −200, where one f32 rounding of it costs
-/// 1e-5 of the result, so it is carried as an unevaluated sum `hi + lo`:
-/// `x` split into a 12-bit head (whose square is exact) and a tail, the
-/// rounding error of `hi` recovered exactly (two-sum), and
-/// `e^(hi + lo) ≈ e^hi · (1 + lo)`.
-#[inline(always)]
-fn erfc_scaled(x: f32) -> f32 {
-    let x = x.min(20.0);
-    let z = x * std::f32::consts::FRAC_1_SQRT_2;
-    let t = 1.0 / (1.0 + 0.5 * z);
-    let p = -1.265_512_2
-        + t * (1.000_023_7
-            + t * (0.374_091_96
-                + t * (0.096_784_18
-                    + t * (-0.186_288_06
-                        + t * (0.278_868_07
-                            + t * (-1.135_204
-                                + t * (1.488_515_9 + t * (-0.822_152_2 + t * 0.170_872_77))))))));
-    let head = f32::from_bits(x.to_bits() & 0xffff_f000);
-    let a = -(head * head * 0.5); // exact
-    let s = p - (x - head) * (x + head) * 0.5;
-    let hi = s + a;
-    let v = hi - s;
-    let lo = (s - (hi - v)) + (a - v);
-    t * (exp_f32(hi) * (1.0 + lo))
+/// Elements the slice kernels compute together.
+pub(crate) const BLOCK: usize = 64;
+
+/// The Numerical Recipes `erfcc` coefficients, lowest degree first.
+const P: [f32; 10] = [
+    -1.265_512_2,
+    1.000_023_7,
+    0.374_091_96,
+    0.096_784_18,
+    -0.186_288_06,
+    0.278_868_07,
+    -1.135_204,
+    1.488_515_9,
+    -0.822_152_2,
+    0.170_872_77,
+];
+
+/// Applies `$e` for every lane `$k` of a block of `$n`.
+macro_rules! lanes {
+    ($n:expr, |$k:ident| $e:expr) => {
+        for $k in 0..$n {
+            $e;
+        }
+    };
 }
 
-/// The erf GELU of one f32 value.
+/// `e^x` for `x` in [−87, 0] (a normal result): the unary family's
+/// `exp_f32` without its clamp and with one power-of-two scale, which give
+/// the same bits on that range.
+#[inline(always)]
+fn exp_normal(x: f32) -> f32 {
+    const MAGIC: f32 = 12_582_912.0; // 1.5 · 2^23: adding it rounds to an integer
+    const C1: f32 = 0.693_359_4; // ln 2, high part (exact in few bits)
+    const C2: f32 = -2.121_944_4e-4; // ln 2 - C1
+    let t = x * std::f32::consts::LOG2_E + MAGIC;
+    let nf = t - MAGIC;
+    let n = (t.to_bits() as i32).wrapping_sub(MAGIC.to_bits() as i32);
+    let r = x - nf * C1 - nf * C2;
+    let z = r * r;
+    let p = ((((1.987_569_2e-4 * r + 1.398_199_9e-3) * r + 8.333_452e-3) * r + 4.166_579_6e-2) * r
+        + 1.666_666_5e-1)
+        * r
+        + 5e-1;
+    let p = p * z + r + 1.0;
+    p * f32::from_bits((n.wrapping_add(127) as u32) << 23)
+}
+
+/// The erf GELU of a block of `N` values, step by step over the block.
+///
+/// `erfc(|x| / √2)` is `t · e^(hi + lo)` with the exponent `−x²/2 + P(t)`
+/// carried as an unevaluated sum `hi + lo` (it reaches −87, where one f32
+/// rounding of it costs 5e-6 of the result): `|x|` split into a 12-bit head
+/// (whose square is exact) and a tail, the rounding error of `hi`
+/// recovered exactly (two-sum), and `e^(hi + lo) ≈ e^hi · (1 + lo)`.
+#[inline(always)]
+fn gelu_lanes<const N: usize>(x: &[f32; N], out: &mut [f32; N]) {
+    let mut ax = [0.0f32; N];
+    let mut t = [0.0f32; N];
+    let mut p = [0.0f32; N];
+    let mut lo = [0.0f32; N];
+    lanes!(N, |k| ax[k] = x[k].abs().min(13.0));
+    lanes!(N, |k| t[k] =
+        1.0 / (1.0 + 0.5 * (ax[k] * std::f32::consts::FRAC_1_SQRT_2)));
+    lanes!(N, |k| p[k] = P[9]);
+    for &c in P[..9].iter().rev() {
+        lanes!(N, |k| p[k] = c + t[k] * p[k]);
+    }
+    lanes!(N, |k| {
+        let a = ax[k];
+        let head = f32::from_bits(a.to_bits() & 0xffff_f000);
+        let sq = -(head * head * 0.5); // exact
+        let s = p[k] - (a - head) * (a + head) * 0.5;
+        let hi = s + sq;
+        let v = hi - s;
+        lo[k] = (s - (hi - v)) + (sq - v);
+        out[k] = hi;
+    });
+    lanes!(N, |k| out[k] = exp_normal(out[k]));
+    lanes!(N, |k| {
+        let c = t[k] * (out[k] * (1.0 + lo[k]));
+        let one_plus_erf = if x[k] >= 0.0 { 2.0 - c } else { c };
+        out[k] = 0.5 * x[k] * one_plus_erf;
+    });
+}
+
+/// The erf GELU of one f32 value (the same steps, and bits, as the slice
+/// kernels).
 #[inline(always)]
 pub(crate) fn gelu_erf_f32(x: f32) -> f32 {
-    let c = erfc_scaled(x.abs());
-    let one_plus_erf = if x >= 0.0 { 2.0 - c } else { c };
-    0.5 * x * one_plus_erf
+    let mut out = [0.0f32];
+    gelu_lanes(&[x], &mut out);
+    out[0]
+}
+
+/// `xs[i] = gelu(xs[i])`, block by block; inlined into the caller's
+/// compiled variant.
+#[inline(always)]
+pub(crate) fn gelu_in_place(xs: &mut [f32]) {
+    let mut y = [0.0f32; BLOCK];
+    for block in xs.chunks_mut(BLOCK) {
+        let n = block.len();
+        let mut x = [0.0f32; BLOCK];
+        x[..n].copy_from_slice(block);
+        gelu_lanes(&x, &mut y);
+        block.copy_from_slice(&y[..n]);
+    }
 }
 
 multiversion! {
     wide
     /// `dst[i] = gelu(src[i])`; the slices have equal lengths.
     fn gelu_slice(src: &[f32], dst: &mut [f32]) {
-        for (d, &x) in dst.iter_mut().zip(src) {
-            *d = gelu_erf_f32(x);
-        }
+        dst.copy_from_slice(src);
+        gelu_in_place(dst);
     }
 }
 
@@ -107,6 +187,37 @@ mod tests {
         let tail = gelu_erf_f32(-9.0) as f64;
         assert!((tail - reference(-9.0)).abs() <= 1e-6 * reference(-9.0).abs());
         assert!(gelu_erf_f32(-200.0).abs() < 1e-30);
+    }
+
+    /// The blocked kernel gives the scalar kernel's bits at every length
+    /// (full blocks and a padded tail) and at every offset into a block,
+    /// also through the fused activation's in-place path.
+    #[test]
+    fn blocked_kernel_equals_scalar_at_every_length() {
+        let src: Vec<f32> = (0..3 * BLOCK + 7)
+            .map(|i| (i as f32 * 0.61).cos() * 14.0 - 0.5)
+            .collect();
+        for len in [
+            0,
+            1,
+            5,
+            BLOCK - 1,
+            BLOCK,
+            BLOCK + 1,
+            2 * BLOCK + 3,
+            src.len(),
+        ] {
+            let s = &src[src.len() - len..];
+            let mut got = s.to_vec();
+            gelu_in_place(&mut got);
+            let mut fused = s.to_vec();
+            crate::ir::Activation::Gelu.apply(&mut fused);
+            for (i, &x) in s.iter().enumerate() {
+                let want = gelu_erf_f32(x).to_bits();
+                assert_eq!(got[i].to_bits(), want, "len {len}, x = {x}");
+                assert_eq!(fused[i].to_bits(), want, "fused, len {len}, x = {x}");
+            }
+        }
     }
 
     #[test]

@@ -4,7 +4,7 @@
 //! computed, while it is still in cache.
 
 pub(crate) use crate::ir::Activation;
-use crate::ops::activation::gelu::gelu_erf_f32;
+use crate::ops::activation::gelu::{gelu_erf_f32, gelu_in_place};
 use crate::ops::gemm::simd::multiversion;
 use crate::ops::unary::kernel::{sigmoid_f32, tanh_f32};
 use num_traits::Float;
@@ -106,6 +106,16 @@ multiversion! {
     wide
     /// `xs[i] = act(xs[i] + bias)`, or `act(xs[i])` without a bias.
     fn activate<T: ActivationFloat>(act: Activation, xs: &mut [T], bias: Option<T>) {
+        if act == Activation::Gelu {
+            // The GELU's blocked kernel (the same bits as `eval`).
+            if let Some(b) = bias {
+                for x in xs.iter_mut() {
+                    *x = *x + b;
+                }
+            }
+            T::gelu_erf_all(xs);
+            return;
+        }
         // One loop per kind and bias, so each is specialised and can vectorise.
         macro_rules! each {
             ($act:expr) => {{
@@ -156,6 +166,9 @@ pub(crate) trait ActivationFloat: Float {
     /// The erf GELU (for f32 the standalone Gelu operator's kernel, so a
     /// fused and an unfused GELU give the same bits).
     fn gelu_erf(self) -> Self;
+    /// [`gelu_erf`](Self::gelu_erf) of every element, in place (for f32
+    /// the blocked kernel, with the same bits).
+    fn gelu_erf_all(xs: &mut [Self]);
 }
 
 impl ActivationFloat for f32 {
@@ -175,6 +188,10 @@ impl ActivationFloat for f32 {
     fn gelu_erf(self) -> f32 {
         gelu_erf_f32(self)
     }
+    #[inline(always)]
+    fn gelu_erf_all(xs: &mut [f32]) {
+        gelu_in_place(xs)
+    }
 }
 
 impl ActivationFloat for f64 {
@@ -193,5 +210,11 @@ impl ActivationFloat for f64 {
     #[inline(always)]
     fn gelu_erf(self) -> f64 {
         0.5 * self * (1.0 + libm::erf(self * std::f64::consts::FRAC_1_SQRT_2))
+    }
+    #[inline(always)]
+    fn gelu_erf_all(xs: &mut [f64]) {
+        for x in xs.iter_mut() {
+            *x = x.gelu_erf();
+        }
     }
 }
