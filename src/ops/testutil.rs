@@ -147,6 +147,17 @@ pub(crate) fn run_fused(
     infer_and_run(built.as_ref(), inputs)
 }
 
+/// A xorshift32 generator of pseudo-random u32 from `seed` (nonzero).
+pub(crate) fn xorshift32(seed: u32) -> impl FnMut() -> u32 {
+    let mut s = seed.max(1);
+    move || {
+        s ^= s << 13;
+        s ^= s >> 17;
+        s ^= s << 5;
+        s
+    }
+}
+
 /// `n` pseudo-random values in [-1, 1) from `seed` (xorshift).
 pub(crate) fn rand_vec(n: usize, seed: u64) -> Vec<f32> {
     let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;

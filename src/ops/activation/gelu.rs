@@ -57,19 +57,7 @@ macro_rules! lanes {
 /// the same bits on that range.
 #[inline(always)]
 fn exp_normal(x: f32) -> f32 {
-    const MAGIC: f32 = 12_582_912.0; // 1.5 · 2^23: adding it rounds to an integer
-    const C1: f32 = 0.693_359_4; // ln 2, high part (exact in few bits)
-    const C2: f32 = -2.121_944_4e-4; // ln 2 - C1
-    let t = x * std::f32::consts::LOG2_E + MAGIC;
-    let nf = t - MAGIC;
-    let n = (t.to_bits() as i32).wrapping_sub(MAGIC.to_bits() as i32);
-    let r = x - nf * C1 - nf * C2;
-    let z = r * r;
-    let p = ((((1.987_569_2e-4 * r + 1.398_199_9e-3) * r + 8.333_452e-3) * r + 4.166_579_6e-2) * r
-        + 1.666_666_5e-1)
-        * r
-        + 5e-1;
-    let p = p * z + r + 1.0;
+    let (p, n) = crate::ops::unary::kernel::exp_parts(x);
     p * f32::from_bits((n.wrapping_add(127) as u32) << 23)
 }
 

@@ -192,10 +192,21 @@ fn test_float_dyn(
 /// Relative error below 2e-7 over the whole range; NaN propagates.
 #[inline(always)]
 pub fn exp_f32(x: f32) -> f32 {
+    let (p, n) = exp_parts(x.clamp(-104.0, 88.8));
+    let n1 = n >> 1;
+    let n2 = n.wrapping_sub(n1);
+    let s1 = f32::from_bits((n1.wrapping_add(127) as u32) << 23);
+    let s2 = f32::from_bits((n2.wrapping_add(127) as u32) << 23);
+    p * s1 * s2
+}
+
+/// The core of [`exp_f32`], shared with the exponentials that scale
+/// differently: `x = n·ln2 + r`, returned as `(e^r, n)` (no clamp).
+#[inline(always)]
+pub(crate) fn exp_parts(x: f32) -> (f32, i32) {
     const MAGIC: f32 = 12_582_912.0; // 1.5 · 2^23: adding it rounds to an integer
     const C1: f32 = 0.693_359_4; // ln 2, high part (exact in few bits)
     const C2: f32 = -2.121_944_4e-4; // ln 2 - C1
-    let x = x.clamp(-104.0, 88.8);
     let t = x * std::f32::consts::LOG2_E + MAGIC;
     let nf = t - MAGIC;
     let n = (t.to_bits() as i32).wrapping_sub(MAGIC.to_bits() as i32);
@@ -205,12 +216,7 @@ pub fn exp_f32(x: f32) -> f32 {
         + 1.666_666_5e-1)
         * r
         + 5e-1;
-    let p = p * z + r + 1.0;
-    let n1 = n >> 1;
-    let n2 = n.wrapping_sub(n1);
-    let s1 = f32::from_bits((n1.wrapping_add(127) as u32) << 23);
-    let s2 = f32::from_bits((n2.wrapping_add(127) as u32) << 23);
-    p * s1 * s2
+    (p * z + r + 1.0, n)
 }
 
 /// The logistic function `1 / (1 + e^-x)` for f32, branch-free and stable

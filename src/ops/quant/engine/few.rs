@@ -98,13 +98,7 @@ mod tests {
 
     #[test]
     fn few_columns_give_the_portable_kernel_s_sums() {
-        let mut s = 99u32;
-        let mut next = move || {
-            s ^= s << 13;
-            s ^= s >> 17;
-            s ^= s << 5;
-            s
-        };
+        let mut next = crate::ops::testutil::xorshift32(99);
         // Odd and even group counts, one group, every column count.
         for k4 in [1, 2, 7, 320] {
             for n in 1..=FEW {

@@ -29,13 +29,7 @@ fn the_vnni_kernel_gives_the_portable_sums() {
     if !has_dot() {
         return;
     }
-    let mut s = 12345u32;
-    let mut next = move || {
-        s ^= s << 13;
-        s ^= s >> 17;
-        s ^= s << 5;
-        s
-    };
+    let mut next = crate::ops::testutil::xorshift32(12345);
     for (oh, ow, sh, sw, dh, dw, kh, per_row) in [
         (5, 7, 1, 1, 1, 1, 3, 1),
         (4, 16, 2, 2, 1, 1, 3, 1),
@@ -155,13 +149,7 @@ fn one_scratch_serves_planes_of_other_layouts_and_zero_points() {
     if !has_dot() {
         return;
     }
-    let mut s = 777u32;
-    let mut next = move || {
-        s ^= s << 13;
-        s ^= s >> 17;
-        s ^= s << 5;
-        s
-    };
+    let mut next = crate::ops::testutil::xorshift32(777);
     let window = |ih: usize, iw: usize, stride: usize, pad: usize| Window {
         input: vec![ih, iw],
         kernel: vec![3, 3],
@@ -205,13 +193,7 @@ fn requantized_planes_are_the_sink_requantization_of_the_sums() {
     if !has_dot() {
         return;
     }
-    let mut s = 4242u32;
-    let mut next = move || {
-        s ^= s << 13;
-        s ^= s >> 17;
-        s ^= s << 5;
-        s
-    };
+    let mut next = crate::ops::testutil::xorshift32(4242);
     let taps: Vec<i16> = (0..9).map(|_| (next() % 200) as i16 - 100).collect();
     let q = Quads::new(&taps, 1, [3, 3]).unwrap();
     let mut scratch = Scratch::EMPTY;
