@@ -27,6 +27,7 @@ mod panels;
 mod patches;
 mod phases;
 mod pointwise;
+mod tap_kernel;
 #[cfg(test)]
 mod tests;
 mod transpose;

@@ -5,6 +5,7 @@
 //! run executes exactly the chosen kernel.
 
 use super::conv_op::{is_pointwise, ConvPlan};
+use super::tap_kernel::Isa;
 use super::{direct, grouped, im2col, implicit, patches, pointwise, winograd};
 use std::sync::RwLock;
 
@@ -24,10 +25,10 @@ pub(super) enum Algorithm {
     Patches,
     /// Few input channels, on the direct kernel of this instruction set
     /// (f32, x86-64).
-    Direct(direct::Isa),
+    Direct(Isa),
     /// Grouped 2-D layers of several input channels per group, on the
     /// direct grouped kernel of this instruction set (f32, x86-64).
-    Grouped(direct::Isa),
+    Grouped(Isa),
     /// 3×3 stride 1 with enough channels and tiles, by Winograd.
     Winograd(winograd::Algo),
     /// 2-D stride 1, on the implicit-GEMM kernel (f32, x86-64 with AVX2).
@@ -186,13 +187,13 @@ mod tests {
             // im2col on the engine.
             assert_eq!(choose(&narrow_3x3, true), Implicit);
             assert_eq!(choose(&narrow_3x3, false), Im2col { panels: false });
-            assert_eq!(choose(&stem, true), Direct(direct::Isa::Avx512));
+            assert_eq!(choose(&stem, true), Direct(Isa::Avx512));
             assert_eq!(choose(&stem, false), Im2col { panels: false });
             assert_eq!(choose(&stride_2, true), Im2col { panels: true });
             assert_eq!(choose(&patch, true), Patches);
             assert_eq!(choose(&patch, false), Im2col { panels: false });
-            assert_eq!(choose(&grouped, true), Grouped(direct::Isa::Avx512));
-            assert_eq!(choose(&grouped_s2, true), Grouped(direct::Isa::Avx512));
+            assert_eq!(choose(&grouped, true), Grouped(Isa::Avx512));
+            assert_eq!(choose(&grouped_s2, true), Grouped(Isa::Avx512));
             assert_eq!(choose(&grouped_s2, false), Im2col { panels: false });
         }
         // No implicit, direct or patch kernel here: Winograd keeps the

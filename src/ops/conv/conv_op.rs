@@ -441,7 +441,7 @@ impl FloatKernel for ConvKernel<'_> {
             act: self.op.act,
             weights: &self.op.weights,
         };
-        let y32 = |y: &mut Vec<T>, run: fn(&ConvArgs<f32>, &mut [f32])| {
+        let y32 = |y: &mut Vec<T>, run: &dyn Fn(&ConvArgs<f32>, &mut [f32])| {
             let (Some(a), Some(y)) = (a.as_f32(), as_f32_mut(y)) else {
                 unreachable!("{:?} is chosen for f32 data only", self.algo);
             };
@@ -450,23 +450,13 @@ impl FloatKernel for ConvKernel<'_> {
         match self.algo {
             Algorithm::BiasOnly => bias_only(&a, &mut y),
             Algorithm::Depthwise => super::depthwise::depthwise(&a, &mut y),
-            Algorithm::Pointwise => y32(&mut y, super::pointwise::run),
+            Algorithm::Pointwise => y32(&mut y, &super::pointwise::run),
             Algorithm::PointwiseGemm => pointwise_gemm(&a, &mut y),
-            Algorithm::Patches => y32(&mut y, super::patches::run),
-            Algorithm::Direct(isa) => {
-                let (Some(a32), Some(y)) = (a.as_f32(), as_f32_mut(&mut y)) else {
-                    unreachable!("{:?} is chosen for f32 data only", self.algo);
-                };
-                super::direct::run(&a32, isa, y);
-            }
-            Algorithm::Grouped(isa) => {
-                let (Some(a32), Some(y)) = (a.as_f32(), as_f32_mut(&mut y)) else {
-                    unreachable!("{:?} is chosen for f32 data only", self.algo);
-                };
-                super::grouped::run(&a32, isa, y);
-            }
+            Algorithm::Patches => y32(&mut y, &super::patches::run),
+            Algorithm::Direct(isa) => y32(&mut y, &|a, y| super::direct::run(a, isa, y)),
+            Algorithm::Grouped(isa) => y32(&mut y, &|a, y| super::grouped::run(a, isa, y)),
             Algorithm::Winograd(algo) => winograd::winograd(algo, &a, &mut y),
-            Algorithm::Implicit => y32(&mut y, implicit::run),
+            Algorithm::Implicit => y32(&mut y, &implicit::run),
             Algorithm::Im2col { panels } => super::im2col::im2col_gemm(&a, panels, &mut y)?,
         }
         Ok(y)

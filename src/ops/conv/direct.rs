@@ -12,8 +12,9 @@
 //! stem).
 #![cfg_attr(not(target_arch = "x86_64"), allow(dead_code, unused_imports))]
 
-use super::conv_op::{add_residual, ConvArgs, ConvPlan};
+use super::conv_op::{ConvArgs, ConvPlan};
 use super::phases::{clear_padding, fill_phases, Phases, TAIL};
+use super::tap_kernel::{self, clamp_bounds, tap_offset, Isa};
 use crate::ops::gemm::engine::GemmFloat;
 use crate::ops::gemm::fused::Activation;
 use crate::ops::parallel::par_for;
@@ -46,43 +47,16 @@ fn suits(p: &ConvPlan) -> bool {
 /// this kernel and one does: AVX-512, or AVX2 with FMA for layers of at
 /// least [`MIN_TAPS_AVX2`] taps (x86-64 only).
 pub(super) fn isa(p: &ConvPlan) -> Option<Isa> {
-    #[cfg(target_arch = "x86_64")]
-    if suits(p) {
-        if crate::ops::gemm::simd::has_avx512() {
-            return Some(Isa::Avx512);
-        } else if crate::ops::gemm::simd::has_avx2_fma()
-            && p.cg() * p.win.kernel_len() >= MIN_TAPS_AVX2
-        {
-            return Some(Isa::Avx2);
-        }
-    }
-    let _ = p;
-    None
+    Isa::detect(p.cg() * p.win.kernel_len() >= MIN_TAPS_AVX2).filter(|_| suits(p))
 }
 
 /// Runs the direct convolution of a layer whose [`isa`] is `isa`, then
 /// the residual and the activation.
 pub(super) fn run(a: &ConvArgs<f32>, isa: Isa, y: &mut [f32]) {
     #[cfg(target_arch = "x86_64")]
-    {
-        direct(a.p, a.x, a.w, a.b, a.inner_act(), y, isa);
-        add_residual(y, a.z, a.act);
-    }
+    tap_kernel::run(direct, a, isa, y);
     #[cfg(not(target_arch = "x86_64"))]
-    {
-        let _ = (a, isa, y);
-        unreachable!("the direct kernel is chosen on x86-64 only");
-    }
-}
-
-/// The instruction set whose kernel runs (this one's, or the grouped
-/// kernel's).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Isa {
-    /// AVX-512: 16-lane vectors (32 outputs per block here).
-    Avx512,
-    /// AVX2 with FMA: 8-lane vectors (16 outputs per block here).
-    Avx2,
+    match (a, isa, y) {}
 }
 
 /// What every output block needs: the phases of one image and the taps.
@@ -104,7 +78,7 @@ struct Job<'a> {
 }
 
 /// Direct convolution of `x` by `w` into `y` (shapes from `p`, which
-/// [`suits`]), on a CPU with `isa`.
+/// [`suits`]), on a CPU with `isa` (a [`tap_kernel::Kernel`]).
 #[cfg(target_arch = "x86_64")]
 fn direct(
     p: &ConvPlan,
@@ -119,16 +93,14 @@ fn direct(
     let (c, m) = (p.c, p.m);
     let (h, wd) = (win.input[0], win.input[1]);
     let (oh, ow) = (win.output[0], win.output[1]);
-    let (kw, klen) = (win.kernel[1], win.kernel_len());
-    let (dh, dw) = (win.dilations[0], win.dilations[1]);
+    let klen = win.kernel_len();
     let ph = Phases::new(p);
     let per_channel = ph.sh * ph.sw * ph.len;
     let (plane, in_plane) = (oh * ow, h * wd);
     let taps = c * klen;
     let mut offsets = [0usize; MAX_TAPS];
     for (t, o) in offsets.iter_mut().enumerate().take(taps) {
-        let (ci, k) = (t / klen, t % klen);
-        *o = ci * per_channel + ph.tap((k / kw) * dh, (k % kw) * dw);
+        *o = tap_offset(p, &ph, per_channel, t);
     }
     // Every block reads its LANES (at most TAIL) outputs from a tap's
     // offset at a row start: the phase's zero tail keeps that inside the
@@ -160,11 +132,7 @@ fn direct(
                 offsets: &offsets[..taps],
                 w,
                 b,
-                bounds: match act {
-                    Some(Activation::Relu) => Some((0.0, f32::INFINITY)),
-                    Some(Activation::Clip(lo, hi)) => Some((lo, hi)),
-                    _ => None,
-                },
+                bounds: clamp_bounds(act),
                 act,
                 oh,
                 ow,
@@ -191,14 +159,14 @@ fn direct(
 }
 
 /// A direct kernel module for one instruction set: `$width` lanes per
-/// vector, two vectors (`LANES` outputs) per register block, and `store`
-/// writing the first `n` lanes of a vector.
+/// vector, two vectors (`LANES` outputs) per register block, and `$store`
+/// the masked store of a vector's lanes `lo..hi`.
 macro_rules! direct_kernel {
     (
         $(#[$meta:meta])*
         mod $name:ident, $feature:literal, $width:literal,
         $zero:ident, $set1:ident, $loadu:ident, $fma:ident, $max:ident, $min:ident,
-        $store:item
+        $store:path
     ) => {
         $(#[$meta])*
         #[cfg(target_arch = "x86_64")]
@@ -215,8 +183,7 @@ macro_rules! direct_kernel {
             );
 
             use super::{Job, MAX_TAPS};
-
-            $store
+            use $store as store;
 
     /// Output planes `oc ..` (as many as `out` holds, at most 4).
     ///
@@ -339,9 +306,9 @@ macro_rules! direct_kernel {
                     Some((l, h)) => $min($set1(h), $max($set1(l), reg)),
                     None => reg,
                 };
-                // SAFETY: lanes lo..n of the n writable values at
-                // `c·plane` (the contract), lo < n.
-                unsafe { store(out.add(c * plane + lo), reg, n - lo) };
+                // SAFETY: lanes lo..min(n, lo + WIDTH) of the n writable
+                // values at `c·plane` (the contract), lo < n.
+                unsafe { store(out.add(c * plane + lo), reg, 0, (n - lo).min(WIDTH)) };
             }
         }
     }
@@ -354,18 +321,7 @@ direct_kernel! {
     /// outputs in 8 registers, one fused multiply-add per tap and register.
     mod avx512, "avx512f", 16,
     _mm512_setzero_ps, _mm512_set1_ps, _mm512_loadu_ps, _mm512_fmadd_ps, _mm512_max_ps,
-    _mm512_min_ps,
-    /// Writes the first `n` (≥ 1) lanes of `reg` at `p`.
-    ///
-    /// # Safety
-    /// The CPU must support AVX-512F; `p` must have min(n, 16) writable values.
-    #[target_feature(enable = "avx512f")]
-    #[inline]
-    unsafe fn store(p: *mut f32, reg: __m512, n: usize) {
-        let mask: __mmask16 = if n >= 16 { 0xffff } else { (1u16 << n) - 1 };
-        // SAFETY: the mask keeps the first min(n, 16) lanes (the contract).
-        unsafe { _mm512_mask_storeu_ps(p, mask, reg) };
-    }
+    _mm512_min_ps, crate::ops::conv::tap_kernel::store_avx512
 }
 
 direct_kernel! {
@@ -373,22 +329,5 @@ direct_kernel! {
     /// outputs in 8 registers, one fused multiply-add per tap and register.
     mod avx2, "avx2,fma", 8,
     _mm256_setzero_ps, _mm256_set1_ps, _mm256_loadu_ps, _mm256_fmadd_ps, _mm256_max_ps,
-    _mm256_min_ps,
-    /// Writes the first `n` (≥ 1) lanes of `reg` at `p`.
-    ///
-    /// # Safety
-    /// The CPU must support AVX2; `p` must have min(n, 8) writable values.
-    #[target_feature(enable = "avx2,fma")]
-    #[inline]
-    unsafe fn store(p: *mut f32, reg: __m256, n: usize) {
-        if n >= 8 {
-            // SAFETY: 8 writable values (the contract).
-            unsafe { _mm256_storeu_ps(p, reg) };
-        } else {
-            let lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-            let mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(n as i32), lanes);
-            // SAFETY: the mask keeps the first n lanes (the contract).
-            unsafe { _mm256_maskstore_ps(p, mask, reg) };
-        }
-    }
+    _mm256_min_ps, crate::ops::conv::tap_kernel::store_avx2
 }

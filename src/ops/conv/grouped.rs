@@ -16,9 +16,9 @@
 //! and a GEMM per group.
 #![cfg_attr(not(target_arch = "x86_64"), allow(dead_code, unused_imports))]
 
-use super::conv_op::{add_residual, ConvArgs, ConvPlan};
-use super::direct::Isa;
+use super::conv_op::{ConvArgs, ConvPlan};
 use super::phases::{clear_padding, fill_phases, Phases, TAIL};
+use super::tap_kernel::{self, clamp_bounds, tap_offset, Isa};
 use crate::ops::gemm::engine::GemmFloat;
 use crate::ops::gemm::fused::Activation;
 use crate::ops::parallel::{op_threads, par_for, task_count, SendPtr, MIN_PARALLEL_GRAIN};
@@ -65,31 +65,16 @@ pub(super) fn before_winograd(p: &ConvPlan) -> bool {
 /// The instruction set whose kernel takes `p` on this CPU, if `p` suits
 /// this kernel and the CPU has AVX-512 or AVX2 with FMA (x86-64 only).
 pub(super) fn isa(p: &ConvPlan) -> Option<Isa> {
-    #[cfg(target_arch = "x86_64")]
-    if suits(p) {
-        if crate::ops::gemm::simd::has_avx512() {
-            return Some(Isa::Avx512);
-        } else if crate::ops::gemm::simd::has_avx2_fma() {
-            return Some(Isa::Avx2);
-        }
-    }
-    let _ = p;
-    None
+    Isa::detect(true).filter(|_| suits(p))
 }
 
 /// Runs the grouped convolution of a layer whose [`isa`] is `isa`, then
 /// the residual and the activation.
 pub(super) fn run(a: &ConvArgs<f32>, isa: Isa, y: &mut [f32]) {
     #[cfg(target_arch = "x86_64")]
-    {
-        grouped(a.p, a.x, a.w, a.b, a.inner_act(), y, isa);
-        add_residual(y, a.z, a.act);
-    }
+    tap_kernel::run(grouped, a, isa, y);
     #[cfg(not(target_arch = "x86_64"))]
-    {
-        let _ = (a, isa, y);
-        unreachable!("the grouped kernel is chosen on x86-64 only");
-    }
+    match (a, isa, y) {}
 }
 
 /// What every register block reads: the phases of one group's input
@@ -110,7 +95,7 @@ struct Job<'a> {
 }
 
 /// Grouped convolution of `x` by `w` into `y` (shapes from `p`, which
-/// [`suits`]), on a CPU with `isa`.
+/// [`suits`]), on a CPU with `isa` (a [`tap_kernel::Kernel`]).
 #[cfg(target_arch = "x86_64")]
 fn grouped(
     p: &ConvPlan,
@@ -125,8 +110,7 @@ fn grouped(
     let (c, m, group, cg, mg) = (p.c, p.m, p.group, p.cg(), p.mg());
     let (h, wd) = (win.input[0], win.input[1]);
     let (oh, ow) = (win.output[0], win.output[1]);
-    let (kw, klen) = (win.kernel[1], win.kernel_len());
-    let (dh, dw) = (win.dilations[0], win.dilations[1]);
+    let klen = win.kernel_len();
     let (pt, pl) = (win.pad_begin[0], win.pad_begin[1]);
     let ph = Phases::new(p);
     let per_channel = ph.sh * ph.sw * ph.len;
@@ -136,10 +120,7 @@ fn grouped(
     }
     let taps = cg * klen;
     let offsets: Vec<usize> = (0..taps)
-        .map(|t| {
-            let (ci, k) = (t / klen, t % klen);
-            ci * per_channel + ph.tap((k / kw) * dh, (k % kw) * dw)
-        })
+        .map(|t| tap_offset(p, &ph, per_channel, t))
         .collect();
     // A block reads whole vectors from every tap's offset up to the last
     // position's vector: at most 16 past the last position, inside the
@@ -147,11 +128,7 @@ fn grouped(
     let last = offsets.iter().max().copied().unwrap_or(0);
     let positions = oh * ph.cols;
     assert!(last + positions.next_multiple_of(16) <= cg * per_channel);
-    let bounds = match act {
-        Some(Activation::Relu) => Some((0.0, f32::INFINITY)),
-        Some(Activation::Clip(lo, hi)) => Some((lo, hi)),
-        _ => None,
-    };
+    let bounds = clamp_bounds(act);
     // Units of work: blocks of CO output channels of one group of one
     // image; a task takes a run of them and splits its group's planes
     // whenever the group changes.
@@ -215,13 +192,13 @@ fn grouped(
 }
 
 /// A grouped kernel module for one instruction set: `$width` lanes per
-/// vector, `$mask` the stores of a vector's lanes `lo..hi` at `p`.
+/// vector, `$store` the masked store of a vector's lanes `lo..hi` at `p`.
 macro_rules! grouped_kernel {
     (
         $(#[$meta:meta])*
         mod $name:ident, $feature:literal, $width:literal,
         $zero:ident, $set1:ident, $loadu:ident, $fma:ident, $max:ident, $min:ident,
-        $store:item
+        $store:path
     ) => {
         $(#[$meta])*
         #[cfg(target_arch = "x86_64")]
@@ -229,11 +206,10 @@ macro_rules! grouped_kernel {
             use std::arch::x86_64::*;
 
             use super::{Job, CO, MAX_VECS};
+            use $store as store;
 
             /// Lanes of one vector.
             const WIDTH: usize = $width;
-
-            $store
 
     /// Output planes of the channels whose weights are `w` (all the taps
     /// of each in turn) and whose biases are `init` (1 to [`CO`]), into
@@ -379,19 +355,7 @@ grouped_kernel! {
     /// register.
     mod avx512, "avx512f", 16,
     _mm512_setzero_ps, _mm512_set1_ps, _mm512_loadu_ps, _mm512_fmadd_ps, _mm512_max_ps,
-    _mm512_min_ps,
-    /// Writes lanes `lo..hi` (lo < hi ≤ 16) of `reg` to `p + lo .. p + hi`.
-    ///
-    /// # Safety
-    /// The CPU must support AVX-512F; `p + lo .. p + hi` must be writable.
-    #[target_feature(enable = "avx512f")]
-    #[inline]
-    unsafe fn store(p: *mut f32, reg: __m512, lo: usize, hi: usize) {
-        let mask = (((1u32 << hi) - 1) & !((1u32 << lo) - 1)) as __mmask16;
-        // SAFETY: the mask keeps lanes lo..hi (the contract); masked-off
-        // lanes are not accessed.
-        unsafe { _mm512_mask_storeu_ps(p, mask, reg) };
-    }
+    _mm512_min_ps, crate::ops::conv::tap_kernel::store_avx512
 }
 
 grouped_kernel! {
@@ -400,25 +364,5 @@ grouped_kernel! {
     /// register.
     mod avx2, "avx2,fma", 8,
     _mm256_setzero_ps, _mm256_set1_ps, _mm256_loadu_ps, _mm256_fmadd_ps, _mm256_max_ps,
-    _mm256_min_ps,
-    /// Writes lanes `lo..hi` (lo < hi ≤ 8) of `reg` to `p + lo .. p + hi`.
-    ///
-    /// # Safety
-    /// The CPU must support AVX2; `p + lo .. p + hi` must be writable.
-    #[target_feature(enable = "avx2,fma")]
-    #[inline]
-    unsafe fn store(p: *mut f32, reg: __m256, lo: usize, hi: usize) {
-        if lo == 0 && hi == 8 {
-            // SAFETY: 8 writable values (the contract).
-            unsafe { _mm256_storeu_ps(p, reg) };
-        } else {
-            let lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-            let below = _mm256_cmpgt_epi32(_mm256_set1_epi32(hi as i32), lanes);
-            let above = _mm256_cmpgt_epi32(lanes, _mm256_set1_epi32(lo as i32 - 1));
-            let mask = _mm256_and_si256(below, above);
-            // SAFETY: the mask keeps lanes lo..hi (the contract); masked-off
-            // lanes are not accessed.
-            unsafe { _mm256_maskstore_ps(p, mask, reg) };
-        }
-    }
+    _mm256_min_ps, crate::ops::conv::tap_kernel::store_avx2
 }

@@ -125,6 +125,42 @@ fn check_conv(
     assert_tensor_close(&y[0], &want, 1e-4, 1e-4);
 }
 
+/// A fused-Conv case: its name, the fusion, the expected outputs.
+pub(super) type FusedCase = (&'static str, Fusion, Vec<f64>);
+
+/// The fused cases every kernel's fusion test runs, from the reference's
+/// plain outputs and a residual `z` laid out like them: none, Relu, Clip,
+/// Sigmoid (a pass after the sums), and a residual then Relu.
+pub(super) fn fused_cases(plain: &[f64], z: &[f64]) -> Vec<FusedCase> {
+    let relu = |v: f64| v.max(0.0);
+    vec![
+        ("plain", Fusion::NONE, plain.to_vec()),
+        (
+            "Relu",
+            activation(Activation::Relu),
+            plain.iter().map(|&v| relu(v)).collect(),
+        ),
+        (
+            "Clip",
+            activation(Activation::Clip(-0.5, 0.75)),
+            plain.iter().map(|&v| v.clamp(-0.5, 0.75)).collect(),
+        ),
+        (
+            "Sigmoid",
+            activation(Activation::Sigmoid),
+            plain.iter().map(|&v| 1.0 / (1.0 + (-v).exp())).collect(),
+        ),
+        (
+            "residual and Relu",
+            Fusion {
+                residual: true,
+                ..activation(Activation::Relu)
+            },
+            plain.iter().zip(z).map(|(&v, &r)| relu(v + r)).collect(),
+        ),
+    ]
+}
+
 pub(super) fn geo(r: usize) -> Geo {
     Geo {
         strides: vec![1; r],

@@ -5,15 +5,15 @@
 //! them; fused activations and a residual through the operator; bit
 //! identity across thread counts.
 
-use super::{geo, rand64, ref_conv, t32, Geo};
+use super::{fused_cases, geo, rand64, ref_conv, t32, Geo};
 use crate::ir::attributes::Attribute;
-use crate::ir::{Activation, Fusion};
+use crate::ir::Fusion;
 use crate::ops::conv::choice::{choose, Algorithm};
 use crate::ops::conv::conv_op::{plan, ConvArgs, ConvPlan, Weights};
 use crate::ops::conv::geom::WindowAttrs;
-use crate::ops::conv::{direct::Isa, grouped};
+use crate::ops::conv::{grouped, tap_kernel::Isa};
 use crate::ops::testutil::{
-    activation, assert_close, assert_tensor_close, bits, build_fused, int, ints, with_threads,
+    assert_close, assert_tensor_close, bits, build_fused, int, ints, with_threads,
 };
 
 /// One layer: X's shape, W's shape, groups, stride, dilations (rows,
@@ -137,7 +137,6 @@ fn grouped_kernel_matches_the_reference_on_each_isa() {
 /// included, with the same bits on 1, 2 and 3 threads.
 #[test]
 fn grouped_conv_fuses_and_keeps_its_bits_across_threads() {
-    let relu = |v: f64| v.max(0.0);
     for (i, l) in LAYERS.iter().enumerate() {
         let (xs, ws, ..) = *l;
         let (attrs, g, out) = layer(l);
@@ -158,33 +157,7 @@ fn grouped_conv_fuses_and_keeps_its_bits_across_threads() {
         yshape.extend_from_slice(&out);
         let zv = rand64(plain.len(), 91 + i as u64);
         let zt = t32(&yshape, &zv);
-        type Case = (&'static str, Fusion, Vec<f64>);
-        let cases: [Case; 5] = [
-            ("plain", Fusion::NONE, plain.clone()),
-            (
-                "Relu",
-                activation(Activation::Relu),
-                plain.iter().map(|&v| relu(v)).collect(),
-            ),
-            (
-                "Clip",
-                activation(Activation::Clip(-0.5, 0.75)),
-                plain.iter().map(|&v| v.clamp(-0.5, 0.75)).collect(),
-            ),
-            (
-                "Sigmoid",
-                activation(Activation::Sigmoid),
-                plain.iter().map(|&v| 1.0 / (1.0 + (-v).exp())).collect(),
-            ),
-            (
-                "residual and Relu",
-                Fusion {
-                    residual: true,
-                    ..activation(Activation::Relu)
-                },
-                plain.iter().zip(&zv).map(|(&v, &r)| relu(v + r)).collect(),
-            ),
-        ];
+        let cases = fused_cases(&plain, &zv);
         for (what, fusion, want) in cases {
             let mut ins = vec![Some(&xt), Some(&wt), Some(&bt)];
             if fusion.residual {

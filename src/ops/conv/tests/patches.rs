@@ -7,12 +7,9 @@
 //! bias, fused activations and a fused residual, and bit identity across
 //! thread counts.
 
-use super::{check_conv, geo, rand64, ref_conv, t32, Geo};
+use super::{check_conv, fused_cases, geo, rand64, ref_conv, t32, Geo};
 use crate::ir::attributes::Attribute;
-use crate::ir::{Activation, Fusion};
-use crate::ops::testutil::{
-    activation, assert_tensor_close, bits, build_fused, ints, with_threads,
-};
+use crate::ops::testutil::{assert_tensor_close, bits, build_fused, ints, with_threads};
 use crate::tensor::Tensor;
 
 /// The attributes and reference geometry of a `kh×kw` patch convolution.
@@ -70,29 +67,7 @@ fn patch_conv_fuses_activation_and_residual_and_keeps_its_bits() {
     let yshape = [2, 37, 5, 6];
     let zv = rand64(plain.len(), 54);
     let zt = t32(&yshape, &zv);
-    type Case = (&'static str, Fusion, Vec<f64>);
-    let relu = |v: f64| v.max(0.0);
-    let cases: [Case; 4] = [
-        ("plain", Fusion::NONE, plain.clone()),
-        (
-            "Relu",
-            activation(Activation::Relu),
-            plain.iter().map(|&v| relu(v)).collect(),
-        ),
-        (
-            "Sigmoid",
-            activation(Activation::Sigmoid),
-            plain.iter().map(|&v| 1.0 / (1.0 + (-v).exp())).collect(),
-        ),
-        (
-            "residual and Relu",
-            Fusion {
-                residual: true,
-                ..activation(Activation::Relu)
-            },
-            plain.iter().zip(&zv).map(|(&v, &r)| relu(v + r)).collect(),
-        ),
-    ];
+    let cases = fused_cases(&plain, &zv);
     for (what, fusion, want) in cases {
         let mut ins = vec![&xt, &wt, &bt];
         if fusion.residual {
