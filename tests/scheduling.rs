@@ -298,3 +298,55 @@ fn one_fast_run_undoes_most_of_a_slow_one() {
     let back = plan.node_seconds_at(0, 2, &speedup);
     assert!((back - 1.0625e-3).abs() < 1e-9, "{back}");
 }
+
+/// The thread names of the operator spans of one traced run of `model` on
+/// one CPU at load 0 (so that `pin` pins), made from a thread named `app`.
+fn span_threads_on_one_cpu(
+    model: Vec<u8>,
+    input: (&'static str, Tensor),
+    pin: bool,
+) -> Vec<String> {
+    std::thread::Builder::new()
+        .name("app".into())
+        .spawn(move || {
+            let session = SessionBuilder::new()
+                .cpus(1)
+                .fixed_load(0.0)
+                .pin_threads(pin)
+                .build_from_bytes(&model)
+                .expect("valid model");
+            let (_, report) = session.run_traced([input]).expect("a run");
+            let trace = report.trace.expect("a trace");
+            trace
+                .spans
+                .into_iter()
+                .filter(|s| s.category != "fork")
+                .map(|s| s.thread_name)
+                .collect()
+        })
+        .expect("a thread")
+        .join()
+        .expect("no panic")
+}
+
+/// A one-thread run of a model without forks runs on the caller's thread
+/// (no handoff to a pool thread and back), pinning or not; one with a fork
+/// runs on the session's pool.
+#[test]
+fn one_thread_runs_without_forks_stay_on_the_callers_thread() {
+    let plain = bytes(&relu_add_model());
+    let x = || {
+        (
+            "x",
+            Tensor::from_vec(&[1, 4], vec![-1.0f32, 0.5, 2.0, -3.0]).unwrap(),
+        )
+    };
+    let threads = span_threads_on_one_cpu(plain.clone(), x(), false);
+    assert!(!threads.is_empty());
+    assert!(threads.iter().all(|t| t == "app"), "{threads:?}");
+    let pinned = span_threads_on_one_cpu(plain, x(), true);
+    assert!(pinned.iter().all(|t| t == "app"), "{pinned:?}");
+    let forked = span_threads_on_one_cpu(chains_model(3, 3), ("x", chains_input()), false);
+    assert!(!forked.is_empty());
+    assert!(forked.iter().all(|t| t != "app"), "{forked:?}");
+}

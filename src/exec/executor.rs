@@ -6,7 +6,8 @@
 //! (spinning) threads stand for those pools: each pool's siblings run as
 //! one task, their operators held to one thread. Inputs come from the value
 //! store or the plan's constants; each value is released after its last
-//! reader.
+//! reader. A one-thread run of a plan without forks stays on the caller's
+//! thread.
 
 use super::trace::{Recorder, Trace};
 use super::warm::Warm;
@@ -93,6 +94,13 @@ pub fn run(
 ) -> Result<RunResult> {
     let obs = sched.observation();
     let threads = sched.serial_threads(obs.band);
+    // A one-thread run of a plan without forks stays on the caller's
+    // thread: on a pool it would only hand its whole work to the pool's
+    // one thread and sleep until it is done, two wake-ups that cost a tiny
+    // model a fifth of its time. Its operators are held to one thread. The
+    // caller's thread is the application's, so it is not pinned (one
+    // thread gains nothing from it); a run confined to chosen cores (the
+    // power placement) keeps its pool.
     let policy = &sched.config().policy;
     let speedup = |k: usize| policy.speedup(k);
     let watch = Watch::start(
@@ -119,19 +127,31 @@ pub fn run(
     for (id, t) in inputs {
         run.store.put(id, t);
     }
-    let cpus = sched.cpus_for(threads, obs.pin);
+    let inline = threads == 1 && plan.structure.forks.is_empty();
+    let cpus = sched.cpus_for(threads, obs.pin && !inline);
     let pool = sched.pool(0, 0, threads, obs.pin, &cpus)?;
-    pool.pool.install(|| {
-        let warm = Warm::start(&pool);
+    if inline && cpus.is_empty() {
         let lane = Lane {
             pool: &pool,
-            threads: pool.size,
+            threads: 1,
             nested: false,
-            warm: Some(&warm),
+            warm: None,
             uniform: sched.topology().is_uniform(),
         };
-        run_steps(&run, &plan.structure.steps, &lane)
-    })?;
+        with_thread_cap(1, || run_steps(&run, &plan.structure.steps, &lane))?;
+    } else {
+        pool.pool.install(|| {
+            let warm = Warm::start(&pool);
+            let lane = Lane {
+                pool: &pool,
+                threads: pool.size,
+                nested: false,
+                warm: Some(&warm),
+                uniform: sched.topology().is_uniform(),
+            };
+            run_steps(&run, &plan.structure.steps, &lane)
+        })?;
+    }
     plan.forks.finish_run();
     let outputs = collect_outputs(plan, &run.store)?;
     let forks = run.reports.into_inner().unwrap_or_else(|p| p.into_inner());

@@ -181,7 +181,9 @@ impl SessionBuilder {
         self
     }
 
-    /// Pin pool threads to the CPUs they are given (default: where the OS allows).
+    /// Pin pool threads to the CPUs they are given (default: where the OS
+    /// allows). A one-thread run of a model without forks has no pool: it
+    /// runs on the caller's thread, which is never pinned.
     pub fn pin_threads(mut self, pin: bool) -> Self {
         self.pin_threads = Some(pin);
         self
