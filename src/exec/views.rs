@@ -1,5 +1,5 @@
 //! Reshapes without copying: a node whose operator only changes a tensor's
-//! shape ([`Operator::is_view_of_input`](crate::ir::Operator::is_view_of_input),
+//! shape (given its input's shape, for a Transpose) ([`Operator::is_view_of_input`](crate::ir::Operator::is_view_of_input),
 //! when nothing reads its other outputs) and is the last reader
 //! of its data takes the tensor out of the store and relabels its shape,
 //! instead of copying the data into a new tensor. The output shape is the
@@ -20,7 +20,9 @@ use std::sync::Arc;
 /// present) and nothing reads its other outputs.
 fn passes_data_through(plan: &Plan, node: &crate::graph::Node) -> bool {
     let later_inputs = node.inputs.iter().skip(1).any(Option::is_some);
-    node.op.is_view_of_input(later_inputs)
+    let data = node.inputs.first().copied().flatten();
+    let fact = data.and_then(|id| plan.facts.get(id)?.as_ref());
+    node.op.is_view_of_input(later_inputs, fact)
         && node
             .outputs
             .iter()

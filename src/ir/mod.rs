@@ -192,11 +192,12 @@ pub trait Operator: Send + Sync + Debug {
         OpClass::Other
     }
     /// Whether output 0 is input 0's data under output 0's shape (Reshape,
-    /// Flatten, Squeeze, Unsqueeze, Identity, Dropout in inference), given
-    /// whether any input after the first is present: the executor may then relabel
-    /// the input's storage instead of running the kernel, provided no one
-    /// reads the node's other outputs.
-    fn is_view_of_input(&self, _later_inputs: bool) -> bool {
+    /// Flatten, Squeeze, Unsqueeze, Identity, Dropout in inference, a
+    /// Transpose that moves only axes of length 1), given whether any input
+    /// after the first is present and input 0's fact where the plan knows
+    /// it: the executor may then relabel the input's storage instead of
+    /// running the kernel, provided no one reads the node's other outputs.
+    fn is_view_of_input(&self, _later_inputs: bool, _data: Option<&Fact>) -> bool {
         false
     }
     /// Whether the operator, built as it is and given these inputs (facts

@@ -2,8 +2,7 @@
 //! positions given by an integer index tensor. Negative indices count from
 //! the end; indices out of range are errors.
 
-use super::move_tensor;
-use super::{increment, linear_map, movement_flops, norm_axis, numel_of, strides};
+use super::{increment, movement_flops, norm_axis, numel_of, strides};
 use crate::error::{Error, Result};
 use crate::ir::{BuildContext, Fact, InferInput, Operator};
 use crate::ops::util::{fact, input, par_rows};
@@ -80,25 +79,49 @@ fn gather_shape(axis: i64, data: &[usize], idx: &[usize]) -> Result<(usize, Vec<
 }
 
 fn gather(x: &Tensor, axis: usize, idx: &[i64], out: &[usize]) -> Result<Tensor> {
-    let maps = gather_maps(x.shape(), axis, idx)?;
-    move_tensor(GATHER, x, out, &maps)
+    let s = x.shape();
+    let rows: Vec<usize> = idx
+        .iter()
+        .map(|&i| resolve(GATHER, i, s[axis]))
+        .collect::<Result<_>>()?;
+    let block = Blocks {
+        len: s[axis],
+        inner: s[axis + 1..].iter().product(),
+    };
+    let v = by_width!(x, bits => Bits::vec(gather_blocks(bits, &block, &rows, out)?));
+    Tensor::from_width(GATHER, x.dtype(), out, v)
 }
 
-/// The offset maps of a Gather of `idx` along `axis` of shape `s`.
-fn gather_maps(s: &[usize], axis: usize, idx: &[i64]) -> Result<Vec<Vec<usize>>> {
-    let st = strides(s);
-    let mut maps: Vec<Vec<usize>> = (0..axis)
-        .map(|d| linear_map(s[d], 0, st[d] as isize))
-        .collect();
-    maps.push(
-        idx.iter()
-            .map(|&i| Ok(resolve(GATHER, i, s[axis])? * st[axis]))
-            .collect::<Result<_>>()?,
-    );
-    for d in axis + 1..s.len() {
-        maps.push(linear_map(s[d], 0, st[d] as isize));
+/// Data seen as blocks of `len` rows of `inner` contiguous elements (one
+/// block per position of the axes before Gather's): a Gather picks rows.
+struct Blocks {
+    len: usize,
+    inner: usize,
+}
+
+/// For each outer block, its rows `rows` (validated, `< len`) in order:
+/// one contiguous copy of `inner` elements per output row, into an output
+/// of shape `out` (checked for size).
+fn gather_blocks<T: Clone + Send + Sync + Default + 'static>(
+    src: &[T],
+    b: &Blocks,
+    rows: &[usize],
+    out: &[usize],
+) -> Result<Vec<T>> {
+    let n = numel_of::<T>(GATHER, out)?;
+    if n == 0 {
+        return Ok(Vec::new());
     }
-    Ok(maps)
+    // Every element is written below: a recycled buffer needs no zero-fill.
+    let mut y = crate::tensor::recycle::take_or_default::<T>(n);
+    par_rows(&mut y, b.inner, |first, chunk| {
+        for (r, dst) in (first..).zip(chunk.chunks_mut(b.inner)) {
+            let (o, j) = (r / rows.len(), r % rows.len());
+            let at = (o * b.len + rows[j]) * b.inner;
+            dst.clone_from_slice(&src[at..at + b.inner]);
+        }
+    });
+    Ok(y)
 }
 
 impl Operator for Gather {
@@ -431,6 +454,50 @@ mod tests {
         let st = t(&[3], ["a", "b", "c"].map(String::from).to_vec());
         let y = run1("Gather", 13, &[], &[st, t(&[2], vec![2i64, 0])]);
         assert_eq!(y, t(&[2], ["c", "a"].map(String::from).to_vec()));
+    }
+
+    /// Gather of every axis of a 3-D tensor against a naive index walk:
+    /// blocks wide and narrow, repeated and negative indices, output large
+    /// enough to split across threads with the same values.
+    #[test]
+    fn gather_every_axis_matches_a_naive_walk() {
+        let dims = [5usize, 7, 600];
+        let x = iota(&dims);
+        let xv = x.to_f64_vec().unwrap();
+        for axis in 0..3 {
+            let len = dims[axis] as i64;
+            let idx = vec![len - 1, 0, -1, 1, 1, -len];
+            let y = run1(
+                "Gather",
+                13,
+                &[("axis", Attribute::Int(axis as i64))],
+                &[x.clone(), t(&[2, 3], idx.clone())],
+            );
+            let mut shape = dims.to_vec();
+            shape.splice(axis..=axis, [2, 3]);
+            assert_eq!(y.shape(), shape.as_slice());
+            let outer: usize = dims[..axis].iter().product();
+            let inner: usize = dims[axis + 1..].iter().product();
+            let mut want = Vec::new();
+            for p in 0..outer {
+                for &i in &idx {
+                    let row = if i < 0 { i + len } else { i } as usize;
+                    for q in 0..inner {
+                        want.push(xv[(p * dims[axis] + row) * inner + q]);
+                    }
+                }
+            }
+            assert_eq!(y.to_f64_vec().unwrap(), want, "axis {axis}");
+            let two = crate::ops::testutil::with_threads(2, || {
+                run1(
+                    "Gather",
+                    13,
+                    &[("axis", Attribute::Int(axis as i64))],
+                    &[x.clone(), t(&[2, 3], idx.clone())],
+                )
+            });
+            assert_eq!(two, y, "axis {axis}, 2 threads");
+        }
     }
 
     #[test]

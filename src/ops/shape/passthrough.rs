@@ -26,7 +26,7 @@ fn build_identity(_ctx: &BuildContext) -> Result<Box<dyn Operator>> {
 }
 
 impl Operator for Identity {
-    fn is_view_of_input(&self, _later_inputs: bool) -> bool {
+    fn is_view_of_input(&self, _later_inputs: bool, _data: Option<&Fact>) -> bool {
         true
     }
 
@@ -112,7 +112,7 @@ impl Dropout {
 impl Operator for Dropout {
     /// Without ratio and training_mode inputs Dropout is in inference mode,
     /// where its output is its input.
-    fn is_view_of_input(&self, later_inputs: bool) -> bool {
+    fn is_view_of_input(&self, later_inputs: bool, _data: Option<&Fact>) -> bool {
         !later_inputs
     }
 

@@ -127,7 +127,7 @@ impl Reshape {
 }
 
 impl Operator for Reshape {
-    fn is_view_of_input(&self, _later_inputs: bool) -> bool {
+    fn is_view_of_input(&self, _later_inputs: bool, _data: Option<&Fact>) -> bool {
         true
     }
 
@@ -185,7 +185,7 @@ impl Flatten {
 }
 
 impl Operator for Flatten {
-    fn is_view_of_input(&self, _later_inputs: bool) -> bool {
+    fn is_view_of_input(&self, _later_inputs: bool, _data: Option<&Fact>) -> bool {
         true
     }
 
@@ -295,7 +295,7 @@ impl Squeeze {
 }
 
 impl Operator for Squeeze {
-    fn is_view_of_input(&self, _later_inputs: bool) -> bool {
+    fn is_view_of_input(&self, _later_inputs: bool, _data: Option<&Fact>) -> bool {
         true
     }
 

@@ -80,7 +80,18 @@ impl Transpose {
     }
 }
 
+/// Whether transposing `shape` by `perm` keeps every element where it is
+/// (it moves only axes of length 1): a reshape.
+fn keeps_order(shape: &[usize], perm: &[usize]) -> bool {
+    merge_axes(shape, perm).1.len() <= 1
+}
+
 impl Operator for Transpose {
+    fn is_view_of_input(&self, _later_inputs: bool, data: Option<&Fact>) -> bool {
+        data.and_then(|f| f.shape.as_deref())
+            .is_some_and(|s| self.perm(s.len()).is_ok_and(|p| keeps_order(s, &p)))
+    }
+
     fn infer(&self, inputs: &[InferInput]) -> Result<Vec<Fact>> {
         let f = fact("Transpose", inputs, 0)?;
         Ok(vec![match &f.shape {
@@ -101,6 +112,14 @@ impl Operator for Transpose {
         let s = x.shape();
         let p = self.perm(s.len())?;
         let out_shape: Vec<usize> = p.iter().map(|&i| s[i]).collect();
+        if keeps_order(s, &p) {
+            // Only axes of length 1 move: the same elements in order.
+            return Ok(vec![super::reshape::reshape_tensor(
+                "Transpose",
+                x,
+                &out_shape,
+            )?]);
+        }
         // The same permutation on fewer, longer axes: whole runs of
         // contiguous elements are then copied at once.
         let (s, p) = merge_axes(s, &p);
