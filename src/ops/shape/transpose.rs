@@ -318,6 +318,38 @@ mod tests {
     use crate::ir::attributes::Attribute;
     use crate::tensor::Tensor;
 
+    /// A Transpose is a view of its input exactly when it moves only axes
+    /// of length 1 (and only when the input's shape is known); its copy
+    /// then equals the naive transpose.
+    #[test]
+    fn transposes_of_unit_axes_are_views() {
+        use crate::ir::{Fact, Operator};
+        use crate::DType;
+        let op = |perm: &[i64]| super::Transpose {
+            perm: Some(perm.to_vec()),
+        };
+        let fact = |s: &[usize]| Fact::new(DType::F32, s.to_vec());
+        let view = |perm: &[i64], s: &[usize]| op(perm).is_view_of_input(false, Some(&fact(s)));
+        assert!(view(&[1, 0, 2], &[1, 64, 256]));
+        assert!(view(&[3, 1, 2, 0, 4], &[1, 64, 1, 1, 256]));
+        assert!(view(&[0, 1], &[4, 5]));
+        assert!(!view(&[1, 0, 2], &[2, 64, 256]));
+        assert!(!view(&[0, 2, 1], &[1, 64, 256]));
+        assert!(!op(&[1, 0, 2]).is_view_of_input(false, None));
+        assert!(!view(&[0, 0, 1], &[1, 1, 4]), "not a permutation");
+        let s = [1usize, 3, 1, 4];
+        let x = iota(&s);
+        let y = run1(
+            "Transpose",
+            13,
+            &[("perm", Attribute::Ints(vec![2, 1, 0, 3]))],
+            &[x.clone()],
+        );
+        let want = naive_transpose(&x.to_f64_vec().unwrap(), &s, &[2, 1, 0, 3]);
+        assert_eq!(y.shape(), &[1, 3, 1, 4]);
+        assert_eq!(y.to_f64_vec().unwrap(), want);
+    }
+
     /// Naive transpose through multi-indices.
     fn naive_transpose(x: &[f64], s: &[usize], p: &[usize]) -> Vec<f64> {
         let os: Vec<usize> = p.iter().map(|&i| s[i]).collect();
