@@ -9,6 +9,12 @@
 
 #[cfg(target_arch = "x86_64")]
 mod avx2;
+#[cfg(target_arch = "x86_64")]
+mod blocked;
+#[cfg(target_arch = "x86_64")]
+mod lanes;
+#[cfg(target_arch = "x86_64")]
+mod transpose;
 
 use super::conv_op::{add_residual, ConvArgs, ConvPlan};
 use super::lines::Lines;
@@ -60,6 +66,10 @@ fn depthwise_2d<T: GemmFloat>(
     let (pt, pl) = (win.pad_begin[0], win.pad_begin[1]);
     let (plane, in_plane) = (oh * ow, h * wd);
     if plane == 0 {
+        return;
+    }
+    #[cfg(target_arch = "x86_64")]
+    if blocked_2d(p, x, w, b, act, y) {
         return;
     }
     let ph = Phases::new(p);
@@ -130,6 +140,35 @@ fn depthwise_2d<T: GemmFloat>(
             }
         });
     });
+}
+
+/// Small f32 planes on the channel-blocked kernel, where it runs:
+/// whether it did.
+#[cfg(target_arch = "x86_64")]
+fn blocked_2d<T: GemmFloat>(
+    p: &ConvPlan,
+    x: &[T],
+    w: &[T],
+    b: Option<&[T]>,
+    act: Option<Activation>,
+    y: &mut [T],
+) -> bool {
+    use crate::ops::util::{as_f32, as_f32_mut};
+    let (Some(x), Some(w), Some(y)) = (as_f32(x), as_f32(w), as_f32_mut(y)) else {
+        return false;
+    };
+    let b = match b.map(as_f32) {
+        Some(None) => return false,
+        b => b.flatten(),
+    };
+    let Some(k) = blocked::Blocked::new(p) else {
+        return false;
+    };
+    let plane = p.win.output[0] * p.win.output[1];
+    par_rows(y, plane, |first, chunk| {
+        f32::with_scratch(k.scratch_len(), |s| k.run(first, chunk, x, w, b, act, s));
+    });
+    true
 }
 
 /// The intrinsics kernel for f32 planes on CPUs with AVX2 and FMA, taking

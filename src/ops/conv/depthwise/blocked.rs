@@ -1,0 +1,375 @@
+//! Channel-blocked 2-D depthwise convolution for f32 on small planes
+//! (AVX2 + FMA: 8 channels per vector, AVX-512F: 16). A row of a 7×7 plane
+//! fills only part of a vector in the per-plane kernel; here each lane is a
+//! channel instead, so every lane works whatever the plane's width: a block
+//! of channel planes is gathered into a zero-padded `[pixel][channel]`
+//! scratch, the taps run on whole vectors (one broadcast-free weight vector
+//! per tap, one fused multiply-add per output pixel), and the sums are
+//! gathered back into the channel planes. Each output is the bias plus its
+//! taps in kernel row-major order, padding taps adding w·0, with one
+//! rounding per tap: the same bits as the per-plane kernel.
+
+use super::lanes::{Avx2, Avx512, Lanes};
+use super::transpose::{to_pixels, to_planes, Spread};
+use crate::ops::conv::conv_op::ConvPlan;
+use crate::ops::gemm::fused::Activation;
+
+/// Widest output rows the blocked kernel takes: wider rows fill the
+/// per-plane kernel's vectors.
+const MAX_OW: usize = 16;
+
+/// Widest output rows the blocked kernel takes for a stride-1 kernel of
+/// at most [`FEW_TAPS`] taps: on rows of 9 to 16 the per-plane kernel's
+/// vectors are nearly full and few taps do not pay for the two
+/// transposes (MobileNet v3's 14×14 3×3 layers ran slower blocked).
+const MAX_OW_FEW_TAPS: usize = 8;
+
+/// See [`MAX_OW_FEW_TAPS`].
+const FEW_TAPS: usize = 9;
+
+/// Most taps the blocked kernel takes (its weights are gathered per block).
+const MAX_TAPS: usize = 64;
+
+/// Output pixels of a row whose sums stay in registers together.
+const PIXELS: usize = 8;
+
+/// One layer's geometry for the blocked kernel, and its instruction set.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Blocked {
+    /// 16 channels per vector (AVX-512F) rather than 8 (AVX2).
+    wide: bool,
+    /// Output channels, channels per group's outputs, input channels.
+    m: usize,
+    mg: usize,
+    c: usize,
+    h: usize,
+    wd: usize,
+    oh: usize,
+    ow: usize,
+    kh: usize,
+    kw: usize,
+    sh: usize,
+    sw: usize,
+    dh: usize,
+    dw: usize,
+    pt: usize,
+    pl: usize,
+    /// Padded input rows and columns the taps read.
+    hp: usize,
+    wp: usize,
+}
+
+impl Blocked {
+    /// The kernel for a 2-D depthwise layer on f32, where it runs: AVX2 +
+    /// FMA, output rows at most [`MAX_OW`] wide (or [`MAX_OW_FEW_TAPS`]),
+    /// at most [`MAX_TAPS`] taps.
+    pub(super) fn new(p: &ConvPlan) -> Option<Blocked> {
+        use crate::ops::gemm::simd::{has_avx2_fma, has_avx512};
+        let win = &p.win;
+        let (oh, ow) = (win.output[0], win.output[1]);
+        let (kh, kw) = (win.kernel[0], win.kernel[1]);
+        let strided = win.strides.iter().any(|&s| s > 1);
+        let widest = if strided || kh * kw > FEW_TAPS {
+            MAX_OW
+        } else {
+            MAX_OW_FEW_TAPS
+        };
+        let ok = win.rank() == 2
+            && oh > 0
+            && (1..=widest).contains(&ow)
+            && kh * kw <= MAX_TAPS
+            && has_avx2_fma();
+        if !ok {
+            return None;
+        }
+        let (sh, sw) = (win.strides[0].max(1), win.strides[1].max(1));
+        let (dh, dw) = (win.dilations[0].max(1), win.dilations[1].max(1));
+        Some(Blocked {
+            wide: has_avx512(),
+            m: p.m,
+            mg: p.mg().max(1),
+            c: p.c,
+            h: win.input[0],
+            wd: win.input[1],
+            oh,
+            ow,
+            kh,
+            kw,
+            sh,
+            sw,
+            dh,
+            dw,
+            pt: win.pad_begin[0],
+            pl: win.pad_begin[1],
+            hp: (oh - 1) * sh + (kh.max(1) - 1) * dh + 1,
+            wp: (ow - 1) * sw + (kw.max(1) - 1) * dw + 1,
+        })
+    }
+
+    /// Forces 8 channels per vector (AVX2) even where AVX-512 runs: the
+    /// tests compare both widths.
+    #[cfg(test)]
+    pub(super) fn narrow(self) -> Blocked {
+        Blocked {
+            wide: false,
+            ..self
+        }
+    }
+
+    /// Channels per vector.
+    fn lanes(&self) -> usize {
+        if self.wide {
+            Avx512::N
+        } else {
+            Avx2::N
+        }
+    }
+
+    /// Scratch values [`Blocked::run`] needs.
+    pub(super) fn scratch_len(&self) -> usize {
+        let n = self.lanes();
+        (self.hp * self.wp + 1 + self.oh * self.ow + self.kh * self.kw) * n
+    }
+
+    /// The output channel of output plane `row` and the start of its input
+    /// plane in X.
+    fn channel(&self, row: usize) -> (usize, usize) {
+        let (ni, oc) = (row / self.m, row % self.m);
+        (oc, (ni * self.c + oc / self.mg) * self.h * self.wd)
+    }
+
+    /// Output planes `first ..` into `out` (whole planes), with the bias
+    /// `b` and the activation `act`; `scratch` holds [`Blocked::scratch_len`]
+    /// values.
+    ///
+    /// # Panics
+    /// When X, W, B or the scratch are shorter than the layer needs (a bug
+    /// in the caller).
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn run(
+        &self,
+        first: usize,
+        out: &mut [f32],
+        x: &[f32],
+        w: &[f32],
+        b: Option<&[f32]>,
+        act: Option<Activation>,
+        scratch: &mut [f32],
+    ) {
+        let plane = self.oh * self.ow;
+        let rows = out.len() / plane;
+        if rows == 0 {
+            return;
+        }
+        let taps = self.kh * self.kw;
+        let (last_oc, last_in) = self.channel(first + rows - 1);
+        // One check here covers the unchecked reads and writes below.
+        assert!(
+            scratch.len() >= self.scratch_len()
+                && last_in + self.h * self.wd <= x.len()
+                && (last_oc + 1) * taps <= w.len()
+                && b.is_none_or(|b| b.len() >= self.m)
+                && self.channel(first).0 < self.m
+        );
+        // SAFETY: the CPU has the instruction set (checked by `new`, and
+        // `wide` only where AVX-512F runs), and the assert above is the
+        // reach `body` needs.
+        unsafe {
+            if self.wide {
+                self.run_avx512(first, out, x, w, b, act, scratch);
+            } else {
+                self.run_avx2(first, out, x, w, b, act, scratch);
+            }
+        }
+    }
+
+    /// # Safety
+    /// As [`Blocked::body`], with AVX-512F.
+    #[allow(clippy::too_many_arguments)]
+    #[target_feature(enable = "avx512f,avx2,fma")]
+    unsafe fn run_avx512(
+        &self,
+        first: usize,
+        out: &mut [f32],
+        x: &[f32],
+        w: &[f32],
+        b: Option<&[f32]>,
+        act: Option<Activation>,
+        scratch: &mut [f32],
+    ) {
+        // SAFETY: passed on from the caller.
+        unsafe { self.body::<Avx512>(first, out, x, w, b, act, scratch) }
+    }
+
+    /// # Safety
+    /// As [`Blocked::body`], with AVX2 and FMA.
+    #[allow(clippy::too_many_arguments)]
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn run_avx2(
+        &self,
+        first: usize,
+        out: &mut [f32],
+        x: &[f32],
+        w: &[f32],
+        b: Option<&[f32]>,
+        act: Option<Activation>,
+        scratch: &mut [f32],
+    ) {
+        // SAFETY: passed on from the caller.
+        unsafe { self.body::<Avx2>(first, out, x, w, b, act, scratch) }
+    }
+
+    /// Blocks of `L::N` output planes (the last one fewer, its spare lanes
+    /// repeating its last channel and never stored).
+    ///
+    /// # Safety
+    /// The CPU must support `L`'s instruction set, and the slices must be
+    /// as long as [`Blocked::run`]'s assert requires.
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    unsafe fn body<L: Lanes>(
+        &self,
+        first: usize,
+        out: &mut [f32],
+        x: &[f32],
+        w: &[f32],
+        b: Option<&[f32]>,
+        act: Option<Activation>,
+        scratch: &mut [f32],
+    ) {
+        let n = L::N;
+        // Relu in registers; any other activation on each plane once it
+        // is stored (while it is in cache), as the per-plane kernel does.
+        let relu = act == Some(Activation::Relu);
+        let after = act.filter(|_| !relu);
+        let plane = self.oh * self.ow;
+        let rows = out.len() / plane;
+        let taps = self.kh * self.kw;
+        let trash = self.hp * self.wp;
+        let (input, rest) = scratch.split_at_mut((trash + 1) * n);
+        let (sums, weights) = rest.split_at_mut(plane * n);
+        // The padding stays zero: every block writes the same pixels.
+        input.fill(0.0);
+        let spread = Spread {
+            h: self.h,
+            wd: self.wd,
+            y_end: self.h.min(self.hp.saturating_sub(self.pt)),
+            x_end: self.wd.min(self.wp.saturating_sub(self.pl)),
+            pt: self.pt,
+            pl: self.pl,
+            wp: self.wp,
+            trash,
+        };
+        let mut starts = [0usize; 16];
+        let mut bias = [0f32; 16];
+        // SAFETY: the CPU supports L (the contract), which includes AVX2.
+        // Every start is an input plane's inside X (≤ last_in, checked by
+        // `run`); `input` holds pixels up to `trash`, `sums` `plane`
+        // pixels, of n lanes each; block b0's planes are inside `out`.
+        unsafe {
+            for b0 in (0..rows).step_by(n) {
+                let lanes = (rows - b0).min(n);
+                for l in 0..n {
+                    let (oc, start) = self.channel(first + b0 + l.min(lanes - 1));
+                    starts[l] = start;
+                    bias[l] = b.map_or(0.0, |b| b[oc]);
+                    for t in 0..taps {
+                        weights[t * n + l] = w[oc * taps + t];
+                    }
+                }
+                to_pixels(&spread, x.as_ptr(), &starts, n, input.as_mut_ptr());
+                let bias = L::load(bias.as_ptr());
+                self.taps::<L>(input, sums, weights, bias, relu);
+                let dst = out.as_mut_ptr().add(b0 * plane);
+                to_planes(sums.as_ptr(), n, plane, lanes, dst);
+                if let Some(a) = after {
+                    for o in out[b0 * plane..(b0 + lanes) * plane].chunks_exact_mut(plane) {
+                        a.apply(o);
+                    }
+                }
+            }
+        }
+    }
+
+    /// The sums of one block: output pixel `(oy, ox)` at `(oy·ow + ox)·n`
+    /// in `sums`, from the padded `[pixel][channel]` input.
+    ///
+    /// # Safety
+    /// As [`Blocked::body`].
+    #[inline(always)]
+    unsafe fn taps<L: Lanes>(
+        &self,
+        input: &[f32],
+        sums: &mut [f32],
+        weights: &[f32],
+        bias: L::V,
+        relu: bool,
+    ) {
+        // SAFETY: passed on from the caller.
+        unsafe {
+            match self.ow {
+                PIXELS.. => self.rows::<L, PIXELS>(input, sums, weights, bias, relu),
+                7 => self.rows::<L, 7>(input, sums, weights, bias, relu),
+                6 => self.rows::<L, 6>(input, sums, weights, bias, relu),
+                5 => self.rows::<L, 5>(input, sums, weights, bias, relu),
+                4 => self.rows::<L, 4>(input, sums, weights, bias, relu),
+                3 => self.rows::<L, 3>(input, sums, weights, bias, relu),
+                2 => self.rows::<L, 2>(input, sums, weights, bias, relu),
+                _ => self.rows::<L, 1>(input, sums, weights, bias, relu),
+            }
+        }
+    }
+
+    /// Chunks of `P` (≤ ow) output pixels of a row, the last pulled back
+    /// to end at the row's edge (recomputing a few sums, with the same
+    /// bits).
+    ///
+    /// # Safety
+    /// As [`Blocked::body`], and `P ≤ ow`.
+    #[inline(always)]
+    unsafe fn rows<L: Lanes, const P: usize>(
+        &self,
+        input: &[f32],
+        sums: &mut [f32],
+        weights: &[f32],
+        bias: L::V,
+        relu: bool,
+    ) {
+        let n = L::N;
+        let (ow, sw, dw) = (self.ow, self.sw, self.dw);
+        // SAFETY: the CPU supports L (the contract); input pixel
+        // (oy·sh + ky·dh)·wp + (ox·sw + kx·dw) < hp·wp for every output
+        // (oy, ox) and tap (ky, kx) by the definition of hp and wp, and
+        // output pixel oy·ow + ox < oh·ow.
+        unsafe {
+            for oy in 0..self.oh {
+                let mut next = 0;
+                while next < ow {
+                    let x0 = next.min(ow - P);
+                    let mut acc = [bias; P];
+                    for ky in 0..self.kh {
+                        let row = input
+                            .as_ptr()
+                            .add(((oy * self.sh + ky * self.dh) * self.wp + x0 * sw) * n);
+                        for kx in 0..self.kw {
+                            let wv = L::load(weights.as_ptr().add((ky * self.kw + kx) * n));
+                            let p = row.add(kx * dw * n);
+                            for (j, a) in acc.iter_mut().enumerate() {
+                                *a = L::fmadd(wv, L::load(p.add(j * sw * n)), *a);
+                            }
+                        }
+                    }
+                    let to = sums.as_mut_ptr().add((oy * ow + x0) * n);
+                    for (j, &a) in acc.iter().enumerate() {
+                        L::store(to.add(j * n), if relu { L::relu(a) } else { a });
+                    }
+                    next += P;
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+#[path = "blocked_tests.rs"]
+mod tests;

@@ -1,0 +1,177 @@
+//! The channel-blocked kernel against a direct sum with the same rounding
+//! (bias, then one fused multiply-add per tap in kernel row-major order,
+//! padding taps adding w·0): bit for bit, on both vector widths.
+
+use super::Blocked;
+use crate::ir::attributes::Attributes;
+use crate::ops::conv::conv_op::{plan, ConvPlan};
+use crate::ops::conv::geom::WindowAttrs;
+use crate::ops::gemm::fused::Activation;
+
+/// A depthwise layer: `n` images of `c` channels `h × w`, `mg` outputs per
+/// channel, a `k` kernel, `stride` and the pads before (top, left).
+struct Layer {
+    n: usize,
+    c: usize,
+    mg: usize,
+    h: usize,
+    w: usize,
+    k: [usize; 2],
+    stride: usize,
+    pads: [usize; 2],
+}
+
+impl Layer {
+    fn plan(&self) -> ConvPlan {
+        let mut window = WindowAttrs::parse(&Attributes::default(), true).unwrap();
+        window.strides = Some(vec![self.stride; 2]);
+        // Ends differ from the beginnings: asymmetric padding.
+        let [pt, pl] = self.pads;
+        window.pads = Some(vec![pt, pl, pl, pt]);
+        let m = self.c * self.mg;
+        let x = [self.n, self.c, self.h, self.w];
+        plan(&window, self.c, &x, &[m, 1, self.k[0], self.k[1]], None).unwrap()
+    }
+}
+
+/// Deterministic values in [-1, 1), some exactly zero and negative zero.
+fn values(len: usize, seed: u32) -> Vec<f32> {
+    let mut s = seed.max(1);
+    (0..len)
+        .map(|i| {
+            s ^= s << 13;
+            s ^= s >> 17;
+            s ^= s << 5;
+            match i % 29 {
+                0 => 0.0,
+                1 => -0.0,
+                _ => (s >> 8) as f32 / (1u32 << 23) as f32 - 1.0,
+            }
+        })
+        .collect()
+}
+
+/// Output planes `first..first + rows` summed directly.
+fn direct(
+    p: &ConvPlan,
+    x: &[f32],
+    w: &[f32],
+    b: &[f32],
+    act: Option<Activation>,
+    first: usize,
+    rows: usize,
+) -> Vec<f32> {
+    let win = &p.win;
+    let (h, wd) = (win.input[0] as isize, win.input[1] as isize);
+    let (oh, ow) = (win.output[0], win.output[1]);
+    let (kh, kw) = (win.kernel[0], win.kernel[1]);
+    let mut out = Vec::new();
+    for row in first..first + rows {
+        let (ni, oc) = (row / p.m, row % p.m);
+        let plane = &x[(ni * p.c + oc / p.mg()) * (h * wd) as usize..];
+        for oy in 0..oh {
+            for ox in 0..ow {
+                let mut acc = b[oc];
+                for ky in 0..kh {
+                    for kx in 0..kw {
+                        let iy = (oy * win.strides[0] + ky) as isize - win.pad_begin[0] as isize;
+                        let ix = (ox * win.strides[1] + kx) as isize - win.pad_begin[1] as isize;
+                        let inside = (0..h).contains(&iy) && (0..wd).contains(&ix);
+                        let v = if inside {
+                            plane[(iy * wd + ix) as usize]
+                        } else {
+                            0.0
+                        };
+                        acc = w[oc * kh * kw + ky * kw + kx].mul_add(v, acc);
+                    }
+                }
+                // max(0, acc): −0 and NaN stay.
+                let relu = act == Some(Activation::Relu);
+                out.push(if relu && acc < 0.0 { 0.0 } else { acc });
+            }
+        }
+    }
+    // Any other activation on each whole plane.
+    if let Some(a) = act.filter(|&a| a != Activation::Relu) {
+        for o in out.chunks_exact_mut(oh * ow) {
+            a.apply(o);
+        }
+    }
+    out
+}
+
+/// Runs `layer` on both widths, whole and from a plane in the middle of
+/// a block (as a parallel task starts), against [`direct`].
+fn check(layer: Layer, act: Option<Activation>) {
+    if !crate::ops::gemm::simd::has_avx2_fma() {
+        return;
+    }
+    let p = layer.plan();
+    let Some(wide) = Blocked::new(&p) else {
+        panic!("the blocked kernel takes {:?}", p.win.output);
+    };
+    let plane = p.win.output[0] * p.win.output[1];
+    let rows = layer.n * p.m;
+    let x = values(layer.n * layer.c * layer.h * layer.w, 7);
+    let w = values(p.m * layer.k[0] * layer.k[1], 11);
+    let b = values(p.m, 13);
+    for k in [wide, wide.narrow()] {
+        for first in [0, rows / 2, rows - 1] {
+            let want = direct(&p, &x, &w, &b, act, first, rows - first);
+            let mut got = vec![f32::NAN; want.len()];
+            let mut scratch = vec![f32::NAN; k.scratch_len()];
+            k.run(first, &mut got, &x, &w, Some(&b), act, &mut scratch);
+            let same = got
+                .iter()
+                .zip(&want)
+                .all(|(g, e)| g.to_bits() == e.to_bits());
+            assert!(same, "{:?} first {first} plane {plane}", k);
+        }
+    }
+}
+
+#[test]
+fn blocked_matches_direct_sums() {
+    let (relu, swish) = (Some(Activation::Relu), Some(Activation::HardSwish));
+    let l = |n, c, mg, h, w, k, stride, pads| Layer {
+        n,
+        c,
+        mg,
+        h,
+        w,
+        k,
+        stride,
+        pads,
+    };
+    // MobileNet v3's small planes: 5×5 and 3×3, strides 1 and 2, with 1-3
+    // channels past the last block of 16 (and of 8).
+    check(l(1, 35, 1, 7, 7, [5, 5], 1, [2, 2]), None);
+    check(l(1, 34, 1, 8, 8, [3, 3], 1, [1, 1]), relu);
+    check(l(1, 17, 1, 28, 28, [3, 3], 2, [1, 1]), None);
+    check(l(1, 19, 1, 14, 14, [5, 5], 2, [2, 2]), relu);
+    // ConvNeXt's 7×7 kernels.
+    check(l(1, 9, 1, 7, 7, [7, 7], 1, [3, 3]), None);
+    // Odd widths, uneven pads, a non-square kernel, two images and a
+    // channel multiplier.
+    check(l(2, 5, 2, 9, 13, [3, 5], 2, [0, 2]), swish);
+    check(l(1, 3, 1, 11, 5, [3, 3], 1, [1, 0]), None);
+    // Planes of fewer than 8 pixels (copied lane by lane) and of one.
+    check(l(2, 7, 1, 2, 3, [3, 3], 1, [1, 1]), swish);
+    check(l(1, 4, 3, 1, 1, [1, 1], 1, [0, 0]), None);
+}
+
+/// Wide rows stay on the per-plane kernel.
+#[test]
+fn wide_rows_stay_per_plane() {
+    let l = Layer {
+        n: 1,
+        c: 8,
+        mg: 1,
+        h: 56,
+        w: 56,
+        k: [3, 3],
+        stride: 1,
+        pads: [1, 1],
+    };
+    assert!(Blocked::new(&l.plan()).is_none());
+}
