@@ -10,9 +10,9 @@
 //! for a last panel of 16 or fewer rows, zero past the last row).
 //!
 //! Each output is the in-order chain of fused multiply-adds from zero that
-//! the panel GEMM computes, plus the bias, plus the residual, then Relu or
-//! Clip in registers (other activations run over each task's rows after
-//! its tiles), so the two paths give the same bits.
+//! the panel GEMM computes, plus the bias, plus the residual, then Relu,
+//! Clip or hard-swish in registers (other activations run over each task's
+//! rows after its tiles), so the two paths give the same bits.
 
 use super::super::conv_op::{ConvArgs, ConvPlan};
 #[cfg(target_arch = "x86_64")]
@@ -26,16 +26,30 @@ const CW: usize = 32;
 /// Positions per tile at most (one transposed row of 8 per channel).
 #[cfg(target_arch = "x86_64")]
 const PX: usize = 8;
-/// Most positions of a plane this kernel takes: a 14×14 plane. (From 28×28
-/// on, 784 positions, the panel GEMM's strips waste nothing.)
-const MAX_POSITIONS: usize = 256;
+/// Positions of a plane this kernel takes whatever its channels: a 14×14
+/// plane. (The panel GEMM's blocks of 16 left 49 positions a quarter of
+/// their products to waste, 196 a sixteenth.)
+const ANY_CHANNELS: usize = 256;
+/// Most positions taken where X is small: a 28×28 plane, 784 positions, on
+/// which the panel GEMM's strips waste nothing but its blocks run
+/// hard-swish after each store (MobileNet v3's features.7 block.0, 40→240:
+/// 135 against 107 µs here, one thread), while the ReLU layers there ran
+/// alike on both.
+const MAX_POSITIONS: usize = 784;
+/// Most floats of X for a plane above [`ANY_CHANNELS`]: 512 KiB, so X stays
+/// in L2 while every panel of W sweeps it (the panel GEMM packs chunks of
+/// X that do).
+const MAX_X_FLOATS: usize = 128 * 1024;
 
 /// Whether `p` (a pointwise layer) runs here: f32 on an AVX-512 CPU, a
-/// plane of at most [`MAX_POSITIONS`] positions, at least 16 output
-/// channels per group.
+/// plane of at most [`ANY_CHANNELS`] positions (or [`MAX_POSITIONS`] where
+/// X holds at most [`MAX_X_FLOATS`]), at least 16 output channels per
+/// group.
 pub(in crate::ops::conv) fn suits(p: &ConvPlan) -> bool {
-    let n = p.win.out_len();
-    (1..=MAX_POSITIONS).contains(&n) && p.mg() >= 16 && p.cg() >= 1 && cpu_has_kernel()
+    let (n, k) = (p.win.out_len(), p.cg());
+    let plane = (1..=ANY_CHANNELS).contains(&n)
+        || (n <= MAX_POSITIONS && k.saturating_mul(n) <= MAX_X_FLOATS);
+    plane && p.mg() >= 16 && k >= 1 && cpu_has_kernel()
 }
 
 /// Whether this CPU has the kernel (AVX-512F).
@@ -179,6 +193,7 @@ fn columns(
     let clamp = match act {
         Some(Activation::Relu) => x86::Clamp::Relu,
         Some(Activation::Clip(lo, hi)) => x86::Clamp::Clip(lo, hi),
+        Some(Activation::HardSwish) => x86::Clamp::HardSwish,
         _ => x86::Clamp::None,
     };
     let after = act.filter(|_| matches!(clamp, x86::Clamp::None));

@@ -121,6 +121,7 @@ fn matches_naive_sums_and_the_panel_gemm_bit_for_bit() {
         Some(Activation::Relu),
         Some(Activation::Clip(-0.5, 0.5)),
         Some(Activation::HardSwish),
+        Some(Activation::Sigmoid),
     ];
     let cases = [
         (1, 16, 16, (7, 7), 1),
