@@ -9,10 +9,10 @@
 //! [`Operator::adopt_constant`]: crate::ir::Operator::adopt_constant
 
 use super::choice::Algorithm;
-use super::conv_op::ConvPlan;
+use super::conv_op::{ConvPlan, Weights};
 use super::im2col;
-use super::implicit::{self, PackCache};
-use super::panels;
+use super::implicit;
+use super::{panels, pointwise};
 use crate::error::{Error, Result};
 use crate::tensor::Tensor;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -22,6 +22,12 @@ use std::sync::{Arc, Mutex, MutexGuard};
 pub(super) enum Form {
     /// Panels of the pointwise (1×1) GEMM, one matrix per group.
     Panels {
+        /// The layer's groups.
+        group: usize,
+    },
+    /// Panels of output channels of the small-plane pointwise kernel, one
+    /// matrix per group.
+    Columns {
         /// The layer's groups.
         group: usize,
     },
@@ -43,6 +49,7 @@ impl Form {
     pub(super) fn left_by(algo: Algorithm, p: &ConvPlan) -> Option<Form> {
         match algo {
             Algorithm::Pointwise => Some(Form::Panels { group: p.group }),
+            Algorithm::PointwiseColumns => Some(Form::Columns { group: p.group }),
             Algorithm::Im2col { panels: true } if im2col::reads_only_packed(p) => {
                 Some(Form::Panels { group: p.group })
             }
@@ -111,12 +118,7 @@ impl Adopted {
     }
 
     /// W for a run on input shape `x`, when the run has no W input.
-    pub(super) fn for_run(
-        &self,
-        x: &[usize],
-        panel_weights: &PackCache,
-        implicit_weights: &PackCache,
-    ) -> Result<RunWeights> {
+    pub(super) fn for_run(&self, x: &[usize], weights: &Weights) -> Result<RunWeights> {
         let held = self.lock();
         let Some(h) = held.as_ref() else {
             return Err(Error::op("Conv", "input 1 (W) is missing"));
@@ -136,8 +138,9 @@ impl Adopted {
         let m = h.shape.first().copied().unwrap_or(0);
         let k: usize = h.shape.iter().skip(1).product();
         let cache = match form {
-            Form::Panels { .. } => panel_weights,
-            Form::Implicit => implicit_weights,
+            Form::Panels { .. } => &weights.panels,
+            Form::Columns { .. } => &weights.columns,
+            Form::Implicit => &weights.implicit,
             Form::Winograd => {
                 return Err(Error::Internal(format!(
                     "Conv: W was let go for input shape {packed_x:?}, and a run has shape {x:?}"
@@ -151,6 +154,9 @@ impl Adopted {
         };
         let data = match *form {
             Form::Panels { group } => panels::unpack(group, m / group.max(1), k, packed),
+            Form::Columns { group } => {
+                pointwise::columns::unpack(group, m / group.max(1), k, packed)
+            }
             Form::Implicit | Form::Winograd => implicit::unpack(m, k, packed),
         };
         Ok(RunWeights::Unpacked(Tensor::from_vec(&h.shape, data)?))

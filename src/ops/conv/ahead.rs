@@ -11,7 +11,7 @@
 
 use super::choice::Algorithm;
 use super::conv_op::{ConvPlan, Weights};
-use super::{implicit, panels};
+use super::{implicit, panels, pointwise};
 use crate::ops::gemm::checked_product;
 
 impl Weights {
@@ -23,6 +23,10 @@ impl Weights {
             Algorithm::Pointwise => {
                 let pack = || panels::pack(p.group, p.mg(), p.cg(), w);
                 self.panels.with(true, pack, |_| ());
+            }
+            Algorithm::PointwiseColumns => {
+                let pack = || pointwise::columns::pack(p.group, p.mg(), p.cg(), w);
+                self.columns.with(true, pack, |_| ());
             }
             Algorithm::Im2col { panels: true } => {
                 let Ok(kk) = checked_product("Conv", &[p.cg(), p.win.kernel_len()]) else {

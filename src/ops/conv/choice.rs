@@ -18,6 +18,9 @@ pub(super) enum Algorithm {
     Depthwise,
     /// 1×1, stride 1, unpadded, on the panel GEMM (f32).
     Pointwise,
+    /// 1×1, stride 1, unpadded, on a small plane: Yᵀ tiles over output
+    /// channels (f32, AVX-512).
+    PointwiseColumns,
     /// 1×1, stride 1, unpadded, on the GEMM engine.
     PointwiseGemm,
     /// Kernel equal to the stride (a patch embedding), on the packed-weights
@@ -53,7 +56,9 @@ pub(super) fn choose(p: &ConvPlan, f32: bool) -> Algorithm {
     } else if p.cg() == 1 && p.group > 1 {
         Algorithm::Depthwise
     } else if is_pointwise(win) {
-        if f32 && pointwise::suits(p) {
+        if f32 && pointwise::columns::suits(p) {
+            Algorithm::PointwiseColumns
+        } else if f32 && pointwise::suits(p) {
             Algorithm::Pointwise
         } else {
             Algorithm::PointwiseGemm

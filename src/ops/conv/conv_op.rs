@@ -66,6 +66,9 @@ pub(super) struct Weights {
     /// W packed for the AVX2 panel GEMM (1×1 and im2col paths, which pack
     /// it alike).
     pub panels: PackCache,
+    /// W packed for the pointwise kernel of small planes (panels of output
+    /// channels per input channel).
+    pub columns: PackCache,
     /// W packed for the non-overlapping (patch) path (x86-64 only).
     #[cfg(target_arch = "x86_64")]
     pub patches: PatchCache,
@@ -311,9 +314,7 @@ impl Operator for Conv {
             return Ok(vec![self.run_with(inputs, x, w, w.shape())?.0]);
         }
         // W was adopted from the graph (`adopt_constant`).
-        let weights =
-            self.adopted
-                .for_run(x.shape(), &self.weights.panels, &self.weights.implicit)?;
+        let weights = self.adopted.for_run(x.shape(), &self.weights)?;
         let y = match weights {
             RunWeights::Original(w) => {
                 // W goes with the run that packed the panels: where an
@@ -451,6 +452,7 @@ impl FloatKernel for ConvKernel<'_> {
             Algorithm::BiasOnly => bias_only(&a, &mut y),
             Algorithm::Depthwise => super::depthwise::depthwise(&a, &mut y),
             Algorithm::Pointwise => y32(&mut y, &super::pointwise::run),
+            Algorithm::PointwiseColumns => y32(&mut y, &super::pointwise::columns::run),
             Algorithm::PointwiseGemm => pointwise_gemm(&a, &mut y),
             Algorithm::Patches => y32(&mut y, &super::patches::run),
             Algorithm::Direct(isa) => y32(&mut y, &|a, y| super::direct::run(a, isa, y)),

@@ -3,6 +3,8 @@
 //! plane's positions) and W packed once into panels, on the panel GEMM
 //! (see [`super::panels`]).
 
+pub(super) mod columns;
+
 use super::conv_op::{ConvArgs, ConvPlan};
 use super::panels::{self, NR};
 use crate::ops::gemm::fused::Activation;

@@ -125,6 +125,12 @@ unsafe fn block<const V: usize, const R: usize, const P: bool>(
                     v = _mm256_max_ps(_mm256_set1_ps(lo), v);
                     v = _mm256_min_ps(_mm256_set1_ps(hi), v);
                 }
+                Epilogue::HardSwish => {
+                    let g = _mm256_mul_ps(v, _mm256_set1_ps(1.0 / 6.0));
+                    let g = _mm256_add_ps(g, _mm256_set1_ps(0.5));
+                    let g = _mm256_max_ps(_mm256_setzero_ps(), g);
+                    v = _mm256_mul_ps(v, _mm256_min_ps(_mm256_set1_ps(1.0), g));
+                }
                 Epilogue::None | Epilogue::Other(_) => {}
             }
             // SAFETY: `y` holds R rows of pitch `n` with 8·V writable
@@ -146,7 +152,7 @@ unsafe fn block<const V: usize, const R: usize, const P: bool>(
 /// so the same bits.
 macro_rules! two_panel_block {
     ($(#[$doc:meta])* $name:ident, $cols:expr, $zero:ident, $load:ident, $fmadd:ident,
-     $set1:ident, $add:ident, $max:ident, $min:ident, $store:ident) => {
+     $set1:ident, $add:ident, $mul:ident, $max:ident, $min:ident, $store:ident) => {
         $(#[$doc])*
         ///
         /// # Safety
@@ -202,6 +208,11 @@ macro_rules! two_panel_block {
                         v = $max($set1(lo), v);
                         v = $min($set1(hi), v);
                     }
+                    Epilogue::HardSwish => {
+                        let g = $add($mul(v, $set1(1.0 / 6.0)), $set1(0.5));
+                        let g = $max($zero(), g);
+                        v = $mul(v, $min($set1(1.0), g));
+                    }
                     Epilogue::None | Epilogue::Other(_) => {}
                 }
                 // SAFETY: row r < R of `y`, pitch `n`, `$cols` writable
@@ -220,12 +231,12 @@ macro_rules! two_panel_block {
 two_panel_block!(
     /// [`block`] of two vectors of 8 as one of 16, two panels at a time.
     block512, NR, _mm512_setzero_ps, _mm512_loadu_ps, _mm512_fmadd_ps, _mm512_set1_ps,
-    _mm512_add_ps, _mm512_max_ps, _mm512_min_ps, _mm512_storeu_ps
+    _mm512_add_ps, _mm512_mul_ps, _mm512_max_ps, _mm512_min_ps, _mm512_storeu_ps
 );
 two_panel_block!(
     /// [`block`] of one vector of 8 (a narrow last strip), two panels at a
     /// time: 12 accumulators where the 256-bit block had 6, and one load of
     /// X for both panels.
     block512_narrow, NR / 2, _mm256_setzero_ps, _mm256_loadu_ps, _mm256_fmadd_ps,
-    _mm256_set1_ps, _mm256_add_ps, _mm256_max_ps, _mm256_min_ps, _mm256_storeu_ps
+    _mm256_set1_ps, _mm256_add_ps, _mm256_mul_ps, _mm256_max_ps, _mm256_min_ps, _mm256_storeu_ps
 );

@@ -1,0 +1,253 @@
+//! 1×1 convolutions on small planes (f32, AVX-512): Y computed as Yᵀ
+//! tiles, a vector over 16 or 32 output channels per position, up to 8
+//! positions a tile, each tile transposed in registers into Y's rows.
+//!
+//! The panel GEMM's blocks run 16 positions wide, so a 7×7 plane (49
+//! positions) took four blocks, 64 columns' worth of products for 49, and a
+//! 14×14 one thirteen for 12.25. Here the positions are broadcasts and the
+//! tiles split the plane into near-equal runs of at most 8, so no product
+//! is wasted; W is packed a panel of 32 output channels per step of k (16
+//! for a last panel of 16 or fewer rows, zero past the last row).
+//!
+//! Each output is the in-order chain of fused multiply-adds from zero that
+//! the panel GEMM computes, plus the bias, plus the residual, then Relu,
+//! Clip or hard-swish in registers (other activations run over each task's
+//! rows after its tiles), so the two paths give the same bits.
+
+use super::super::conv_op::{ConvArgs, ConvPlan};
+#[cfg(target_arch = "x86_64")]
+use crate::ops::gemm::fused::Activation;
+
+#[cfg(target_arch = "x86_64")]
+mod x86;
+
+/// Output channels per panel: two vectors of 16.
+const CW: usize = 32;
+/// Positions per tile at most (one transposed row of 8 per channel).
+#[cfg(target_arch = "x86_64")]
+const PX: usize = 8;
+/// Positions of a plane this kernel takes whatever its channels: a 14×14
+/// plane. (The panel GEMM's blocks of 16 left 49 positions a quarter of
+/// their products to waste, 196 a sixteenth.)
+const ANY_CHANNELS: usize = 256;
+/// Most positions taken where X is small: a 28×28 plane, 784 positions, on
+/// which the panel GEMM's strips waste nothing but its blocks run
+/// hard-swish after each store (MobileNet v3's features.7 block.0, 40→240:
+/// 135 against 107 µs here, one thread), while the ReLU layers there ran
+/// alike on both.
+const MAX_POSITIONS: usize = 784;
+/// Most floats of X for a plane above [`ANY_CHANNELS`]: 512 KiB, so X stays
+/// in L2 while every panel of W sweeps it (the panel GEMM packs chunks of
+/// X that do).
+const MAX_X_FLOATS: usize = 128 * 1024;
+
+/// Whether `p` (a pointwise layer) runs here: f32 on an AVX-512 CPU, a
+/// plane of at most [`ANY_CHANNELS`] positions (or [`MAX_POSITIONS`] where
+/// X holds at most [`MAX_X_FLOATS`]), at least 16 output channels per
+/// group.
+pub(in crate::ops::conv) fn suits(p: &ConvPlan) -> bool {
+    let (n, k) = (p.win.out_len(), p.cg());
+    let plane = (1..=ANY_CHANNELS).contains(&n)
+        || (n <= MAX_POSITIONS && k.saturating_mul(n) <= MAX_X_FLOATS);
+    plane && p.mg() >= 16 && k >= 1 && cpu_has_kernel()
+}
+
+/// Whether this CPU has the kernel (AVX-512F).
+fn cpu_has_kernel() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        crate::ops::gemm::simd::has_avx512()
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    false
+}
+
+/// Width of panel `q` of a matrix of `rows` rows: 32, or 16 for a last
+/// panel of 16 rows or fewer.
+fn width(q: usize, rows: usize) -> usize {
+    if rows - q * CW > CW / 2 {
+        CW
+    } else {
+        CW / 2
+    }
+}
+
+/// Floats of one packed `rows × k` matrix.
+fn matrix_len(rows: usize, k: usize) -> usize {
+    let panels = rows.div_ceil(CW);
+    if panels == 0 {
+        return 0;
+    }
+    ((panels - 1) * CW + width(panels - 1, rows)) * k
+}
+
+/// Packs `matrices` row-major `rows × k` matrices (one after another in
+/// `w`) into panels: per matrix, per panel of 32 rows (16 for a short last
+/// one), per step of k, the panel's weights of that column, zero past the
+/// last row. Matrix `g` starts at `g · matrix_len(rows, k)`.
+pub(in crate::ops::conv) fn pack(matrices: usize, rows: usize, k: usize, w: &[f32]) -> Vec<f32> {
+    let len = matrix_len(rows, k);
+    let mut data = vec![0.0; matrices * len];
+    if len == 0 {
+        return data;
+    }
+    for (g, matrix) in data.chunks_exact_mut(len).enumerate() {
+        for q in 0..rows.div_ceil(CW) {
+            let wide = width(q, rows);
+            let panel = &mut matrix[q * CW * k..][..wide * k];
+            for r in 0..(rows - q * CW).min(CW) {
+                let row = &w[(g * rows + q * CW + r) * k..][..k];
+                for (slot, &v) in panel[r..].iter_mut().step_by(wide).zip(row) {
+                    *slot = v;
+                }
+            }
+        }
+    }
+    data
+}
+
+/// The row-major weights that [`pack`] packed: its exact inverse, for a
+/// layer whose original W was let go.
+pub(in crate::ops::conv) fn unpack(
+    matrices: usize,
+    rows: usize,
+    k: usize,
+    packed: &[f32],
+) -> Vec<f32> {
+    let len = matrix_len(rows, k);
+    let mut w = vec![0.0; matrices * rows * k];
+    if len == 0 {
+        return w;
+    }
+    for (g, matrix) in packed.chunks_exact(len).take(matrices).enumerate() {
+        for q in 0..rows.div_ceil(CW) {
+            let wide = width(q, rows);
+            let panel = &matrix[q * CW * k..][..wide * k];
+            for r in 0..(rows - q * CW).min(CW) {
+                let row = &mut w[(g * rows + q * CW + r) * k..][..k];
+                for (v, &slot) in row.iter_mut().zip(panel[r..].iter().step_by(wide)) {
+                    *v = slot;
+                }
+            }
+        }
+    }
+    w
+}
+
+/// Runs a layer that [`suits`] this kernel, with W packed once into the
+/// node's cache for this form when W is constant.
+pub(in crate::ops::conv) fn run(a: &ConvArgs<f32>, y: &mut [f32]) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        let p = a.p;
+        a.weights.columns.with(
+            a.weights.constant,
+            || pack(p.group, p.mg(), p.cg(), a.w),
+            |packed| columns(p, a.x, packed, a.b, a.z, a.act, y),
+        );
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = (a, y);
+        unreachable!("the columns kernel is chosen on x86-64 only");
+    }
+}
+
+/// Start of tile `t` of `tiles` near-equal tiles of `n` positions.
+#[cfg(target_arch = "x86_64")]
+fn tile_start(t: usize, tiles: usize, n: usize) -> usize {
+    t * n / tiles.max(1)
+}
+
+/// Range `t` of `tasks` near-equal ranges of `total` items.
+#[cfg(target_arch = "x86_64")]
+fn share(t: usize, tasks: usize, total: usize) -> std::ops::Range<usize> {
+    let tasks = tasks.max(1);
+    t * total / tasks..(t + 1) * total / tasks
+}
+
+/// The whole layer: per image and group, tasks over ranges of panels and
+/// of tiles, each writing its own outputs.
+#[cfg(target_arch = "x86_64")]
+fn columns(
+    p: &ConvPlan,
+    x: &[f32],
+    packed: &[f32],
+    b: Option<&[f32]>,
+    z: Option<&[f32]>,
+    act: Option<Activation>,
+    y: &mut [f32],
+) {
+    use crate::ops::parallel::{op_threads, par_for, SendPtr, TASKS_PER_THREAD};
+    let (mg, cg, n) = (p.mg(), p.cg(), p.win.out_len());
+    let count = p.n * p.group;
+    let (panels, tiles) = (mg.div_ceil(CW), n.div_ceil(PX));
+    let len = matrix_len(mg, cg);
+    // Every operand's extent, once: the tiles then read within these.
+    assert!(x.len() >= p.n * p.c * n && y.len() >= p.n * p.m * n);
+    assert!(packed.len() >= p.group * len);
+    assert!(b.is_none_or(|b| b.len() >= p.m) && z.is_none_or(|z| z.len() >= y.len()));
+    let per = (TASKS_PER_THREAD * op_threads()).div_ceil(count).max(1);
+    let panel_tasks = per.min(panels);
+    let tile_tasks = per.div_ceil(panel_tasks).min(tiles);
+    let clamp = match act {
+        Some(Activation::Relu) => x86::Clamp::Relu,
+        Some(Activation::Clip(lo, hi)) => x86::Clamp::Clip(lo, hi),
+        Some(Activation::HardSwish) => x86::Clamp::HardSwish,
+        _ => x86::Clamp::None,
+    };
+    let after = act.filter(|_| matches!(clamp, x86::Clamp::None));
+    let yp = SendPtr(y.as_mut_ptr());
+    par_for(count * panel_tasks * tile_tasks, |t| {
+        let (i, rest) = (
+            t / (panel_tasks * tile_tasks),
+            t % (panel_tasks * tile_tasks),
+        );
+        let (ni, g) = (i / p.group, i % p.group);
+        let x_at = (ni * p.c + g * cg) * n;
+        let y_at = (ni * p.m + g * mg) * n;
+        let tile_range = share(rest % tile_tasks, tile_tasks, tiles);
+        let (c0, c1) = (
+            tile_start(tile_range.start, tiles, n),
+            tile_start(tile_range.end, tiles, n),
+        );
+        for q in share(rest / tile_tasks, panel_tasks, panels) {
+            let rows = (mg - q * CW).min(CW);
+            let w = &packed[g * len + q * CW * cg..][..width(q, mg) * cg];
+            let bias = b.map(|b| &b[g * mg + q * CW..][..rows]);
+            for tile in tile_range.clone() {
+                let (j0, j1) = (tile_start(tile, tiles, n), tile_start(tile + 1, tiles, n));
+                let xt = &x[x_at + j0..x_at + (cg - 1) * n + j1];
+                let out = y_at + q * CW * n + j0;
+                let zt = z.map(|z| z[out..].as_ptr());
+                let args = x86::Tile {
+                    x: xt.as_ptr(),
+                    pitch: n,
+                    k: cg,
+                    rows,
+                    w,
+                    bias,
+                    z: zt,
+                    y: yp.offset(out).0,
+                    clamp,
+                };
+                // SAFETY: the CPU has AVX-512F (`suits`); the tile's k rows
+                // of X at pitch n (sliced above), its `rows` rows of Y and
+                // Z at pitch n from `out` (inside Y: the asserts above), and
+                // no other task writes them (tasks split panels and tiles).
+                unsafe { x86::tile(j1 - j0, args) };
+            }
+            if let Some(a) = after {
+                for r in 0..rows {
+                    // SAFETY: row r of this panel over this task's columns,
+                    // which only this task writes.
+                    let row = unsafe { yp.slice(y_at + (q * CW + r) * n + c0, c1 - c0) };
+                    a.apply(row);
+                }
+            }
+        }
+    });
+}
+
+#[cfg(test)]
+mod tests;
