@@ -25,10 +25,13 @@ thread_local! {
 /// The threads the operator being run splits its work for: the current
 /// rayon pool's, or fewer under [`with_thread_cap`].
 pub fn op_threads() -> usize {
-    let pool = rayon::current_num_threads();
     match THREAD_CAP.with(Cell::get) {
-        0 => pool,
-        cap => cap.min(pool),
+        // No need to ask rayon, which outside any pool would start its
+        // global one: threads an application unloading the library (or a
+        // one-thread run on its own thread) never asked for.
+        1 => 1,
+        0 => rayon::current_num_threads(),
+        cap => cap.min(rayon::current_num_threads()),
     }
 }
 
