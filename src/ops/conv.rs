@@ -27,6 +27,8 @@ mod panels;
 mod patches;
 mod phases;
 mod pointwise;
+#[cfg(target_arch = "x86_64")]
+mod regs;
 mod tap_kernel;
 #[cfg(test)]
 mod tests;
