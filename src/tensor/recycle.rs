@@ -152,6 +152,37 @@ pub fn take_or_default<T: Clone + Default + 'static>(len: usize) -> Vec<T> {
     }
 }
 
+/// Hands a buffer taken with [`take_or_default`] (or any buffer of a pooled
+/// element type) back to the pools; other element types are dropped.
+pub fn give_back<T: 'static>(buf: Vec<T>) {
+    use super::bits::AsBits;
+    use std::any::Any;
+    let any: Box<dyn Any> = Box::new(buf);
+    let any = match any.downcast::<Vec<f32>>() {
+        Ok(v) => return F32.give(*v),
+        Err(a) => a,
+    };
+    let any = match any.downcast::<Vec<f64>>() {
+        Ok(v) => return F64.give(*v),
+        Err(a) => a,
+    };
+    let any = match any.downcast::<Vec<u32>>() {
+        Ok(v) => return F32.give(<f32 as AsBits>::from_bits(*v)),
+        Err(a) => a,
+    };
+    let any = match any.downcast::<Vec<i32>>() {
+        Ok(v) => return F32.give(<f32 as AsBits>::from_bits(<i32 as AsBits>::into_bits(*v))),
+        Err(a) => a,
+    };
+    let any = match any.downcast::<Vec<u8>>() {
+        Ok(v) => return BYTES.give(*v),
+        Err(a) => a,
+    };
+    if let Ok(v) = any.downcast::<Vec<i8>>() {
+        BYTES.give(<i8 as AsBits>::into_bits(*v));
+    }
+}
+
 /// Hands the storage of a tensor nobody else holds back to the pools.
 pub fn recycle(t: super::Tensor) {
     use super::bits::AsBits;
@@ -182,6 +213,24 @@ mod tests {
 
     /// What a taken buffer holds in this build: the poison in tests.
     const FILL: f32 = if cfg!(debug_assertions) { -1.0 } else { 0.0 };
+
+    #[test]
+    fn given_back_buffers_return_by_width() {
+        // Lengths no other test uses: the pools are shared by every test.
+        let ints: Vec<i32> = vec![5; 12_347];
+        let ptr = ints.as_ptr() as usize;
+        give_back(ints);
+        let again: Vec<u32> = take_or_default(12_347);
+        assert_eq!(again.as_ptr() as usize, ptr);
+        let bytes: Vec<i8> = vec![1; 12_349];
+        let ptr = bytes.as_ptr() as usize;
+        give_back(bytes);
+        let again: Vec<u8> = take_or_default(12_349);
+        assert_eq!(again.as_ptr() as usize, ptr);
+        // A type without a pool is dropped, not kept.
+        give_back(vec![1u16; 12_351]);
+        assert_eq!(take_or_default::<u16>(12_351), vec![0u16; 12_351]);
+    }
 
     #[test]
     fn buffers_are_matched_by_length_and_bounded() {

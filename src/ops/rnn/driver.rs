@@ -9,6 +9,7 @@ use super::spec::{Cell, Dims, Recurrent, Scalar, StepCtx};
 use crate::error::{Error, Result};
 use crate::ops::gemm::checked_product;
 use crate::ops::parallel::par_collect;
+use crate::tensor::recycle::{give_back, take_or_default};
 use crate::tensor::{DType, Tensor};
 use half::{bf16, f16};
 use ndarray::{ArrayD, ArrayView2, ArrayViewMut2, IxDyn};
@@ -232,28 +233,35 @@ pub(super) fn lens(op: &str, t: Option<&Tensor>, d: &Dims) -> Result<Vec<usize>>
 
 /// Lays out the directions' results (Y as `[seq, batch, hidden]` each) as
 /// Y, Y_h and (with a cell state) Y_c in the node's layout.
-pub(super) fn assemble<C: Copy>(
+pub(super) fn assemble<C: Copy + Default + 'static>(
     results: Vec<DirOut<C>>,
     d: &Dims,
     bf: bool,
     has_c: bool,
 ) -> Vec<Vec<C>> {
     let (h, b, dirs) = (d.hidden, d.batch, d.dirs);
-    // Y as [seq, dirs, batch, hidden] (or [batch, seq, dirs, hidden]).
-    let mut y = Vec::with_capacity(d.seq * dirs * b * h);
+    // Y as [seq, dirs, batch, hidden] (or [batch, seq, dirs, hidden]),
+    // in a recycled buffer: each span below is copied to its place in turn.
+    let mut y = take_or_default::<C>(d.seq * dirs * b * h);
+    let mut spans = y.chunks_exact_mut(if bf { h } else { b * h }.max(1));
+    let mut put = |src: &[C]| {
+        if let Some(dst) = spans.next() {
+            dst.copy_from_slice(src);
+        }
+    };
     if bf {
         for bi in 0..b {
             for t in 0..d.seq {
                 for (ys, _, _) in &results {
                     let at = (t * b + bi) * h;
-                    y.extend_from_slice(&ys[at..at + h]);
+                    put(&ys[at..at + h]);
                 }
             }
         }
     } else {
         for t in 0..d.seq {
             for (ys, _, _) in &results {
-                y.extend_from_slice(&ys[t * b * h..(t + 1) * b * h]);
+                put(&ys[t * b * h..(t + 1) * b * h]);
             }
         }
     }
@@ -272,6 +280,9 @@ pub(super) fn assemble<C: Copy>(
     let mut outs = vec![y, yh];
     if has_c {
         outs.push(gather(&|r| &r.2));
+    }
+    for (ys, _, _) in results {
+        give_back(ys);
     }
     outs
 }

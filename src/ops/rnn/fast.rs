@@ -21,6 +21,7 @@ use crate::ops::gemm::contiguous;
 use crate::ops::gemm::engine::{Batched, Block, Mat};
 use crate::ops::parallel::par_collect;
 use crate::ops::parallel::SendPtr;
+use crate::tensor::recycle::{give_back, take_or_default};
 use crate::tensor::Tensor;
 use std::borrow::Cow;
 
@@ -162,7 +163,9 @@ struct Dir<'a> {
 fn direction(d: &Dims, dir: Dir) -> DirOut<f32> {
     let (h, b, seq) = (d.hidden, d.batch, d.seq);
     let gh = dir.kind.gates() * h;
-    let mut ys = vec![0f32; seq * b * h];
+    // Steps past a row's sequence length stay zero.
+    let mut ys = take_or_default::<f32>(seq * b * h);
+    ys.fill(0.0);
     let mut hs = dir.h0.to_vec();
     let mut cs = dir.c0.to_vec();
     let lbr0 = matches!(
@@ -332,7 +335,9 @@ pub(super) fn run<K: Cell>(
             rbn[di * h..(di + 1) * h].copy_from_slice(&rb[2 * h..]);
         }
     }
-    let mut xw = vec![0f32; rows * dirs * gh];
+    // Every element is written by the projection; recycled, as a large
+    // block would otherwise be fresh pages on every run.
+    let mut xw = take_or_default::<f32>(rows * dirs * gh);
     project(&x, rows, prep, &folded, &mut xw);
     let lens = driver::lens(op, get(4), d)?;
     let state = |i: usize, has: bool| -> Result<Vec<f32>> {
@@ -383,5 +388,6 @@ pub(super) fn run<K: Cell>(
         };
         direction(d, dir)
     });
+    give_back(xw);
     Ok(driver::assemble(results, d, bf, kind.has_c()))
 }
