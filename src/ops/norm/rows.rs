@@ -9,6 +9,7 @@ use crate::ops::gemm::simd::multiversion;
 use crate::ops::parallel::par_collect;
 use crate::ops::unary::kernel::Float;
 use crate::ops::util::{as_f32, as_f32_mut, op_threads, par_rows, MIN_PARALLEL_GRAIN};
+use crate::tensor::recycle::take_or_default;
 
 /// The sum of `f(x)` over a row in a fixed order: eight interleaved partial
 /// sums (which also vectorise), combined pairwise.
@@ -92,10 +93,11 @@ pub(crate) fn normalize<T: Float, C: Real>(
     stats: &[(C, C)],
     aff: &Affine<C>,
 ) -> Vec<T> {
-    let mut y = vec![T::default(); x.len()];
     if x.is_empty() || len == 0 {
-        return y;
+        return vec![T::default(); x.len()];
     }
+    // Every element of every row is written below.
+    let mut y = take_or_default::<T>(x.len());
     let block = aff.block.clamp(1, len);
     let period = aff.period.max(1);
     if let (1, 1, Some(scale)) = (block, period, aff.scale.as_deref()) {
