@@ -59,6 +59,11 @@ SOURCES = {
     "mobilenet_v2": GENERATED / "quant_sources" / "mobilenet_v2.onnx",  # built by build_mobilenet_v2
 }
 VARIANTS = ["qdq", "qop", "dyn"]
+# Recurrent models go through the dynamic quantizer only (it writes
+# com.microsoft DynamicQuantizeLSTM), with per-tensor and per-channel scales.
+LSTM_SOURCE = GENERATED / "quant_sources" / "lstm_mini.onnx"  # built by build_lstm
+LSTM_INPUT = ("x", [12, 2, 24])
+LSTM_VARIANTS = ["dyn", "dyn_pc"]
 SEED = 20261128
 STAMP = ".gen_quant_models.stamp"
 
@@ -124,6 +129,43 @@ def build_mobilenet_v2(path: pathlib.Path) -> None:
     onnx.save(model, path)
 
 
+def build_lstm(path: pathlib.Path) -> None:
+    """Two stacked LSTMs as PyTorch exports them, with seeded random weights:
+    a bidirectional one (24 -> 32 per direction) whose Y is transposed and
+    reshaped into the input of a forward one (64 -> 16)."""
+    rng = np.random.default_rng(SEED + 3)
+    seq, batch, inp = LSTM_INPUT[1]
+    inits, nodes = [], []
+
+    def lstm(name: str, x: str, size: int, hidden: int, dirs: int) -> str:
+        def param(suffix: str, shape: list[int]) -> str:
+            inits.append(numpy_helper.from_array(
+                (rng.standard_normal(shape) / np.sqrt(hidden)).astype(np.float32), name + suffix))
+            return name + suffix
+        w = param("_W", [dirs, 4 * hidden, size])
+        r = param("_R", [dirs, 4 * hidden, hidden])
+        b = param("_B", [dirs, 8 * hidden])
+        nodes.append(helper.make_node(
+            "LSTM", [x, w, r, b], [name + "_Y"], hidden_size=hidden,
+            direction="bidirectional" if dirs == 2 else "forward"))
+        return name + "_Y"
+
+    y0 = lstm("l0", "x", inp, 32, 2)
+    inits.append(numpy_helper.from_array(np.array([seq, batch, 64], np.int64), "l0_shape"))
+    nodes.append(helper.make_node("Transpose", [y0], ["l0_t"], perm=[0, 2, 1, 3]))
+    nodes.append(helper.make_node("Reshape", ["l0_t", "l0_shape"], ["l0_out"]))
+    y1 = lstm("l1", "l0_out", 64, 16, 1)
+    graph = helper.make_graph(
+        nodes, "lstm_mini",
+        [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [seq, batch, inp])],
+        [helper.make_tensor_value_info(y1, onnx.TensorProto.FLOAT, [seq, 1, batch, 16])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)])
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    onnx.save(model, path)
+
+
 def source_hash() -> str:
     digest = hashlib.sha256(pathlib.Path(__file__).read_bytes())
     digest.update(REQUIREMENTS.read_bytes())
@@ -168,6 +210,9 @@ def quantize(pre: pathlib.Path, variant: str, dest: pathlib.Path, name: str, sha
         onnx.save(m, bare)
         quantize_dynamic(str(bare), str(dest), weight_type=QuantType.QInt8)
         return
+    if variant == "dyn_pc":
+        quantize_dynamic(str(pre), str(dest), weight_type=QuantType.QInt8, per_channel=True)
+        return
     fmt = QuantFormat.QDQ if variant == "qdq" else QuantFormat.QOperator
     quantize_static(str(pre), str(dest), Calibration(name, shape), quant_format=fmt, per_channel=True,
                     weight_type=QuantType.QInt8, activation_type=QuantType.QUInt8)
@@ -206,6 +251,7 @@ def main() -> None:
     expected = [args.outdir / f"{m}_{v}" / f for m in SOURCES for v in VARIANTS
                 for f in ("model.onnx", "step.txt", "test_data_set_0/output_0.pb",
                           "ort_optimized_output.pb")]
+    expected += [args.outdir / f"lstm_mini_{v}" / "model.onnx" for v in LSTM_VARIANTS]
     if (not args.force and stamp.exists() and stamp.read_text() == source_hash()
             and all(p.exists() for p in expected)):
         print(f"gen_quant_models: {args.outdir} is up to date")
@@ -232,6 +278,9 @@ def main() -> None:
             name, shape = input_of(m)
             for variant in VARIANTS:
                 write_case(model, variant, pre, name, shape, args.outdir)
+        build_lstm(LSTM_SOURCE)
+        for variant in LSTM_VARIANTS:
+            write_case("lstm_mini", variant, LSTM_SOURCE, *LSTM_INPUT, args.outdir)
     stamp.write_text(source_hash())
 
 

@@ -14,6 +14,7 @@ mod gates;
 mod gru;
 mod lstm;
 mod pack;
+mod quantized;
 mod simple;
 mod spec;
 #[cfg(test)]
@@ -23,4 +24,5 @@ pub(crate) fn register(r: &mut impl Registrar) {
     r.add("RNN", 7, simple::build);
     r.add("GRU", 7, gru::build);
     r.add("LSTM", 7, lstm::build);
+    r.add_in(super::MS_DOMAIN, "DynamicQuantizeLSTM", 1, quantized::build);
 }

@@ -88,8 +88,24 @@ impl Prepared {
         else {
             return None;
         };
-        let (ws, rs) = (w.shape(), r.shape());
-        if ws.len() != 3 || rs.len() != 3 || ws[0] != dirs || rs[0] != dirs {
+        if w.shape().first() != Some(&dirs) {
+            return None;
+        }
+        Prepared::from_weights(
+            kind,
+            (&contiguous(w), w.shape()),
+            (&contiguous(r), r.shape()),
+        )
+    }
+
+    /// Prepares row-major W and R given with their shapes (`dirs × gh ×
+    /// input` and `dirs × gh × hidden`), when those are consistent.
+    pub(super) fn from_weights(
+        kind: CellKind,
+        (w, ws): (&[f32], &[usize]),
+        (r, rs): (&[f32], &[usize]),
+    ) -> Option<Prepared> {
+        if ws.len() != 3 || rs.len() != 3 || ws[0] != rs[0] {
             return None;
         }
         let hidden = rs[2];
@@ -101,12 +117,12 @@ impl Prepared {
             batch: 0,
             input: ws[2],
             hidden,
-            dirs,
+            dirs: ws[0],
         };
-        Prepared::new(kind, &contiguous(w), &contiguous(r), &d).ok()
+        Prepared::new(kind, w, r, &d).ok()
     }
 
-    fn fits(&self, d: &Dims, gh: usize) -> bool {
+    pub(super) fn fits(&self, d: &Dims, gh: usize) -> bool {
         (self.dirs, self.gates_hidden, self.input, self.hidden) == (d.dirs, gh, d.input, d.hidden)
     }
 }

@@ -14,12 +14,16 @@ pub(super) struct Lstm {
 }
 
 pub(super) fn build(ctx: &BuildContext) -> Result<Box<dyn Operator>> {
-    Ok(Box::new(Recurrent::new(
-        ctx,
-        Lstm {
+    Ok(Box::new(Recurrent::new(ctx, Lstm::from_attrs(ctx)?)?))
+}
+
+impl Lstm {
+    /// The cell the node's attributes describe.
+    pub(super) fn from_attrs(ctx: &BuildContext) -> Result<Lstm> {
+        Ok(Lstm {
             input_forget: ctx.attrs.int("input_forget", 0)? != 0,
-        },
-    )?))
+        })
+    }
 }
 
 impl Cell for Lstm {

@@ -385,15 +385,28 @@ impl<K: Cell> Operator for Recurrent<K> {
     }
 
     fn run(&self, inputs: &[Option<&Tensor>]) -> Result<Vec<Tensor>> {
+        let shapes: Vec<Option<&[usize]>> = (0..inputs.len())
+            .map(|i| opt_input(inputs, i).map(|t| t.shape()))
+            .collect();
+        self.run_shaped(inputs, &shapes)
+    }
+}
+
+impl<K: Cell> Recurrent<K> {
+    /// Runs the node on `inputs` whose shapes are `shapes`: W and R may be
+    /// absent from `inputs` (but not from `shapes`) when the weights
+    /// prepared at build fit.
+    pub(super) fn run_shaped(
+        &self,
+        inputs: &[Option<&Tensor>],
+        shapes: &[Option<&[usize]>],
+    ) -> Result<Vec<Tensor>> {
         let x = input(K::OP, inputs, 0)?;
         let dtypes: Vec<Option<DType>> = (0..inputs.len())
             .map(|i| opt_input(inputs, i).map(|t| t.dtype()))
             .collect();
         check_types(K::OP, &dtypes)?;
-        let shapes: Vec<Option<&[usize]>> = (0..inputs.len())
-            .map(|i| opt_input(inputs, i).map(|t| t.shape()))
-            .collect();
-        let d = self.dims(&shapes)?;
+        let d = self.dims(shapes)?;
         let shapes = self.out_shapes(&d);
         let dtype = x.dtype();
         let wrap = |outs: Vec<Vec<_>>| -> Result<Vec<Tensor>> {
