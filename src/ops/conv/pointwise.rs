@@ -3,6 +3,8 @@
 //! plane's positions) and W packed once into panels, on the panel GEMM
 //! (see [`super::panels`]).
 
+#[cfg(target_arch = "x86_64")]
+mod clamp;
 pub(super) mod columns;
 
 use super::conv_op::{ConvArgs, ConvPlan};
