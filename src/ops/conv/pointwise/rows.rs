@@ -9,8 +9,9 @@
 //! short block outweighed the products (MobileNet v3's 16→64 on 112², one
 //! thread: 350 µs against onnxruntime's 121). Here a tile of K rows × 64
 //! positions of X stays in L1 while every panel of W sweeps it, and each
-//! step of k loads 4 vectors of X for 24 fused multiply-adds (16→64 on
-//! 112²: 185 against 350 µs a run by the panel GEMM).
+//! step of k loads 4 vectors of X for 24 fused multiply-adds (one thread,
+//! per-node trace on a loaded machine: 16→64 on 112² 221 against 446 µs,
+//! 64→24 on 56² 66 against 118).
 //!
 //! Each output is the in-order chain of fused multiply-adds from zero that
 //! the panel GEMM computes, plus the bias, plus the residual, then Relu,
@@ -28,14 +29,13 @@ mod x86;
 const MIN_POSITIONS: usize = 257;
 /// Most input channels per group. On 56×56 and 28×28 planes (one
 /// thread, 24 to 256 output channels) this kernel beat the panel GEMM at
-/// every K measured, 48 to 384 (K 96 → 256: 17.6 → 12.2 µs; K 256 → 256:
-/// 113 → 95; K 384 → 128 on 28×28: 24 → 20); past that a tile's rows of
-/// X outgrow L1 and stay unmeasured.
+/// every K measured, 48 to 384, by 15 to 40 % (per-node trace); past 256
+/// a tile's rows of X outgrow L1, so the bound keeps a margin.
 const MAX_K: usize = 256;
 /// Tiles a task runs one panel at a time before the next panel: the
 /// tile's X stays in L1 for all the panels, and each row of Y is written
 /// 512 positions at a stretch (tile by tile, every panel of each tile in
-/// turn, MobileNet v3's 16→64 on 112² ran 15 against 10 µs a run).
+/// turn, MobileNet v3's 16→64 on 112² took half as long again).
 const BLOCK_TILES: usize = 8;
 
 /// Whether `p` (a pointwise layer that the panel GEMM takes) runs here:
