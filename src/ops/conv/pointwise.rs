@@ -1,9 +1,15 @@
 //! 1×1 convolution (stride 1, unpadded) on AVX2 machines, f32: per image
 //! and group `Y = W·X`, with X read where it lies (channel rows of the
 //! plane's positions) and W packed once into panels, on the panel GEMM
-//! (see [`super::panels`]).
+//! (see [`super::panels`]). On AVX-512 machines, planes above 256
+//! positions with few input channels run on [`rows`]' tiles instead, from
+//! the same packed W.
 
+#[cfg(target_arch = "x86_64")]
+mod clamp;
 pub(super) mod columns;
+#[cfg(target_arch = "x86_64")]
+mod rows;
 
 use super::conv_op::{ConvArgs, ConvPlan};
 use super::panels::{self, NR};
@@ -24,7 +30,7 @@ pub(super) fn run(a: &ConvArgs<f32>, y: &mut [f32]) {
         a.weights.panels.with(
             a.weights.constant,
             || panels::pack(p.group, p.mg(), p.cg(), a.w),
-            |packed| pointwise(p, a.x, packed, a.b, a.z, a.act, y),
+            |packed| product(p, a.x, packed, a.b, a.z, a.act, y),
         );
     }
     #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
@@ -32,6 +38,25 @@ pub(super) fn run(a: &ConvArgs<f32>, y: &mut [f32]) {
         let _ = (a, y);
         unreachable!("the pointwise kernel is chosen on x86-64 and aarch64 only");
     }
+}
+
+/// The whole layer on the rows kernel where it [suits](rows::suits) the
+/// layer, else on the panel GEMM: the same bits either way.
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+fn product(
+    p: &ConvPlan,
+    x: &[f32],
+    packed: &[f32],
+    b: Option<&[f32]>,
+    z: Option<&[f32]>,
+    act: Option<Activation>,
+    y: &mut [f32],
+) {
+    #[cfg(target_arch = "x86_64")]
+    if rows::suits(p) {
+        return rows::rows(p, x, packed, b, z, act, y);
+    }
+    pointwise(p, x, packed, b, z, act, y)
 }
 
 /// The whole layer: one product per image and group, on the panel GEMM.

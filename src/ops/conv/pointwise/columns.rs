@@ -16,6 +16,8 @@
 
 use super::super::conv_op::{ConvArgs, ConvPlan};
 #[cfg(target_arch = "x86_64")]
+use super::clamp::Clamp;
+#[cfg(target_arch = "x86_64")]
 use crate::ops::gemm::fused::Activation;
 
 #[cfg(target_arch = "x86_64")]
@@ -161,7 +163,7 @@ fn tile_start(t: usize, tiles: usize, n: usize) -> usize {
 
 /// Range `t` of `tasks` near-equal ranges of `total` items.
 #[cfg(target_arch = "x86_64")]
-fn share(t: usize, tasks: usize, total: usize) -> std::ops::Range<usize> {
+pub(super) fn share(t: usize, tasks: usize, total: usize) -> std::ops::Range<usize> {
     let tasks = tasks.max(1);
     t * total / tasks..(t + 1) * total / tasks
 }
@@ -190,13 +192,7 @@ fn columns(
     let per = (TASKS_PER_THREAD * op_threads()).div_ceil(count).max(1);
     let panel_tasks = per.min(panels);
     let tile_tasks = per.div_ceil(panel_tasks).min(tiles);
-    let clamp = match act {
-        Some(Activation::Relu) => x86::Clamp::Relu,
-        Some(Activation::Clip(lo, hi)) => x86::Clamp::Clip(lo, hi),
-        Some(Activation::HardSwish) => x86::Clamp::HardSwish,
-        _ => x86::Clamp::None,
-    };
-    let after = act.filter(|_| matches!(clamp, x86::Clamp::None));
+    let (clamp, after) = Clamp::of(act);
     let yp = SendPtr(y.as_mut_ptr());
     par_for(count * panel_tasks * tile_tasks, |t| {
         let (i, rest) = (

@@ -4,19 +4,8 @@
 //! registers (16 channels × 8 positions into 16 rows of 8) and stored row
 //! by row under a mask of the tile's positions.
 
+use super::super::clamp::Clamp;
 use std::arch::x86_64::*;
-
-/// The activations applied in registers after the bias and the residual
-/// (others run over the rows after the tiles).
-#[derive(Clone, Copy)]
-pub(super) enum Clamp {
-    None,
-    Relu,
-    Clip(f32, f32),
-    /// `x · min(max(x/6 + 1/2, 0), 1)`, a multiply then an add as
-    /// `Activation::eval` computes it, so the same bits.
-    HardSwish,
-}
 
 /// One tile's operands.
 pub(super) struct Tile<'a> {
@@ -132,22 +121,7 @@ unsafe fn tile_of<const V: usize, const P: usize>(t: Tile) {
                 };
                 r = _mm512_add_ps(r, zv);
             }
-            // max/min with the bound first keep NaN, as the panel GEMM does.
-            match t.clamp {
-                Clamp::None => {}
-                Clamp::Relu => r = _mm512_max_ps(_mm512_setzero_ps(), r),
-                Clamp::Clip(lo, hi) => {
-                    r = _mm512_max_ps(_mm512_set1_ps(lo), r);
-                    r = _mm512_min_ps(_mm512_set1_ps(hi), r);
-                }
-                Clamp::HardSwish => {
-                    let g = _mm512_mul_ps(r, _mm512_set1_ps(1.0 / 6.0));
-                    let g = _mm512_add_ps(g, _mm512_set1_ps(0.5));
-                    let g = _mm512_max_ps(_mm512_setzero_ps(), g);
-                    let g = _mm512_min_ps(_mm512_set1_ps(1.0), g);
-                    r = _mm512_mul_ps(r, g);
-                }
-            }
+            let r = t.clamp.apply(r);
             // SAFETY: rows lo and hi of Y, P writable floats each (the
             // caller's contract); masked-off lanes are not written.
             unsafe {
