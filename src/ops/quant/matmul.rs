@@ -3,10 +3,12 @@
 //! exactly in wrapping i32; QLinearMatMul then requantizes with
 //! `a_scale · b_scale / y_scale` (in the scales' type, as the reference does).
 
+use super::engine::PackedS8;
 use super::{int_range, int_tensor, to_i32, Bcast};
 use crate::error::{Error, Result};
 use crate::ir::{BuildContext, Fact, InferInput, OpClass, Operator};
 use crate::ops::util::{broadcast_shapes, fact, input, opt_input, par_rows};
+use crate::tensor::recycle::take_or_default;
 use crate::tensor::{DType, Tensor};
 
 const MMI: &str = "MatMulInteger";
@@ -94,15 +96,17 @@ pub(crate) fn matmul_i32(p: &Plan, a: &[i32], b: &[i32]) -> Vec<i32> {
 
 /// The i32 product `(A − za)(B − zb)` of the planned matrices: on the int8
 /// engine when both are contiguous 8-bit data with a scalar `za` and a
-/// scalar or per-column `zb` (B packed per batch and run), else by
-/// [`matmul_i32`] over shifted values. Both are exact and wrap alike.
+/// scalar or per-column `zb` (B packed at build when it is a constant
+/// matrix, else per batch and run), else by [`matmul_i32`] over shifted
+/// values. Both are exact and wrap alike.
 fn product(
     op: &str,
     p: &Plan,
     (a, za): (&Tensor, Option<&Tensor>),
     (b, zb): (&Tensor, Option<&Tensor>),
+    prepacked: Option<&PackedS8>,
 ) -> Result<Vec<i32>> {
-    if let Some(out) = engine_product(p, (a, za), (b, zb))? {
+    if let Some(out) = engine_product(p, (a, za), (b, zb), prepacked)? {
         return Ok(out);
     }
     let av = sub_zero_point(op, a, za)?;
@@ -110,19 +114,54 @@ fn product(
     Ok(matmul_i32(p, &av, &bv))
 }
 
+/// Whether the engine takes an 8-bit operand `x` with zero point `z`.
+fn engine_operand(x: &Tensor, z: Option<&Tensor>) -> bool {
+    matches!(x.dtype(), DType::U8 | DType::I8) && z.is_none_or(|z| z.dtype() == x.dtype())
+}
+
+/// B's zero point for the engine: one, or one per column of its `n`.
+fn engine_zero_b(b: &Tensor, zb: Option<&Tensor>, n: usize) -> Result<Option<Vec<i32>>> {
+    Ok(match zb {
+        None => Some(vec![0]),
+        Some(z) if z.len() == 1 || (z.shape() == [n] && b.shape().len() >= 2) => {
+            Some(to_i32("", z)?)
+        }
+        Some(_) => None,
+    })
+}
+
+/// A constant 2-D B (with a constant or no zero point) packed once for
+/// the engine, where the engine takes it.
+pub(super) fn prepack_b(b: Option<&Tensor>, zb: Option<Option<&Tensor>>) -> Option<PackedS8> {
+    let (b, zb) = (b?, zb?);
+    let [k, n] = <[usize; 2]>::try_from(b.shape()).ok()?;
+    if !engine_operand(b, zb) {
+        return None;
+    }
+    let zero_b = engine_zero_b(b, zb, n).ok()??;
+    let bytes = b.as_bytes()?;
+    Some(super::engine::matrix::pack_right(
+        bytes,
+        k,
+        n,
+        false,
+        b.dtype() == DType::I8,
+        &zero_b,
+    ))
+}
+
 /// [`product`] on the engine, or `None` where it does not apply.
 pub(super) fn engine_product(
     p: &Plan,
     (a, za): (&Tensor, Option<&Tensor>),
     (b, zb): (&Tensor, Option<&Tensor>),
+    prepacked: Option<&PackedS8>,
 ) -> Result<Option<Vec<i32>>> {
     use super::engine::matrix::{self, pack_right, LeftOperand};
-    let eight = |t: &Tensor| matches!(t.dtype(), DType::U8 | DType::I8);
-    let same_type = |x: &Tensor, z: Option<&Tensor>| z.is_none_or(|z| z.dtype() == x.dtype());
     let (Some(ab), Some(bb)) = (a.as_bytes(), b.as_bytes()) else {
         return Ok(None);
     };
-    if !eight(a) || !eight(b) || !same_type(a, za) || !same_type(b, zb) {
+    if !engine_operand(a, za) || !engine_operand(b, zb) {
         return Ok(None);
     }
     let (m, k, n) = (p.m, p.k, p.n);
@@ -131,12 +170,13 @@ pub(super) fn engine_product(
         Some(v) if v.len() == 1 => v[0],
         Some(_) => return Ok(None),
     };
-    let zero_b = match zb {
-        None => vec![0],
-        Some(z) if z.len() == 1 || (z.shape() == [n] && b.shape().len() >= 2) => to_i32("", z)?,
-        Some(_) => return Ok(None),
+    let Some(zero_b) = engine_zero_b(b, zb, n)? else {
+        return Ok(None);
     };
-    let mut out = vec![0i32; p.a_offs.len() * m * n];
+    // One B for every batch, packed at build.
+    let shared = prepacked.filter(|w| (w.rows, w.k) == (n, k) && p.b_offs.iter().all(|&o| o == 0));
+    // Every element is written by its batch's product.
+    let mut out = take_or_default::<i32>(p.a_offs.len() * m * n);
     for (bi, chunk) in out.chunks_mut((m * n).max(1)).enumerate() {
         let left = LeftOperand {
             a: &ab[p.a_offs[bi]..][..m * k],
@@ -145,15 +185,20 @@ pub(super) fn engine_product(
             trans: false,
             signed: a.dtype() == DType::I8,
         };
-        let right = pack_right(
-            &bb[p.b_offs[bi]..][..k * n],
-            k,
-            n,
-            false,
-            b.dtype() == DType::I8,
-            &zero_b,
-        );
-        chunk.copy_from_slice(&matrix::product(&left, zero_a, &right));
+        match shared {
+            Some(w) => matrix::product_into(&left, zero_a, w, chunk),
+            None => {
+                let right = pack_right(
+                    &bb[p.b_offs[bi]..][..k * n],
+                    k,
+                    n,
+                    false,
+                    b.dtype() == DType::I8,
+                    &zero_b,
+                );
+                matrix::product_into(&left, zero_a, &right, chunk);
+            }
+        }
     }
     Ok(Some(out))
 }
@@ -220,11 +265,26 @@ fn infer_shape(op: &str, inputs: &[InferInput], a: usize, b: usize) -> Result<Op
     })
 }
 
+/// A built MatMulInteger: B packed at build when constant.
 #[derive(Debug)]
-struct MatMulInteger;
+struct MatMulInteger {
+    packed_b: Option<PackedS8>,
+}
 
-pub(super) fn build_matmul_integer(_ctx: &BuildContext) -> Result<Box<dyn Operator>> {
-    Ok(Box::new(MatMulInteger))
+/// Input `i` of a node being built: its constant value (outer `None`: a
+/// present input that is not constant; inner `None`: absent).
+fn constant_or_absent<'a>(ctx: &BuildContext<'a>, i: usize) -> Option<Option<&'a Tensor>> {
+    match ctx.consts.get(i).copied().flatten() {
+        Some(t) => Some(Some(t)),
+        None if i >= ctx.num_inputs => Some(None),
+        None => None,
+    }
+}
+
+pub(super) fn build_matmul_integer(ctx: &BuildContext) -> Result<Box<dyn Operator>> {
+    Ok(Box::new(MatMulInteger {
+        packed_b: prepack_b(ctx.constant(1), constant_or_absent(ctx, 3)),
+    }))
 }
 
 impl Operator for MatMulInteger {
@@ -256,16 +316,22 @@ impl Operator for MatMulInteger {
             &p,
             (a, opt_input(inputs, 2)),
             (b, opt_input(inputs, 3)),
+            self.packed_b.as_ref(),
         )?;
         Ok(vec![Tensor::from_vec(&p.out, out)?])
     }
 }
 
+/// A built QLinearMatMul: B packed at build when constant.
 #[derive(Debug)]
-struct QLinearMatMul;
+struct QLinearMatMul {
+    packed_b: Option<PackedS8>,
+}
 
-pub(super) fn build_qlinear_matmul(_ctx: &BuildContext) -> Result<Box<dyn Operator>> {
-    Ok(Box::new(QLinearMatMul))
+pub(super) fn build_qlinear_matmul(ctx: &BuildContext) -> Result<Box<dyn Operator>> {
+    Ok(Box::new(QLinearMatMul {
+        packed_b: prepack_b(ctx.constant(3), ctx.constant(5).map(Some)),
+    }))
 }
 
 /// Requantizes i32 accumulators: `round(acc · s) + zp`, saturated to `t`,
@@ -318,7 +384,13 @@ impl Operator for QLinearMatMul {
         let yz = get(7)?;
         check_int8(QLM, yz.dtype())?;
         let p = plan(QLM, a.shape(), b.shape())?;
-        let acc = product(QLM, &p, (a, Some(get(2)?)), (b, Some(get(5)?)))?;
+        let acc = product(
+            QLM,
+            &p,
+            (a, Some(get(2)?)),
+            (b, Some(get(5)?)),
+            self.packed_b.as_ref(),
+        )?;
         let scales = [get(1)?, get(4)?, get(6)?];
         let st = scales[0].dtype();
         if scales.iter().any(|s| s.dtype() != st) || !st.is_float() {

@@ -348,9 +348,16 @@ fn engine_matmul_matches_the_naive_product() {
             &sub_zero_point("t", &a, Some(&za)).unwrap(),
             &sub_zero_point("t", &b, Some(&zb)).unwrap(),
         );
-        let got = engine_product(&p, (&a, Some(&za)), (&b, Some(&zb)))
+        let got = engine_product(&p, (&a, Some(&za)), (&b, Some(&zb)), None)
             .unwrap()
             .expect("the engine applies");
         assert_eq!(got, want, "{sa:?} x {sb:?}");
+        // B packed once (a constant at build) for every batch: 2-D B only.
+        let packed = super::matmul::prepack_b(Some(&b), Some(Some(&zb)));
+        assert_eq!(packed.is_some(), sb.len() == 2, "{sb:?}");
+        let got = engine_product(&p, (&a, Some(&za)), (&b, Some(&zb)), packed.as_ref())
+            .unwrap()
+            .expect("the engine applies");
+        assert_eq!(got, want, "prepacked: {sa:?} x {sb:?}");
     }
 }

@@ -47,12 +47,17 @@ pub(crate) fn pack_right(
 /// `(A − za) · (B − zb)` as i32 `[m][n]`, exact.
 pub(crate) fn product(a: &LeftOperand, zero_a: i32, b: &PackedS8) -> Vec<i32> {
     let mut out = vec![0i32; a.m * b.rows];
+    product_into(a, zero_a, b, &mut out);
+    out
+}
+
+/// [`product`] into `out` (`m·n` elements, every one written).
+pub(crate) fn product_into(a: &LeftOperand, zero_a: i32, b: &PackedS8, out: &mut [i32]) {
     let product = Product {
         w: b,
         cols: a.m,
         zero_x: zero_a + if a.signed { 128 } else { 0 },
         bias: None,
     };
-    product.run(a, &WideSink::new(&mut out, (1, b.rows)));
-    out
+    product.run(a, &WideSink::new(out, (1, b.rows)));
 }
