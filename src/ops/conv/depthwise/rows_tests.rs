@@ -252,7 +252,19 @@ fn timing() {
             };
             let new = time(&mut || k.run(&x, &w, Some(&b), None, act, &mut y));
             let old = time(&mut || super::depthwise_2d(&p, &x, &w, Some(&b), act, &mut y));
-            println!("{name}: rows {new:.1} µs, phases {old:.1} µs");
+            // X and Y in one buffer, Y a whole number of pages after X (as
+            // an arena may place them).
+            let xl = x.len().div_ceil(1024) * 1024;
+            let mut buf = vec![0f32; xl + len];
+            buf[..x.len()].copy_from_slice(&x);
+            let (xs, ys) = buf.split_at_mut(xl);
+            let xs = &xs[..x.len()];
+            let arena = time(&mut || k.run(xs, &w, Some(&b), None, act, ys));
+            let arena_old = time(&mut || super::depthwise_2d(&p, xs, &w, Some(&b), act, ys));
+            println!(
+                "{name}: rows {new:.1} µs, phases {old:.1} µs; \
+                 page-aligned X/Y: rows {arena:.1}, phases {arena_old:.1}"
+            );
         });
     }
 }
