@@ -3,9 +3,9 @@
 //! every mobile network) splits the plane once into zero-padded stride
 //! phases so that every tap reads one contiguous span per output chunk; the
 //! running sums of up to 32 outputs of a row stay in registers across all
-//! the taps and get their activation there, before their one store (an
-//! AVX-512 kernel that reads wide f32 planes in place waits, unpicked, in
-//! `rows`). Other ranks walk the window lines. Planes are split over the current rayon
+//! the taps and get their activation there, before their one store; on
+//! AVX-512 the rows kernel reads wide f32 planes of stride 2 in place
+//! instead. Other ranks walk the window lines. Planes are split over the current rayon
 //! pool; each output is summed in a fixed order.
 
 #[cfg(target_arch = "x86_64")]
@@ -32,7 +32,7 @@ use crate::ops::util::par_rows;
 /// activation.
 pub(super) fn depthwise<T: GemmFloat>(a: &ConvArgs<T>, y: &mut [T]) {
     #[cfg(target_arch = "x86_64")]
-    if PICK_ROWS && rows_2d(a, y) {
+    if pick_rows(a.p.win.strides.last().copied().unwrap_or(1)) && rows_2d(a, y) {
         return;
     }
     let (p, x, w, b, act) = (a.p, a.x, a.w, a.b, a.inner_act());
@@ -180,13 +180,15 @@ fn blocked_2d<T: GemmFloat>(
     true
 }
 
-/// Whether wide f32 planes take the AVX-512 rows kernel. Not yet: on the
-/// AVX-512 machine measured (an AMD EPYC), it ran 10-20% faster than the
-/// phase path on a layer alone but slower inside MobileNet v3 (its 112²
-/// and 56² layers), for reasons not yet found; its tests keep it bit for
-/// bit equal to the phase path meanwhile.
+/// Whether wide f32 planes of horizontal stride `sw` take the AVX-512
+/// rows kernel: stride 2 only for now. On the AVX-512 machine measured (an
+/// AMD EPYC) it beat the phase path on every layer alone, but inside
+/// MobileNet v3 only at stride 2 (features.2's 3×3 at 112²: ~167 against
+/// ~216 µs); its stride-1 layers ran as fast or slower there.
 #[cfg(target_arch = "x86_64")]
-const PICK_ROWS: bool = false;
+fn pick_rows(sw: usize) -> bool {
+    sw == 2
+}
 
 /// Wide f32 planes on the AVX-512 kernel that reads X in place, with the
 /// residual and the activation in its registers, where it runs (the

@@ -282,6 +282,19 @@ unsafe fn chunk<const S: usize, const V: usize, const R: usize>(
     // asserts.
     unsafe {
         let mut acc = [[_mm512_set1_ps(pa.bias); V]; R];
+        // The rows the next chunk reads first, into the cache meanwhile:
+        // the hardware prefetcher does not follow this many row streams.
+        let next = ((y0 + R) * sh + kh) as isize - g.pt;
+        for iy in next..next + (R * sh) as isize {
+            if (0..g.h as isize).contains(&iy) {
+                let row = pa.x.as_ptr().add(iy as usize * g.wd);
+                let from = (cols.c0.max(0) as usize).min(g.wd);
+                let to = (from + V * S * LANES + kw).min(g.wd);
+                for c in (from..to).step_by(LANES) {
+                    _mm_prefetch::<_MM_HINT_T0>(row.add(c).cast());
+                }
+            }
+        }
         for ky in 0..kh {
             // Each output row's input row, or a row of zeros outside the
             // plane (adding w·0, as the padding does).
