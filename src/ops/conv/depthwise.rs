@@ -3,8 +3,9 @@
 //! every mobile network) splits the plane once into zero-padded stride
 //! phases so that every tap reads one contiguous span per output chunk; the
 //! running sums of up to 32 outputs of a row stay in registers across all
-//! the taps and get their activation there, before their one store. Other
-//! ranks walk the window lines. Planes are split over the current rayon
+//! the taps and get their activation there, before their one store; on
+//! AVX-512 the rows kernel reads wide f32 planes of stride 2 in place
+//! instead. Other ranks walk the window lines. Planes are split over the current rayon
 //! pool; each output is summed in a fixed order.
 
 #[cfg(target_arch = "x86_64")]
@@ -13,6 +14,10 @@ mod avx2;
 mod blocked;
 #[cfg(target_arch = "x86_64")]
 mod lanes;
+#[cfg(target_arch = "x86_64")]
+mod rows;
+#[cfg(all(test, target_arch = "x86_64"))]
+mod rows_tests;
 #[cfg(target_arch = "x86_64")]
 mod transpose;
 
@@ -26,6 +31,10 @@ use crate::ops::util::par_rows;
 /// Depthwise convolution of X by W into `y`, then the residual and the
 /// activation.
 pub(super) fn depthwise<T: GemmFloat>(a: &ConvArgs<T>, y: &mut [T]) {
+    #[cfg(target_arch = "x86_64")]
+    if pick_rows(a.p.win.strides.last().copied().unwrap_or(1)) && rows_2d(a, y) {
+        return;
+    }
     let (p, x, w, b, act) = (a.p, a.x, a.w, a.b, a.inner_act());
     if p.win.rank() == 2 && super::phases::strides_suit(p) {
         depthwise_2d(p, x, w, b, act, y);
@@ -168,6 +177,36 @@ fn blocked_2d<T: GemmFloat>(
     par_rows(y, plane, |first, chunk| {
         f32::with_scratch(k.scratch_len(), |s| k.run(first, chunk, x, w, b, act, s));
     });
+    true
+}
+
+/// Whether wide f32 planes of horizontal stride `sw` take the AVX-512
+/// rows kernel: stride 2 only for now. On the AVX-512 machine measured (an
+/// AMD EPYC) it beat the phase path on every layer alone, but inside
+/// MobileNet v3 only at stride 2 (features.2's 3×3 at 112²: ~167 against
+/// ~216 µs); its stride-1 layers ran as fast or slower there.
+#[cfg(target_arch = "x86_64")]
+fn pick_rows(sw: usize) -> bool {
+    sw == 2
+}
+
+/// Wide f32 planes on the AVX-512 kernel that reads X in place, with the
+/// residual and the activation in its registers, where it runs (the
+/// blocked kernel keeps the planes it takes): whether it did.
+#[cfg(target_arch = "x86_64")]
+fn rows_2d<T: GemmFloat>(a: &ConvArgs<T>, y: &mut [T]) -> bool {
+    use crate::ops::util::as_f32_mut;
+    let (Some(a), Some(y)) = (a.as_f32(), as_f32_mut(y)) else {
+        return false;
+    };
+    let p = a.p;
+    if p.win.rank() != 2 || !super::phases::strides_suit(p) || blocked::Blocked::new(p).is_some() {
+        return false;
+    }
+    let Some(k) = rows::Rows::new(a.p) else {
+        return false;
+    };
+    k.run(a.x, a.w, a.b, a.z, a.act, y);
     true
 }
 

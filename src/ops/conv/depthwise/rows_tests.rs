@@ -1,0 +1,270 @@
+//! The AVX-512 rows kernel against the phase-split path it replaces and a
+//! direct sum with the same rounding (bias, then one fused multiply-add
+//! per tap in kernel row-major order, padding taps adding w·0, then the
+//! residual and the activation): bit for bit, and the same bits on 1 and 2
+//! threads.
+
+use super::rows::Rows;
+use crate::ir::attributes::Attributes;
+use crate::ops::conv::conv_op::{add_residual, plan, ConvPlan};
+use crate::ops::conv::geom::WindowAttrs;
+use crate::ops::gemm::fused::Activation;
+use crate::ops::testutil::with_threads;
+
+/// A depthwise layer: `n` images of `c` channels `h × w`, `mg` outputs per
+/// channel, a `k` kernel, strides and pads (top, left, bottom, right).
+#[derive(Debug, Clone, Copy)]
+struct Layer {
+    n: usize,
+    c: usize,
+    mg: usize,
+    h: usize,
+    w: usize,
+    k: [usize; 2],
+    stride: [usize; 2],
+    pads: [usize; 4],
+}
+
+impl Layer {
+    fn plan(&self) -> ConvPlan {
+        let mut window = WindowAttrs::parse(&Attributes::default(), true).unwrap();
+        window.strides = Some(self.stride.to_vec());
+        let [pt, pl, pb, pr] = self.pads;
+        window.pads = Some(vec![pt, pl, pb, pr]);
+        let m = self.c * self.mg;
+        let x = [self.n, self.c, self.h, self.w];
+        plan(&window, self.c, &x, &[m, 1, self.k[0], self.k[1]], None).unwrap()
+    }
+}
+
+/// Deterministic values in [-1, 1), some exactly zero and negative zero.
+fn values(len: usize, seed: u32) -> Vec<f32> {
+    let mut s = seed.max(1);
+    (0..len)
+        .map(|i| {
+            s ^= s << 13;
+            s ^= s >> 17;
+            s ^= s << 5;
+            match i % 29 {
+                0 => 0.0,
+                1 => -0.0,
+                _ => (s >> 8) as f32 / (1u32 << 23) as f32 - 1.0,
+            }
+        })
+        .collect()
+}
+
+/// The layer summed directly, output by output.
+fn direct(
+    p: &ConvPlan,
+    x: &[f32],
+    w: &[f32],
+    b: &[f32],
+    z: Option<&[f32]>,
+    act: Option<Activation>,
+) -> Vec<f32> {
+    let win = &p.win;
+    let (h, wd) = (win.input[0] as isize, win.input[1] as isize);
+    let (oh, ow) = (win.output[0], win.output[1]);
+    let (kh, kw) = (win.kernel[0], win.kernel[1]);
+    let mut out = Vec::new();
+    for row in 0..p.n * p.m {
+        let (ni, oc) = (row / p.m, row % p.m);
+        let plane = &x[(ni * p.c + oc / p.mg()) * (h * wd) as usize..];
+        for oy in 0..oh {
+            for ox in 0..ow {
+                let mut acc = b[oc];
+                for ky in 0..kh {
+                    for kx in 0..kw {
+                        let iy = (oy * win.strides[0] + ky) as isize - win.pad_begin[0] as isize;
+                        let ix = (ox * win.strides[1] + kx) as isize - win.pad_begin[1] as isize;
+                        let inside = (0..h).contains(&iy) && (0..wd).contains(&ix);
+                        let v = if inside {
+                            plane[(iy * wd + ix) as usize]
+                        } else {
+                            0.0
+                        };
+                        acc = w[oc * kh * kw + ky * kw + kx].mul_add(v, acc);
+                    }
+                }
+                if let Some(z) = z {
+                    acc += z[out.len()];
+                }
+                out.push(act.map_or(acc, |a| a.eval(acc)));
+            }
+        }
+    }
+    out
+}
+
+/// Runs `layer` on the rows kernel (1 and 2 threads) against the phase
+/// path and [`direct`], with and without a residual.
+fn check(layer: Layer, act: Option<Activation>) {
+    if !crate::ops::gemm::simd::has_avx512() {
+        return;
+    }
+    let p = layer.plan();
+    let k = Rows::new(&p).unwrap_or_else(|| panic!("the rows kernel takes {layer:?}"));
+    let len = p.n * p.m * p.win.out_len();
+    let x = values(layer.n * layer.c * layer.h * layer.w, 7);
+    let w = values(p.m * layer.k[0] * layer.k[1], 11);
+    let b = values(p.m, 13);
+    let zs = values(len, 17);
+    for z in [None, Some(&zs[..])] {
+        let want = direct(&p, &x, &w, &b, z, act);
+        // The phase path: the activation waits for the residual.
+        let mut old = vec![f32::NAN; len];
+        let inner = if z.is_some() { None } else { act };
+        super::depthwise_2d(&p, &x, &w, Some(&b), inner, &mut old);
+        add_residual(&mut old, z, act);
+        let run = |threads| {
+            with_threads(threads, || {
+                let mut got = vec![f32::NAN; len];
+                k.run(&x, &w, Some(&b), z, act, &mut got);
+                got
+            })
+        };
+        let (one, two) = (run(1), run(2));
+        let bits = |v: &[f32]| v.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+        let what = format!("{layer:?} {act:?} residual {}", z.is_some());
+        assert_eq!(bits(&one), bits(&want), "direct: {what}");
+        assert_eq!(bits(&one), bits(&old), "phase path: {what}");
+        assert_eq!(bits(&one), bits(&two), "threads: {what}");
+    }
+}
+
+fn l(n: usize, c: usize, h: usize, w: usize, k: usize, s: usize, pads: [usize; 4]) -> Layer {
+    Layer {
+        n,
+        c,
+        mg: 1,
+        h,
+        w,
+        k: [k, k],
+        stride: [s, s],
+        pads,
+    }
+}
+
+#[test]
+fn mobilenet_and_convnext_shapes() {
+    let (relu, swish) = (Some(Activation::Relu), Some(Activation::HardSwish));
+    // MobileNet v3: 3×3 at 112² (s1 and s2), 5×5 s2 at 56², 5×5 s1 at 28².
+    check(l(1, 2, 112, 112, 3, 1, [1, 1, 1, 1]), relu);
+    check(l(1, 3, 112, 112, 3, 2, [1, 1, 1, 1]), relu);
+    check(l(1, 2, 56, 56, 5, 2, [2, 2, 2, 2]), swish);
+    check(l(1, 3, 28, 28, 5, 1, [2, 2, 2, 2]), swish);
+    // ConvNeXt's 7×7 at 56² and 28².
+    check(l(1, 2, 56, 56, 7, 1, [3, 3, 3, 3]), None);
+    check(l(2, 2, 28, 28, 7, 1, [3, 3, 3, 3]), None);
+}
+
+#[test]
+fn widths_pads_and_activations() {
+    let acts = [
+        None,
+        Some(Activation::Relu),
+        Some(Activation::Clip(-0.25, 0.5)),
+        Some(Activation::HardSwish),
+        Some(Activation::Sigmoid),
+        Some(Activation::LeakyRelu(0.1)),
+    ];
+    // Output widths 17 to 130, odd heights, asymmetric pads (some past the
+    // kernel's reach), strides 1 and 2, kernels 3, 5 and 7.
+    let cases = [
+        l(1, 2, 9, 17, 3, 1, [1, 1, 1, 1]),
+        l(2, 3, 7, 31, 5, 1, [0, 2, 3, 1]),
+        l(1, 2, 11, 47, 7, 1, [3, 0, 0, 3]),
+        l(1, 1, 5, 65, 3, 1, [2, 4, 0, 0]),
+        l(1, 2, 13, 100, 5, 1, [2, 2, 2, 2]),
+        l(1, 1, 3, 130, 7, 1, [3, 3, 3, 3]),
+        l(1, 2, 9, 35, 3, 2, [1, 1, 1, 1]),
+        l(2, 2, 15, 66, 5, 2, [2, 1, 0, 2]),
+        l(1, 1, 17, 95, 7, 2, [3, 3, 3, 3]),
+        l(1, 2, 7, 130, 3, 2, [0, 0, 1, 1]),
+        l(1, 1, 21, 259, 5, 2, [2, 2, 2, 2]),
+    ];
+    for (i, layer) in cases.into_iter().enumerate() {
+        check(layer, acts[i % acts.len()]);
+    }
+}
+
+#[test]
+fn other_shapes() {
+    let swish = Some(Activation::HardSwish);
+    // A channel multiplier, a non-square kernel, mixed strides, a kernel
+    // taller than the input, and a vertical stride of 3.
+    let mut m = l(2, 3, 10, 40, 3, 1, [1, 1, 1, 1]);
+    m.mg = 2;
+    check(m, swish);
+    let mut wide = l(1, 2, 9, 50, 3, 1, [1, 2, 1, 2]);
+    wide.k = [3, 5];
+    wide.stride = [2, 1];
+    check(wide, None);
+    let mut tall = l(1, 2, 2, 40, 5, 1, [2, 2, 2, 2]);
+    tall.k = [5, 1];
+    tall.stride = [3, 2];
+    check(tall, Some(Activation::Relu));
+}
+
+/// Narrow planes stay on the other kernels.
+#[test]
+fn narrow_planes_are_left_alone() {
+    let p = l(1, 4, 16, 16, 3, 1, [1, 1, 1, 1]).plan();
+    assert!(Rows::new(&p).is_none());
+    let dilated = {
+        let mut window = WindowAttrs::parse(&Attributes::default(), true).unwrap();
+        window.dilations = Some(vec![2, 2]);
+        plan(&window, 2, &[1, 2, 40, 40], &[2, 1, 3, 3], None).unwrap()
+    };
+    assert!(Rows::new(&dilated).is_none());
+}
+
+/// Timing against the phase path (run by hand, `--ignored --nocapture`).
+#[test]
+#[ignore]
+fn timing() {
+    for (layer, name) in [
+        (l(1, 16, 112, 112, 3, 1, [1, 1, 1, 1]), "3x3 s1 112"),
+        (l(1, 64, 112, 112, 3, 2, [1, 1, 1, 1]), "3x3 s2 112"),
+        (l(1, 72, 56, 56, 3, 1, [1, 1, 1, 1]), "3x3 s1 56"),
+        (l(1, 72, 56, 56, 5, 2, [2, 2, 2, 2]), "5x5 s2 56"),
+        (l(1, 120, 28, 28, 5, 1, [2, 2, 2, 2]), "5x5 s1 28"),
+        (l(1, 96, 56, 56, 7, 1, [3, 3, 3, 3]), "7x7 s1 56"),
+    ] {
+        let p = layer.plan();
+        let k = Rows::new(&p).unwrap();
+        let len = p.n * p.m * p.win.out_len();
+        let x = values(layer.n * layer.c * layer.h * layer.w, 7);
+        let w = values(p.m * layer.k[0] * layer.k[1], 11);
+        let b = values(p.m, 13);
+        let mut y = vec![0f32; len];
+        let act = Some(Activation::Relu);
+        with_threads(1, || {
+            let time = |f: &mut dyn FnMut()| {
+                let mut best = f64::MAX;
+                for _ in 0..200 {
+                    let t = std::time::Instant::now();
+                    f();
+                    best = best.min(t.elapsed().as_secs_f64() * 1e6);
+                }
+                best
+            };
+            let new = time(&mut || k.run(&x, &w, Some(&b), None, act, &mut y));
+            let old = time(&mut || super::depthwise_2d(&p, &x, &w, Some(&b), act, &mut y));
+            // X and Y in one buffer, Y a whole number of pages after X (as
+            // an arena may place them).
+            let xl = x.len().div_ceil(1024) * 1024;
+            let mut buf = vec![0f32; xl + len];
+            buf[..x.len()].copy_from_slice(&x);
+            let (xs, ys) = buf.split_at_mut(xl);
+            let xs = &xs[..x.len()];
+            let arena = time(&mut || k.run(xs, &w, Some(&b), None, act, ys));
+            let arena_old = time(&mut || super::depthwise_2d(&p, xs, &w, Some(&b), act, ys));
+            println!(
+                "{name}: rows {new:.1} µs, phases {old:.1} µs; \
+                 page-aligned X/Y: rows {arena:.1}, phases {arena_old:.1}"
+            );
+        });
+    }
+}
