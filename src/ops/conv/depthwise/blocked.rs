@@ -372,4 +372,4 @@ impl Blocked {
 
 #[cfg(test)]
 #[path = "blocked_tests.rs"]
-mod tests;
+pub(super) mod tests;

@@ -34,8 +34,9 @@ impl Layer {
     }
 }
 
-/// Deterministic values in [-1, 1), some exactly zero and negative zero.
-fn values(len: usize, seed: u32) -> Vec<f32> {
+/// Deterministic values in [-1, 1), some exactly zero and negative zero
+/// (the depthwise kernels' tests share them).
+pub(in crate::ops::conv::depthwise) fn values(len: usize, seed: u32) -> Vec<f32> {
     let mut s = seed.max(1);
     (0..len)
         .map(|i| {

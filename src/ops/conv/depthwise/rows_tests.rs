@@ -4,6 +4,7 @@
 //! residual and the activation): bit for bit, and the same bits on 1 and 2
 //! threads.
 
+use super::blocked::tests::values;
 use super::rows::Rows;
 use crate::ir::attributes::Attributes;
 use crate::ops::conv::conv_op::{add_residual, plan, ConvPlan};
@@ -35,23 +36,6 @@ impl Layer {
         let x = [self.n, self.c, self.h, self.w];
         plan(&window, self.c, &x, &[m, 1, self.k[0], self.k[1]], None).unwrap()
     }
-}
-
-/// Deterministic values in [-1, 1), some exactly zero and negative zero.
-fn values(len: usize, seed: u32) -> Vec<f32> {
-    let mut s = seed.max(1);
-    (0..len)
-        .map(|i| {
-            s ^= s << 13;
-            s ^= s >> 17;
-            s ^= s << 5;
-            match i % 29 {
-                0 => 0.0,
-                1 => -0.0,
-                _ => (s >> 8) as f32 / (1u32 << 23) as f32 - 1.0,
-            }
-        })
-        .collect()
 }
 
 /// The layer summed directly, output by output.
