@@ -18,6 +18,8 @@ mod linear;
 pub(crate) mod matmul;
 mod narrow;
 mod per_tensor;
+
+pub(crate) use dynamic::quantize_u8;
 #[cfg(test)]
 mod tests;
 

@@ -26,6 +26,15 @@ pub(super) fn params(x: &[f32]) -> (f32, f32) {
     (scale, zp)
 }
 
+/// `x` quantized to uint8 into `out` (as long as `x`) as
+/// DynamicQuantizeLinear does, on the calling thread; returns the scale and
+/// the zero point.
+pub(crate) fn quantize_u8(x: &[f32], out: &mut [u8]) -> (f32, u8) {
+    let (scale, zp) = params(x);
+    quantize(x, out, scale, zp);
+    (scale, zp as u8)
+}
+
 multiversion! {
     wide
     /// The smallest and the largest element of `x` and 0 (NaN skipped), in

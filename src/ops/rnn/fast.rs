@@ -7,11 +7,13 @@
 //! (as in exported models), else on every run. The projection is cut into
 //! blocks by size alone and each direction's time loop runs on one thread,
 //! so results are bit-identical whatever the number of threads; directions
-//! run in parallel.
+//! run in parallel. DynamicQuantizeLSTM's 8-bit weights take the same loop
+//! with int8 products in place of both f32 ones ([`int8`]).
 
 use super::activation::Act;
 use super::driver::{self, DirOut};
 use super::gates::{self, GateCfg};
+use super::int8::{self, Int8Weights, QuantizedMatrix, StepScratch};
 use super::pack::Packed;
 use super::spec::{Cell, CellKind, Dims, Recurrent};
 use crate::error::{Error, Result};
@@ -26,17 +28,27 @@ use crate::tensor::Tensor;
 use std::borrow::Cow;
 
 /// W and R of every direction, laid out for the fast path.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 pub(super) struct Prepared {
     dirs: usize,
     gates_hidden: usize,
     input: usize,
     hidden: usize,
-    /// Wᵀ of all directions side by side: `input × dirs·gates·hidden`.
-    wt: Vec<f32>,
-    /// Per direction, R packed: GRU without `linear_before_reset` has the
-    /// z and r gates' rows and the h gate's rows apart; the others one.
-    packs: Vec<Vec<Packed>>,
+    weights: Weights,
+}
+
+/// The weights themselves: f32, or 8-bit (DynamicQuantizeLSTM's).
+#[derive(Debug, Clone)]
+enum Weights {
+    F32 {
+        /// Wᵀ of all directions side by side: `input × dirs·gates·hidden`.
+        wt: Vec<f32>,
+        /// Per direction, R packed: GRU without `linear_before_reset` has
+        /// the z and r gates' rows and the h gate's rows apart; the others
+        /// one.
+        packs: Vec<Vec<Packed>>,
+    },
+    Int8(Int8Weights),
 }
 
 impl Prepared {
@@ -76,8 +88,31 @@ impl Prepared {
             gates_hidden: gh,
             input: d.input,
             hidden: d.hidden,
-            wt,
-            packs,
+            weights: Weights::F32 { wt, packs },
+        })
+    }
+
+    /// Prepares 8-bit W (`dirs × input × gh`) and R (`dirs × hidden × gh`)
+    /// of an LSTM for the int8 products, where those are the fast path on
+    /// this CPU and the parts fit together.
+    pub(super) fn from_quantized(
+        kind: CellKind,
+        w: QuantizedMatrix,
+        r: QuantizedMatrix,
+    ) -> Option<Prepared> {
+        let ([dirs, input, gh], [_, hidden, _]) = (w.shape, r.shape);
+        if !matches!(kind, CellKind::Lstm { .. }) || gh != kind.gates() * hidden {
+            return None;
+        }
+        if !int8::fast_on_this_cpu() {
+            return None;
+        }
+        Some(Prepared {
+            dirs,
+            gates_hidden: gh,
+            input,
+            hidden,
+            weights: Weights::Int8(Int8Weights::new(w, r)?),
         })
     }
 
@@ -124,6 +159,10 @@ impl Prepared {
 
     pub(super) fn fits(&self, d: &Dims, gh: usize) -> bool {
         (self.dirs, self.gates_hidden, self.input, self.hidden) == (d.dirs, gh, d.input, d.hidden)
+            && match &self.weights {
+                Weights::F32 { .. } => true,
+                Weights::Int8(w) => w.fits(d.dirs, gh, d.input, d.hidden),
+            }
     }
 }
 
@@ -155,10 +194,19 @@ fn gate_cfg(kind: CellKind, acts: &[Act], clip: Option<f32>) -> GateCfg {
     GateCfg { acts, clip }
 }
 
+/// The recurrence products of one direction.
+#[derive(Clone, Copy)]
+enum Recurrence<'a> {
+    /// R packed in f32 (see [`Weights::F32`]).
+    F32(&'a [Packed]),
+    /// The int8 weights and the direction.
+    Int8(&'a Int8Weights, usize),
+}
+
 /// What one direction's time loop reads.
 struct Dir<'a> {
     kind: CellKind,
-    packs: &'a [Packed],
+    rec: Recurrence<'a>,
     /// The input projection of all directions, `ld` values a row.
     xw: &'a [f32],
     ld: usize,
@@ -192,6 +240,7 @@ fn direction(d: &Dims, dir: Dir) -> DirOut<f32> {
     );
     let rec_w = if lbr0 { 2 * h } else { gh };
     let mut rec = vec![0f32; b * rec_w];
+    let mut scratch = StepScratch::default();
     let (mut z, mut rh, mut rec2) = if lbr0 {
         (vec![0f32; b * h], vec![0f32; b * h], vec![0f32; b * h])
     } else {
@@ -214,7 +263,10 @@ fn direction(d: &Dims, dir: Dir) -> DirOut<f32> {
             };
             &dir.xw[row * dir.ld + dir.col0..row * dir.ld + dir.col0 + gh]
         };
-        dir.packs[0].mul(&hs, b, h, &mut rec, rec_w);
+        match dir.rec {
+            Recurrence::F32(packs) => packs[0].mul(&hs, b, h, &mut rec, rec_w),
+            Recurrence::Int8(w, di) => w.step(di, &hs, b, &mut rec, rec_w, &mut scratch),
+        }
         for bi in 0..b {
             let Some(t) = time(bi) else { continue };
             let (x, r) = (xrow(t, bi), &rec[bi * rec_w..(bi + 1) * rec_w]);
@@ -239,8 +291,8 @@ fn direction(d: &Dims, dir: Dir) -> DirOut<f32> {
                 }
             }
         }
-        if lbr0 {
-            dir.packs[1].mul(&rh, b, h, &mut rec2, h);
+        if let (true, Recurrence::F32(packs)) = (lbr0, dir.rec) {
+            packs[1].mul(&rh, b, h, &mut rec2, h);
             for bi in 0..b {
                 let Some(t) = time(bi) else { continue };
                 let row = bi * h..(bi + 1) * h;
@@ -265,15 +317,19 @@ fn direction(d: &Dims, dir: Dir) -> DirOut<f32> {
 }
 
 /// `xw = X·Wᵀ + bias` for the rows of X (in its own layout) and every
-/// direction's gates, through the GEMM engine.
+/// direction's gates, through the GEMM engine (or the int8 engine).
 fn project(x: &[f32], rows: usize, prep: &Prepared, bias: &[f32], xw: &mut [f32]) {
+    let wt = match &prep.weights {
+        Weights::F32 { wt, .. } => wt,
+        Weights::Int8(w) => return w.project(x, rows, bias, xw),
+    };
     let (n, k) = (prep.dirs * prep.gates_hidden, prep.input);
     if rows == 0 || n == 0 || x.len() < rows * k || xw.len() < rows * n || bias.len() < n {
         return;
     }
     let out = SendPtr(xw.as_mut_ptr());
     let a = |_| Mat::row_major(x.as_ptr(), k);
-    let b = |_| Mat::row_major(prep.wt.as_ptr(), n);
+    let b = |_| Mat::row_major(wt.as_ptr(), n);
     let c = |_| out;
     let epilogue = |blk: Block| {
         for r in blk.r0..blk.r1 {
@@ -389,7 +445,10 @@ pub(super) fn run<K: Cell>(
             .unwrap_or(&[]);
         let dir = Dir {
             kind,
-            packs: &prep.packs[di],
+            rec: match &prep.weights {
+                Weights::F32 { packs, .. } => Recurrence::F32(&packs[di]),
+                Weights::Int8(w) => Recurrence::Int8(w, di),
+            },
             xw: &xw,
             ld: dirs * gh,
             col0: di * gh,

@@ -2,16 +2,18 @@
 //! quantizer writes in place of every LSTM: the LSTM's inputs and
 //! attributes, but W (`dirs × input × 4h`) and R (`dirs × hidden × 4h`) are
 //! int8 or uint8, transposed, with per-direction (`[dirs]`) or per-column
-//! (`[dirs, 4h]`) scales and zero points as inputs 8–11. The weights are
-//! dequantized into the LSTM's layout (once at build when they are
-//! constants, prepared for the fast path there) and the float32 LSTM runs
-//! on them. onnxruntime also quantizes X and h at every step; this keeps
-//! the activations in float, as the other dynamic models here do, so the
-//! two results differ by that rounding.
+//! (`[dirs, 4h]`) scales and zero points as inputs 8–11. Constant weights
+//! on a CPU with a fast int8 matrix-vector product run as onnxruntime runs
+//! them: X quantized once, h at every step, int8 products
+//! ([`super::int8`]). Otherwise the weights are dequantized into the
+//! LSTM's layout (once at build when they are constants) and the float32
+//! LSTM runs on them, with float activations: the results then differ from
+//! onnxruntime's by the activations' rounding.
 
 use super::fast::Prepared;
+use super::int8::QuantizedMatrix;
 use super::lstm::Lstm;
-use super::spec::{Cell, Recurrent};
+use super::spec::{Cell, CellKind, Recurrent};
 use crate::error::{Error, Result};
 use crate::ir::{BuildContext, Fact, InferInput, OpClass, Operator};
 use crate::ops::util::{fact, input, opt_input};
@@ -51,6 +53,10 @@ pub(super) fn build(ctx: &BuildContext) -> Result<Box<dyn Operator>> {
         };
         Some(dequantize(ctx.constant(q)?, ctx.constant(s)?, zp?, dirs))
     };
+    if let Some(prepared) = int8_prepared(ctx, kind) {
+        lstm.prepared = Some(prepared);
+        return Ok(Box::new(QuantizedLstm { lstm }));
+    }
     lstm.prepared = match (constant(W_INPUTS), constant(R_INPUTS)) {
         (Some(Ok((w, ws))), Some(Ok((r, rs)))) => {
             Prepared::from_weights(kind, (&w, &ws), (&r, &rs))
@@ -58,6 +64,63 @@ pub(super) fn build(ctx: &BuildContext) -> Result<Box<dyn Operator>> {
         _ => None,
     };
     Ok(Box::new(QuantizedLstm { lstm }))
+}
+
+/// Constant 8-bit W and R prepared for the int8 products, where those are
+/// the fast path here and the parts fit together.
+fn int8_prepared(ctx: &BuildContext, kind: CellKind) -> Option<Prepared> {
+    let (w, r) = (int8_parts(ctx, W_INPUTS)?, int8_parts(ctx, R_INPUTS)?);
+    Prepared::from_quantized(kind, w.view(), r.view())
+}
+
+/// A constant quantized matrix's bytes and parameters.
+struct Int8Parts {
+    bytes: Vec<u8>,
+    signed: bool,
+    shape: [usize; 3],
+    scale: Vec<f32>,
+    zero: Vec<i32>,
+}
+
+impl Int8Parts {
+    fn view(&self) -> QuantizedMatrix<'_> {
+        QuantizedMatrix {
+            bytes: &self.bytes,
+            signed: self.signed,
+            shape: self.shape,
+            scale: &self.scale,
+            zero: &self.zero,
+        }
+    }
+}
+
+/// Inputs `(q, s, z)` as [`Int8Parts`] when all are constants (the zero
+/// point may be absent) of the expected types and ranks.
+fn int8_parts(ctx: &BuildContext, (q, s, z): (usize, usize, usize)) -> Option<Int8Parts> {
+    let qt = ctx.constant(q)?;
+    let shape = <[usize; 3]>::try_from(qt.shape()).ok()?;
+    let (bytes, signed): (Vec<u8>, bool) = match qt {
+        Tensor::I8(a) => (a.iter().map(|&v| v as u8).collect(), true),
+        Tensor::U8(a) => (a.iter().copied().collect(), false),
+        _ => return None,
+    };
+    let Tensor::F32(st) = ctx.constant(s)? else {
+        return None;
+    };
+    let scale: Vec<f32> = st.iter().copied().collect();
+    let zero = match ctx.constant(z) {
+        Some(zt) if zt.dtype() == qt.dtype() => ints(zt, "zero points").ok()?.into_owned(),
+        Some(_) => return None,
+        None if ctx.consts.get(z).is_none() => vec![0; scale.len()],
+        None => return None,
+    };
+    Some(Int8Parts {
+        bytes,
+        signed,
+        shape,
+        scale,
+        zero,
+    })
 }
 
 /// `q` (`dirs × rows × cols`) dequantized with `scale` and `zero` (one per

@@ -1,0 +1,301 @@
+//! The int8 products of the recurrent path: `acc = (x − zx)·(W − zw)` in
+//! i32 for u8 rows x (a time step's few rows of h, or X's rows for the
+//! input projection) and an s8 matrix W (`k × n`, n the gate columns)
+//! packed once so that columns lie in vector lanes: groups of [`GROUP`]
+//! columns, each `[k4][GROUP][4]` bytes (four consecutive k of one column
+//! side by side, zero past k and past n). One AVX-512 VNNI `vpdpbusd`
+//! multiplies a broadcast quad of x by sixteen columns' quads; up to
+//! [`ROWS`] rows of x share each load of W. Integer sums are exact: the
+//! vector and the portable kernel give the same values, and so does any
+//! split of the rows over threads.
+
+/// Columns per group: four vectors of sixteen i32 lanes.
+const GROUP: usize = 64;
+/// Rows of x that share one pass over W.
+const ROWS: usize = 4;
+
+/// The sums of up to [`ROWS`] rows over one group of columns.
+type Wide = [[i32; GROUP]; ROWS];
+
+/// An s8 matrix of `k × n` packed for [`PackedGemv::mul`], with each
+/// column's sum and zero point (s8 domain).
+#[derive(Debug, Clone)]
+pub(super) struct PackedGemv {
+    /// Output columns.
+    pub n: usize,
+    /// The reduction length.
+    pub k: usize,
+    k4: usize,
+    data: Vec<i8>,
+    col_sums: Vec<i32>,
+    zero: Vec<i32>,
+    /// Some column's zero point is not 0 (then each row's sum is needed).
+    any_zero: bool,
+}
+
+impl PackedGemv {
+    /// Packs `w[kk][j] = src[kk·n + j]` (s8 bytes, or u8 when `from_u8`:
+    /// values and zero points shift by −128) with `zero` (one per column,
+    /// in the source's domain).
+    pub(super) fn pack(src: &[u8], k: usize, n: usize, from_u8: bool, zero: &[i32]) -> PackedGemv {
+        let k4 = k.div_ceil(4);
+        let groups = n.div_ceil(GROUP);
+        let flip = if from_u8 { 0x80 } else { 0 };
+        let mut data = vec![0i8; groups * k4 * GROUP * 4];
+        let mut col_sums = vec![0i32; n];
+        for kk in 0..k {
+            for (j, sum) in col_sums.iter_mut().enumerate() {
+                let v = (src[kk * n + j] ^ flip) as i8;
+                let (g, c) = (j / GROUP, j % GROUP);
+                data[((g * k4 + kk / 4) * GROUP + c) * 4 + kk % 4] = v;
+                *sum += v as i32;
+            }
+        }
+        let shift = if from_u8 { 128 } else { 0 };
+        let zero: Vec<i32> = (0..n).map(|j| zero[j] - shift).collect();
+        let any_zero = zero.iter().any(|&z| z != 0);
+        PackedGemv {
+            n,
+            k,
+            k4,
+            data,
+            col_sums,
+            zero,
+            any_zero,
+        }
+    }
+
+    /// `out[i·n + j] = Σ_k (x[i·k + kk] − zx)(w[kk][j] − zw[j])` for the
+    /// `m` rows of `x` (u8, `m × k`); `quads` is scratch. Too short slices
+    /// leave `out` as it was.
+    pub(super) fn mul(&self, x: &[u8], m: usize, zx: i32, out: &mut [i32], quads: &mut Vec<u32>) {
+        let (n, k, k4) = (self.n, self.k, self.k4);
+        if x.len() < m * k || out.len() < m * n {
+            return;
+        }
+        if k == 0 {
+            out[..m * n].fill(0);
+            return;
+        }
+        let needs_x_sum = self.any_zero;
+        let kz = k as i32 * zx;
+        // The terms of each column that do not depend on the row.
+        let add: Vec<i32> = (self.col_sums.iter().zip(&self.zero))
+            .map(|(&s, &zw)| kz.wrapping_mul(zw).wrapping_sub(zx.wrapping_mul(s)))
+            .collect();
+        let mut wide: Wide = [[0; GROUP]; ROWS];
+        let rows_in = x[..m * k].chunks(ROWS * k);
+        for (xs, dst) in rows_in.zip(out[..m * n].chunks_mut(ROWS * n)) {
+            let r = xs.len() / k;
+            // Each row's bytes four by four, zero past k.
+            quads.clear();
+            for row in xs.chunks_exact(k) {
+                quads.extend(row.chunks(4).map(|q| {
+                    let mut b = [0u8; 4];
+                    b[..q.len()].copy_from_slice(q);
+                    u32::from_le_bytes(b)
+                }));
+            }
+            let mut x_sums = [0i32; ROWS];
+            if needs_x_sum {
+                for (s, row) in x_sums.iter_mut().zip(xs.chunks_exact(k)) {
+                    *s = row.iter().map(|&v| v as i32).sum();
+                }
+            }
+            for g in 0..n.div_ceil(GROUP) {
+                let block = &self.data[g * k4 * GROUP * 4..][..k4 * GROUP * 4];
+                dot_group(block, quads, r, k4, &mut wide);
+                let (j0, j1) = (g * GROUP, n.min((g + 1) * GROUP));
+                let (add, zero) = (&add[j0..j1], &self.zero[j0..j1]);
+                for (i, sums) in wide.iter().enumerate().take(r) {
+                    let row = &mut dst[i * n + j0..i * n + j1];
+                    for ((o, &v), &a) in row.iter_mut().zip(sums).zip(add) {
+                        *o = v.wrapping_add(a);
+                    }
+                    if needs_x_sum {
+                        for (o, &zw) in row.iter_mut().zip(zero) {
+                            *o = o.wrapping_sub(zw.wrapping_mul(x_sums[i]));
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// `out[i][c] = Σ_g Σ_{t<4} quad(i, g)_t · block[g][c][t]` (u8 × s8) for
+/// rows `i < r` (`quads` holds `r` rows of `k4` quads) and one group.
+fn dot_group(block: &[i8], quads: &[u32], r: usize, k4: usize, out: &mut Wide) {
+    assert!(r <= ROWS && quads.len() >= r * k4 && block.len() >= k4 * GROUP * 4);
+    #[cfg(target_arch = "x86_64")]
+    if crate::ops::quant::engine::has_vnni512() {
+        // SAFETY: the features were just checked, the bounds asserted.
+        unsafe {
+            match r {
+                1 => dot_vnni512::<1>(block, quads, k4, out),
+                2 => dot_vnni512::<2>(block, quads, k4, out),
+                3 => dot_vnni512::<3>(block, quads, k4, out),
+                _ => dot_vnni512::<4>(block, quads, k4, out),
+            }
+        }
+        return;
+    }
+    dot_portable(block, quads, r, k4, out);
+}
+
+fn dot_portable(block: &[i8], quads: &[u32], r: usize, k4: usize, out: &mut Wide) {
+    for (i, o) in out.iter_mut().enumerate().take(r) {
+        o.fill(0);
+        for g in 0..k4 {
+            let xb = quads[i * k4 + g].to_le_bytes();
+            let w = &block[g * GROUP * 4..][..GROUP * 4];
+            for (v, wq) in o.iter_mut().zip(w.chunks_exact(4)) {
+                *v += (0..4).map(|t| xb[t] as i32 * wq[t] as i32).sum::<i32>();
+            }
+        }
+    }
+}
+
+/// [`dot_group`] for `R` rows with `vpdpbusd`.
+///
+/// # Safety
+/// The CPU must have AVX-512 F, BW and VNNI; `block` must hold `k4 · GROUP
+/// · 4` bytes and `quads` `R · k4` quads.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+unsafe fn dot_vnni512<const R: usize>(block: &[i8], quads: &[u32], k4: usize, out: &mut Wide) {
+    use std::arch::x86_64::*;
+    const V: usize = GROUP / 16;
+    let (wp, qp) = (block.as_ptr(), quads.as_ptr());
+    // Quad g of every row times group g's columns, added into `acc`.
+    let step = |acc: &mut [[__m512i; V]; R], g: usize| {
+        // SAFETY: group g's GROUP · 4 bytes lie in `block` (the contract).
+        let w: [__m512i; V] = std::array::from_fn(|v| unsafe {
+            _mm512_loadu_si512(wp.add((g * GROUP + v * 16) * 4).cast())
+        });
+        for (i, a) in acc.iter_mut().enumerate() {
+            // SAFETY: row i < R's quad g lies in `quads` (the contract).
+            let xv = _mm512_set1_epi32(unsafe { *qp.add(i * k4 + g) } as i32);
+            for (av, &wv) in a.iter_mut().zip(&w) {
+                *av = _mm512_dpbusd_epi32(*av, xv, wv);
+            }
+        }
+    };
+    let mut acc = [[_mm512_setzero_si512(); V]; R];
+    if R <= 2 {
+        // Few rows: even and odd groups in two sets of sums, so that
+        // consecutive multiply-adds do not wait on each other.
+        let mut odd = [[_mm512_setzero_si512(); V]; R];
+        let mut g = 0;
+        while g + 1 < k4 {
+            step(&mut acc, g);
+            step(&mut odd, g + 1);
+            g += 2;
+        }
+        if g < k4 {
+            step(&mut acc, g);
+        }
+        for (a, o) in acc.iter_mut().zip(&odd) {
+            for (av, &ov) in a.iter_mut().zip(o) {
+                *av = _mm512_add_epi32(*av, ov);
+            }
+        }
+    } else {
+        for g in 0..k4 {
+            step(&mut acc, g);
+        }
+    }
+    for (o, a) in out.iter_mut().zip(&acc) {
+        for (v, &av) in a.iter().enumerate() {
+            // SAFETY: lanes v·16 .. v·16 + 16 lie in the row of `out`.
+            unsafe { _mm512_storeu_si512(o.as_mut_ptr().add(v * 16).cast(), av) };
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ops::testutil::xorshift32;
+
+    /// Both kernels against the definition, for k and n around the
+    /// packing's multiples, s8 and u8 weights, zero and non-zero zero
+    /// points, several rows.
+    #[test]
+    fn products_equal_the_definition() {
+        let mut next = xorshift32(11);
+        for &(k, n, m) in &[
+            (1, 1, 1),
+            (5, 17, 2),
+            (64, 128, 1),
+            (67, 300, 3),
+            (8, 70, 4),
+            (12, 64, 9),
+        ] {
+            for (from_u8, zeroed) in [(false, true), (false, false), (true, false)] {
+                let w: Vec<u8> = (0..k * n).map(|_| next() as u8).collect();
+                let zero: Vec<i32> = (0..n)
+                    .map(|j| match (zeroed, from_u8) {
+                        (true, _) => 0,
+                        (false, true) => 100 + (j % 50) as i32,
+                        (false, false) => (j % 9) as i32 - 4,
+                    })
+                    .collect();
+                let x: Vec<u8> = (0..m * k).map(|_| next() as u8).collect();
+                let zx = 37;
+                let packed = PackedGemv::pack(&w, k, n, from_u8, &zero);
+                let value = |kk: usize, j: usize| {
+                    let b = w[kk * n + j];
+                    if from_u8 {
+                        b as i32
+                    } else {
+                        b as i8 as i32
+                    }
+                };
+                let want: Vec<i32> = (0..m * n)
+                    .map(|i| {
+                        let (r, j) = (i / n, i % n);
+                        (0..k)
+                            .map(|kk| (x[r * k + kk] as i32 - zx) * (value(kk, j) - zero[j]))
+                            .sum()
+                    })
+                    .collect();
+                let mut got = vec![7i32; m * n];
+                packed.mul(&x, m, zx, &mut got, &mut Vec::new());
+                assert_eq!(got, want, "k {k} n {n} m {m} u8 {from_u8} zeroed {zeroed}");
+                // The portable kernel on the first group, every row count.
+                let r = m.min(ROWS);
+                let quads: Vec<u32> = x[..r * k]
+                    .chunks_exact(k)
+                    .flat_map(|row| {
+                        let mut q: Vec<u32> = row
+                            .chunks(4)
+                            .map(|q| {
+                                let mut b = [0u8; 4];
+                                b[..q.len()].copy_from_slice(q);
+                                u32::from_le_bytes(b)
+                            })
+                            .collect();
+                        q.resize(packed.k4, 0);
+                        q
+                    })
+                    .collect();
+                let block = &packed.data[..packed.k4 * GROUP * 4];
+                let (mut a, mut b): (Wide, Wide) = ([[1; GROUP]; ROWS], [[2; GROUP]; ROWS]);
+                dot_group(block, &quads, r, packed.k4, &mut a);
+                dot_portable(block, &quads, r, packed.k4, &mut b);
+                assert_eq!(a[..r], b[..r]);
+            }
+        }
+    }
+
+    #[test]
+    fn short_slices_leave_the_output_alone() {
+        let packed = PackedGemv::pack(&[1, 2, 3, 4, 5, 6], 2, 3, false, &[0, 0, 0]);
+        let mut out = vec![9i32; 3];
+        packed.mul(&[1], 1, 0, &mut out, &mut Vec::new());
+        assert_eq!(out, vec![9, 9, 9]);
+        packed.mul(&[1, 2], 1, 0, &mut out, &mut Vec::new());
+        assert_eq!(out, vec![1 + 2 * 4, 2 + 2 * 5, 3 + 2 * 6]);
+    }
+}
