@@ -177,9 +177,10 @@ fn dynamic_models_match_onnxruntime() {
 /// The dynamic quantizer writes every LSTM as a `com.microsoft`
 /// DynamicQuantizeLSTM with int8 weights, per tensor (`dyn`) or with
 /// per-column ones. onnxruntime quantizes X and h to uint8 at every step and
-/// multiplies in int8; so does ramify where its int8 matrix-vector product
-/// is fast (AVX-512 VNNI), and then only float summation order separates
-/// the two (bound: 1e-5 of the output's largest magnitude). Elsewhere
+/// multiplies in int8; so does ramify where its int8 products have a
+/// vector kernel (AVX-512 VNNI, aarch64 dotprod), and then only float
+/// summation order separates the two (bound: 1e-5 of the output's largest
+/// magnitude). Elsewhere
 /// ramify dequantizes the weights and keeps the activations in float: over
 /// 12 steps and two layers that rounding reaches 1.8 % of the output's
 /// largest magnitude (measured), hence the wider bound there; the cosine
@@ -199,7 +200,11 @@ fn int8_recurrence() -> bool {
             && std::arch::is_x86_feature_detected!("avx512bw")
             && std::arch::is_x86_feature_detected!("avx512vnni")
     }
-    #[cfg(not(target_arch = "x86_64"))]
+    #[cfg(target_arch = "aarch64")]
+    {
+        std::arch::is_aarch64_feature_detected!("dotprod")
+    }
+    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
     {
         false
     }

@@ -20,7 +20,7 @@ mod few;
 mod kernel;
 pub(crate) mod matrix;
 #[cfg(target_arch = "aarch64")]
-mod neon;
+pub(crate) mod neon;
 pub(crate) mod panel;
 pub(crate) mod sink;
 mod weights;

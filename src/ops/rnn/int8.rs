@@ -9,10 +9,11 @@
 //! time step's few rows of h on its direction's thread. Integer sums are
 //! exact, so every split gives the same bits.
 //!
-//! Taken only where the engine's matrix-vector product is fast (AVX-512
-//! VNNI); elsewhere the weights are dequantized and the float path runs.
+//! Taken only where the products have a vector kernel (AVX-512 VNNI,
+//! aarch64 dotprod); elsewhere the weights are dequantized and the float
+//! path runs.
 
-use super::pack_int8::PackedGemv;
+use super::pack_int8::{Kernel, PackedGemv};
 use crate::ops::parallel::par_rows;
 use crate::ops::quant::quantize_u8;
 use crate::tensor::recycle::{give_back, take_or_default};
@@ -188,16 +189,10 @@ impl Int8Weights {
     }
 }
 
-/// Whether the int8 path is the fast one on this CPU.
+/// Whether the int8 path is the fast one on this CPU (it has a vector
+/// kernel for the products).
 pub(super) fn fast_on_this_cpu() -> bool {
-    #[cfg(target_arch = "x86_64")]
-    {
-        crate::ops::quant::engine::has_vnni512()
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        false
-    }
+    Kernel::best() != Kernel::Portable
 }
 
 #[cfg(test)]

@@ -4,10 +4,12 @@
 //! packed once so that columns lie in vector lanes: groups of [`GROUP`]
 //! columns, each `[k4][GROUP][4]` bytes (four consecutive k of one column
 //! side by side, zero past k and past n). One AVX-512 VNNI `vpdpbusd`
-//! multiplies a broadcast quad of x by sixteen columns' quads; up to
-//! [`ROWS`] rows of x share each load of W. Integer sums are exact: the
-//! vector and the portable kernel give the same values, and so does any
-//! split of the rows over threads.
+//! multiplies a broadcast quad of x by sixteen columns' quads, up to
+//! [`ROWS`] rows of x sharing each load of W; on aarch64 one `sdot` by
+//! lane multiplies four columns' quads by one quad of x (flipped to s8,
+//! `x − 128`, with the zero point moved alike). Integer sums are exact:
+//! every kernel gives the portable kernel's values, and so does any split
+//! of the rows over threads.
 
 /// Columns per group: four vectors of sixteen i32 lanes.
 const GROUP: usize = 64;
@@ -16,6 +18,43 @@ const ROWS: usize = 4;
 
 /// The sums of up to [`ROWS`] rows over one group of columns.
 type Wide = [[i32; GROUP]; ROWS];
+
+/// The kernel a product runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Kernel {
+    /// Plain i32 multiply-adds, on every CPU.
+    Portable,
+    /// AVX-512 VNNI `vpdpbusd`.
+    #[cfg(target_arch = "x86_64")]
+    Vnni512,
+    /// ARMv8.2 dotprod `sdot`.
+    #[cfg(target_arch = "aarch64")]
+    Dot,
+}
+
+impl Kernel {
+    /// The fastest kernel this CPU runs.
+    pub(super) fn best() -> Kernel {
+        #[cfg(target_arch = "x86_64")]
+        if crate::ops::quant::engine::has_vnni512() {
+            return Kernel::Vnni512;
+        }
+        #[cfg(target_arch = "aarch64")]
+        if crate::ops::gemm::simd::neon_kernels() && crate::ops::quant::engine::has_dotprod() {
+            return Kernel::Dot;
+        }
+        Kernel::Portable
+    }
+
+    /// Whether x's bytes enter the kernel as s8 (`x − 128`).
+    fn flips(self) -> bool {
+        #[cfg(target_arch = "aarch64")]
+        if self == Kernel::Dot {
+            return true;
+        }
+        false
+    }
+}
 
 /// An s8 matrix of `k × n` packed for [`PackedGemv::mul`], with each
 /// column's sum and zero point (s8 domain).
@@ -69,6 +108,19 @@ impl PackedGemv {
     /// `m` rows of `x` (u8, `m × k`); `quads` is scratch. Too short slices
     /// leave `out` as it was.
     pub(super) fn mul(&self, x: &[u8], m: usize, zx: i32, out: &mut [i32], quads: &mut Vec<u32>) {
+        self.mul_on(Kernel::best(), x, m, zx, out, quads);
+    }
+
+    /// [`PackedGemv::mul`] on `kernel` (which the CPU must run).
+    fn mul_on(
+        &self,
+        kernel: Kernel,
+        x: &[u8],
+        m: usize,
+        zx: i32,
+        out: &mut [i32],
+        quads: &mut Vec<u32>,
+    ) {
         let (n, k, k4) = (self.n, self.k, self.k4);
         if x.len() < m * k || out.len() < m * n {
             return;
@@ -78,6 +130,13 @@ impl PackedGemv {
             return;
         }
         let needs_x_sum = self.any_zero;
+        // A flipping kernel sees x − 128: its zero point moves alike.
+        let (flip, shift) = if kernel.flips() {
+            (0x80u8, 128)
+        } else {
+            (0, 0)
+        };
+        let zx = zx - shift;
         let kz = k as i32 * zx;
         // The terms of each column that do not depend on the row.
         let add: Vec<i32> = (self.col_sums.iter().zip(&self.zero))
@@ -91,20 +150,20 @@ impl PackedGemv {
             quads.clear();
             for row in xs.chunks_exact(k) {
                 quads.extend(row.chunks(4).map(|q| {
-                    let mut b = [0u8; 4];
+                    let mut b = [flip; 4];
                     b[..q.len()].copy_from_slice(q);
-                    u32::from_le_bytes(b)
+                    u32::from_le_bytes(b) ^ u32::from_le_bytes([flip; 4])
                 }));
             }
             let mut x_sums = [0i32; ROWS];
             if needs_x_sum {
                 for (s, row) in x_sums.iter_mut().zip(xs.chunks_exact(k)) {
-                    *s = row.iter().map(|&v| v as i32).sum();
+                    *s = row.iter().map(|&v| v as i32 - shift).sum();
                 }
             }
             for g in 0..n.div_ceil(GROUP) {
                 let block = &self.data[g * k4 * GROUP * 4..][..k4 * GROUP * 4];
-                dot_group(block, quads, r, k4, &mut wide);
+                dot_group(kernel, block, quads, r, k4, &mut wide);
                 let (j0, j1) = (g * GROUP, n.min((g + 1) * GROUP));
                 let (add, zero) = (&add[j0..j1], &self.zero[j0..j1]);
                 for (i, sums) in wide.iter().enumerate().take(r) {
@@ -123,24 +182,28 @@ impl PackedGemv {
     }
 }
 
-/// `out[i][c] = Σ_g Σ_{t<4} quad(i, g)_t · block[g][c][t]` (u8 × s8) for
-/// rows `i < r` (`quads` holds `r` rows of `k4` quads) and one group.
-fn dot_group(block: &[i8], quads: &[u32], r: usize, k4: usize, out: &mut Wide) {
+/// `out[i][c] = Σ_g Σ_{t<4} quad(i, g)_t · block[g][c][t]` for rows `i <
+/// r` (`quads` holds `r` rows of `k4` quads: u8, or s8 on a flipping
+/// kernel) and one group, on `kernel`.
+fn dot_group(kernel: Kernel, block: &[i8], quads: &[u32], r: usize, k4: usize, out: &mut Wide) {
     assert!(r <= ROWS && quads.len() >= r * k4 && block.len() >= k4 * GROUP * 4);
-    #[cfg(target_arch = "x86_64")]
-    if crate::ops::quant::engine::has_vnni512() {
-        // SAFETY: the features were just checked, the bounds asserted.
-        unsafe {
+    match kernel {
+        Kernel::Portable => dot_portable(block, quads, r, k4, out),
+        // SAFETY: the CPU runs `kernel` (the callers pick it with
+        // `Kernel::best`), the bounds are asserted above.
+        #[cfg(target_arch = "x86_64")]
+        Kernel::Vnni512 => unsafe {
             match r {
                 1 => dot_vnni512::<1>(block, quads, k4, out),
                 2 => dot_vnni512::<2>(block, quads, k4, out),
                 3 => dot_vnni512::<3>(block, quads, k4, out),
                 _ => dot_vnni512::<4>(block, quads, k4, out),
             }
-        }
-        return;
+        },
+        // SAFETY: as above.
+        #[cfg(target_arch = "aarch64")]
+        Kernel::Dot => unsafe { dot_sdot(block, quads, r, k4, out) },
     }
-    dot_portable(block, quads, r, k4, out);
 }
 
 fn dot_portable(block: &[i8], quads: &[u32], r: usize, k4: usize, out: &mut Wide) {
@@ -152,6 +215,53 @@ fn dot_portable(block: &[i8], quads: &[u32], r: usize, k4: usize, out: &mut Wide
             for (v, wq) in o.iter_mut().zip(w.chunks_exact(4)) {
                 *v += (0..4).map(|t| xb[t] as i32 * wq[t] as i32).sum::<i32>();
             }
+        }
+    }
+}
+
+/// [`dot_group`] with `sdot` by lane, one row at a time (sixteen
+/// accumulators of four columns each).
+///
+/// # Safety
+/// The CPU must have dotprod; `block` must hold `k4 · GROUP · 4` bytes and
+/// `quads` `r · k4` quads (s8).
+#[cfg(target_arch = "aarch64")]
+#[target_feature(enable = "dotprod")]
+unsafe fn dot_sdot(block: &[i8], quads: &[u32], r: usize, k4: usize, out: &mut Wide) {
+    use crate::ops::quant::engine::neon::sdot_lane;
+    use std::arch::aarch64::*;
+    const V: usize = GROUP / 4;
+    let wp = block.as_ptr();
+    for (i, o) in out.iter_mut().enumerate().take(r) {
+        let row = &quads[i * k4..(i + 1) * k4];
+        let mut acc = [vdupq_n_s32(0); V];
+        for (c, chunk) in row.chunks(4).enumerate() {
+            let mut four = [0u32; 4];
+            four[..chunk.len()].copy_from_slice(chunk);
+            // SAFETY: `four` is 16 bytes.
+            let xv = vreinterpretq_s8_u32(unsafe { vld1q_u32(four.as_ptr()) });
+            macro_rules! lane {
+                ($l:literal) => {
+                    let g = c * 4 + $l;
+                    if g < k4 {
+                        for (v, a) in acc.iter_mut().enumerate() {
+                            // SAFETY: group g < k4's bytes lie in `block`
+                            // (the contract); the CPU has dotprod.
+                            *a = unsafe {
+                                sdot_lane::<$l>(*a, vld1q_s8(wp.add((g * GROUP + v * 4) * 4)), xv)
+                            };
+                        }
+                    }
+                };
+            }
+            lane!(0);
+            lane!(1);
+            lane!(2);
+            lane!(3);
+        }
+        for (v, a) in acc.iter().enumerate() {
+            // SAFETY: lanes 4v .. 4v + 4 lie in the row of `out`.
+            unsafe { vst1q_s32(o.as_mut_ptr().add(v * 4), *a) };
         }
     }
 }
@@ -218,7 +328,7 @@ mod tests {
     use super::*;
     use crate::ops::testutil::xorshift32;
 
-    /// Both kernels against the definition, for k and n around the
+    /// The kernels against the definition, for k and n around the
     /// packing's multiples, s8 and u8 weights, zero and non-zero zero
     /// points, several rows.
     #[test]
@@ -260,31 +370,15 @@ mod tests {
                             .sum()
                     })
                     .collect();
-                let mut got = vec![7i32; m * n];
-                packed.mul(&x, m, zx, &mut got, &mut Vec::new());
-                assert_eq!(got, want, "k {k} n {n} m {m} u8 {from_u8} zeroed {zeroed}");
-                // The portable kernel on the first group, every row count.
-                let r = m.min(ROWS);
-                let quads: Vec<u32> = x[..r * k]
-                    .chunks_exact(k)
-                    .flat_map(|row| {
-                        let mut q: Vec<u32> = row
-                            .chunks(4)
-                            .map(|q| {
-                                let mut b = [0u8; 4];
-                                b[..q.len()].copy_from_slice(q);
-                                u32::from_le_bytes(b)
-                            })
-                            .collect();
-                        q.resize(packed.k4, 0);
-                        q
-                    })
-                    .collect();
-                let block = &packed.data[..packed.k4 * GROUP * 4];
-                let (mut a, mut b): (Wide, Wide) = ([[1; GROUP]; ROWS], [[2; GROUP]; ROWS]);
-                dot_group(block, &quads, r, packed.k4, &mut a);
-                dot_portable(block, &quads, r, packed.k4, &mut b);
-                assert_eq!(a[..r], b[..r]);
+                // The portable kernel and this CPU's best one.
+                for kernel in [Kernel::Portable, Kernel::best()] {
+                    let mut got = vec![7i32; m * n];
+                    packed.mul_on(kernel, &x, m, zx, &mut got, &mut Vec::new());
+                    assert_eq!(
+                        got, want,
+                        "{kernel:?} k {k} n {n} m {m} u8 {from_u8} zeroed {zeroed}"
+                    );
+                }
             }
         }
     }

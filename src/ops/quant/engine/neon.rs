@@ -43,7 +43,11 @@ unsafe fn load_flipped(p: *const u8) -> int8x16_t {
 /// # Safety
 /// The CPU must have dotprod.
 #[inline(always)]
-unsafe fn sdot_lane<const L: i32>(acc: int32x4_t, x: int8x16_t, w: int8x16_t) -> int32x4_t {
+pub(crate) unsafe fn sdot_lane<const L: i32>(
+    acc: int32x4_t,
+    x: int8x16_t,
+    w: int8x16_t,
+) -> int32x4_t {
     let mut acc = acc;
     // SAFETY: one instruction on registers only, no memory, no flags; the
     // CPU has dotprod (the contract).
