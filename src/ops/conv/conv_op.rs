@@ -66,6 +66,8 @@ pub(super) struct Weights {
     /// W packed for the AVX2 panel GEMM (1×1 and im2col paths, which pack
     /// it alike).
     pub panels: PackCache,
+    /// W transposed for the channel-blocked depthwise kernel (tap-major).
+    pub depthwise: PackCache,
     /// W packed for the pointwise kernel of small planes (panels of output
     /// channels per input channel).
     pub columns: PackCache,

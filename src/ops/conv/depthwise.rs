@@ -36,6 +36,11 @@ pub(super) fn depthwise<T: GemmFloat>(a: &ConvArgs<T>, y: &mut [T]) {
         return;
     }
     let (p, x, w, b, act) = (a.p, a.x, a.w, a.b, a.inner_act());
+    #[cfg(target_arch = "x86_64")]
+    if p.win.rank() == 2 && super::phases::strides_suit(p) && blocked_2d(a, act, y) {
+        add_residual(y, a.z, a.act);
+        return;
+    }
     if p.win.rank() == 2 && super::phases::strides_suit(p) {
         depthwise_2d(p, x, w, b, act, y);
     } else {
@@ -75,10 +80,6 @@ fn depthwise_2d<T: GemmFloat>(
     let (pt, pl) = (win.pad_begin[0], win.pad_begin[1]);
     let (plane, in_plane) = (oh * ow, h * wd);
     if plane == 0 {
-        return;
-    }
-    #[cfg(target_arch = "x86_64")]
-    if blocked_2d(p, x, w, b, act, y) {
         return;
     }
     let ph = Phases::new(p);
@@ -151,32 +152,33 @@ fn depthwise_2d<T: GemmFloat>(
     });
 }
 
-/// Small f32 planes on the channel-blocked kernel, where it runs:
-/// whether it did.
+/// Small f32 planes on the channel-blocked kernel, where it runs, with
+/// the activation `act` (the residual is the caller's): whether it did.
+/// W is read transposed (see [`blocked::transpose_weights`]), kept in the
+/// node's cache when W is constant.
 #[cfg(target_arch = "x86_64")]
-fn blocked_2d<T: GemmFloat>(
-    p: &ConvPlan,
-    x: &[T],
-    w: &[T],
-    b: Option<&[T]>,
-    act: Option<Activation>,
-    y: &mut [T],
-) -> bool {
-    use crate::ops::util::{as_f32, as_f32_mut};
-    let (Some(x), Some(w), Some(y)) = (as_f32(x), as_f32(w), as_f32_mut(y)) else {
+fn blocked_2d<T: GemmFloat>(a: &ConvArgs<T>, act: Option<Activation>, y: &mut [T]) -> bool {
+    use crate::ops::util::as_f32_mut;
+    let (Some(a), Some(y)) = (a.as_f32(), as_f32_mut(y)) else {
         return false;
     };
-    let b = match b.map(as_f32) {
-        Some(None) => return false,
-        b => b.flatten(),
-    };
+    let p = a.p;
     let Some(k) = blocked::Blocked::new(p) else {
         return false;
     };
     let plane = p.win.output[0] * p.win.output[1];
-    par_rows(y, plane, |first, chunk| {
-        f32::with_scratch(k.scratch_len(), |s| k.run(first, chunk, x, w, b, act, s));
-    });
+    let taps = p.win.kernel_len();
+    a.weights.depthwise.with(
+        a.weights.constant,
+        || blocked::transpose_weights(p.m, taps, a.w),
+        |wt| {
+            par_rows(y, plane, |first, chunk| {
+                f32::with_scratch(k.scratch_len(), |s| {
+                    k.run(first, chunk, a.x, wt, a.b, act, s)
+                });
+            });
+        },
+    );
     true
 }
 

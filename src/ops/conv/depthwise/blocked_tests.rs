@@ -116,12 +116,13 @@ fn check(layer: Layer, act: Option<Activation>) {
     let x = values(layer.n * layer.c * layer.h * layer.w, 7);
     let w = values(p.m * layer.k[0] * layer.k[1], 11);
     let b = values(p.m, 13);
+    let wt = super::transpose_weights(p.m, layer.k[0] * layer.k[1], &w);
     for k in [wide, wide.narrow()] {
         for first in [0, rows / 2, rows - 1] {
             let want = direct(&p, &x, &w, &b, act, first, rows - first);
             let mut got = vec![f32::NAN; want.len()];
             let mut scratch = vec![f32::NAN; k.scratch_len()];
-            k.run(first, &mut got, &x, &w, Some(&b), act, &mut scratch);
+            k.run(first, &mut got, &x, &wt, Some(&b), act, &mut scratch);
             let same = got
                 .iter()
                 .zip(&want)
@@ -134,6 +135,10 @@ fn check(layer: Layer, act: Option<Activation>) {
 #[test]
 fn blocked_matches_direct_sums() {
     let (relu, swish) = (Some(Activation::Relu), Some(Activation::HardSwish));
+    let (clip, sigmoid) = (
+        Some(Activation::Clip(-0.25, 0.5)),
+        Some(Activation::Sigmoid),
+    );
     let l = |n, c, mg, h, w, k, stride, pads| Layer {
         n,
         c,
@@ -147,6 +152,9 @@ fn blocked_matches_direct_sums() {
     // MobileNet v3's small planes: 5×5 and 3×3, strides 1 and 2, with 1-3
     // channels past the last block of 16 (and of 8).
     check(l(1, 35, 1, 7, 7, [5, 5], 1, [2, 2]), None);
+    check(l(1, 40, 1, 7, 7, [5, 5], 1, [2, 2]), swish);
+    check(l(1, 33, 1, 14, 14, [5, 5], 1, [2, 2]), clip);
+    check(l(3, 16, 1, 7, 7, [3, 3], 1, [1, 1]), sigmoid);
     check(l(1, 34, 1, 8, 8, [3, 3], 1, [1, 1]), relu);
     check(l(1, 17, 1, 28, 28, [3, 3], 2, [1, 1]), None);
     check(l(1, 19, 1, 14, 14, [5, 5], 2, [2, 2]), relu);

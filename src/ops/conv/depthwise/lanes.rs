@@ -23,8 +23,12 @@ pub(super) trait Lanes {
     unsafe fn store(p: *mut f32, v: Self::V);
     /// `a·b + c` rounded once.
     unsafe fn fmadd(a: Self::V, b: Self::V, c: Self::V) -> Self::V;
-    /// `max(0, v)` lane by lane (NaN and −0 kept, as Relu's definition).
-    unsafe fn relu(v: Self::V) -> Self::V;
+    /// `min(hi, max(lo, v))` lane by lane, NaN kept (Relu and Clip, as
+    /// `Activation::eval` computes them).
+    unsafe fn clamp(v: Self::V, lo: f32, hi: f32) -> Self::V;
+    /// `v · min(1, max(0, v · (1/6) + 0.5))` lane by lane, rounded at each
+    /// step as `Activation::eval` computes hard-swish.
+    unsafe fn hard_swish(v: Self::V) -> Self::V;
 }
 
 /// AVX2 + FMA: 8 channels per vector.
@@ -52,8 +56,18 @@ impl Lanes for Avx2 {
     }
     #[inline]
     #[target_feature(enable = "avx2,fma")]
-    unsafe fn relu(v: __m256) -> __m256 {
-        _mm256_max_ps(_mm256_setzero_ps(), v)
+    unsafe fn clamp(v: __m256, lo: f32, hi: f32) -> __m256 {
+        // The bound first: where v is NaN, max and min return it.
+        let v = _mm256_max_ps(_mm256_set1_ps(lo), v);
+        _mm256_min_ps(_mm256_set1_ps(hi), v)
+    }
+    #[inline]
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn hard_swish(v: __m256) -> __m256 {
+        let g = _mm256_mul_ps(v, _mm256_set1_ps(1.0 / 6.0));
+        let g = _mm256_add_ps(g, _mm256_set1_ps(0.5));
+        let g = _mm256_max_ps(_mm256_setzero_ps(), g);
+        _mm256_mul_ps(v, _mm256_min_ps(_mm256_set1_ps(1.0), g))
     }
 }
 
@@ -82,7 +96,17 @@ impl Lanes for Avx512 {
     }
     #[inline]
     #[target_feature(enable = "avx512f,avx2,fma")]
-    unsafe fn relu(v: __m512) -> __m512 {
-        _mm512_max_ps(_mm512_setzero_ps(), v)
+    unsafe fn clamp(v: __m512, lo: f32, hi: f32) -> __m512 {
+        // The bound first: where v is NaN, max and min return it.
+        let v = _mm512_max_ps(_mm512_set1_ps(lo), v);
+        _mm512_min_ps(_mm512_set1_ps(hi), v)
+    }
+    #[inline]
+    #[target_feature(enable = "avx512f,avx2,fma")]
+    unsafe fn hard_swish(v: __m512) -> __m512 {
+        let g = _mm512_mul_ps(v, _mm512_set1_ps(1.0 / 6.0));
+        let g = _mm512_add_ps(g, _mm512_set1_ps(0.5));
+        let g = _mm512_max_ps(_mm512_setzero_ps(), g);
+        _mm512_mul_ps(v, _mm512_min_ps(_mm512_set1_ps(1.0), g))
     }
 }
