@@ -66,7 +66,9 @@ pub(super) struct PackedGemv {
     pub k: usize,
     k4: usize,
     data: Vec<i8>,
-    col_sums: Vec<i32>,
+    /// Per column, `k·zw − Σ_k w` (zero past n): times zx, the part of
+    /// every row's sum that does not depend on the row.
+    fix: Vec<i32>,
     zero: Vec<i32>,
     /// Some column's zero point is not 0 (then each row's sum is needed).
     any_zero: bool,
@@ -93,12 +95,16 @@ impl PackedGemv {
         let shift = if from_u8 { 128 } else { 0 };
         let zero: Vec<i32> = (0..n).map(|j| zero[j] - shift).collect();
         let any_zero = zero.iter().any(|&z| z != 0);
+        let mut fix = vec![0i32; groups * GROUP];
+        for ((f, &s), &zw) in fix.iter_mut().zip(&col_sums).zip(&zero) {
+            *f = (k as i32).wrapping_mul(zw).wrapping_sub(s);
+        }
         PackedGemv {
             n,
             k,
             k4,
             data,
-            col_sums,
+            fix,
             zero,
             any_zero,
         }
@@ -137,11 +143,6 @@ impl PackedGemv {
             (0, 0)
         };
         let zx = zx - shift;
-        let kz = k as i32 * zx;
-        // The terms of each column that do not depend on the row.
-        let add: Vec<i32> = (self.col_sums.iter().zip(&self.zero))
-            .map(|(&s, &zw)| kz.wrapping_mul(zw).wrapping_sub(zx.wrapping_mul(s)))
-            .collect();
         let mut wide: Wide = [[0; GROUP]; ROWS];
         let rows_in = x[..m * k].chunks(ROWS * k);
         for (xs, dst) in rows_in.zip(out[..m * n].chunks_mut(ROWS * n)) {
@@ -163,14 +164,16 @@ impl PackedGemv {
             }
             for g in 0..n.div_ceil(GROUP) {
                 let block = &self.data[g * k4 * GROUP * 4..][..k4 * GROUP * 4];
-                dot_group(kernel, block, quads, r, k4, &mut wide);
+                let mut start = [0i32; GROUP];
+                for (s, &f) in start.iter_mut().zip(&self.fix[g * GROUP..]) {
+                    *s = zx.wrapping_mul(f);
+                }
+                dot_group(kernel, block, quads, (r, k4), &start, &mut wide);
                 let (j0, j1) = (g * GROUP, n.min((g + 1) * GROUP));
-                let (add, zero) = (&add[j0..j1], &self.zero[j0..j1]);
+                let zero = &self.zero[j0..j1];
                 for (i, sums) in wide.iter().enumerate().take(r) {
                     let row = &mut dst[i * n + j0..i * n + j1];
-                    for ((o, &v), &a) in row.iter_mut().zip(sums).zip(add) {
-                        *o = v.wrapping_add(a);
-                    }
+                    row.copy_from_slice(&sums[..j1 - j0]);
                     if needs_x_sum {
                         for (o, &zw) in row.iter_mut().zip(zero) {
                             *o = o.wrapping_sub(zw.wrapping_mul(x_sums[i]));
@@ -182,38 +185,52 @@ impl PackedGemv {
     }
 }
 
-/// `out[i][c] = Σ_g Σ_{t<4} quad(i, g)_t · block[g][c][t]` for rows `i <
-/// r` (`quads` holds `r` rows of `k4` quads: u8, or s8 on a flipping
-/// kernel) and one group, on `kernel`.
-fn dot_group(kernel: Kernel, block: &[i8], quads: &[u32], r: usize, k4: usize, out: &mut Wide) {
+/// `out[i][c] = start[c] + Σ_g Σ_{t<4} quad(i, g)_t · block[g][c][t]` for
+/// rows `i < r` (`quads` holds `r` rows of `k4` quads: u8, or s8 on a
+/// flipping kernel) and one group, on `kernel`.
+fn dot_group(
+    kernel: Kernel,
+    block: &[i8],
+    quads: &[u32],
+    (r, k4): (usize, usize),
+    start: &[i32; GROUP],
+    out: &mut Wide,
+) {
     assert!(r <= ROWS && quads.len() >= r * k4 && block.len() >= k4 * GROUP * 4);
     match kernel {
-        Kernel::Portable => dot_portable(block, quads, r, k4, out),
+        Kernel::Portable => dot_portable(block, quads, (r, k4), start, out),
         // SAFETY: the CPU runs `kernel` (the callers pick it with
         // `Kernel::best`), the bounds are asserted above.
         #[cfg(target_arch = "x86_64")]
         Kernel::Vnni512 => unsafe {
             match r {
-                1 => dot_vnni512::<1>(block, quads, k4, out),
-                2 => dot_vnni512::<2>(block, quads, k4, out),
-                3 => dot_vnni512::<3>(block, quads, k4, out),
-                _ => dot_vnni512::<4>(block, quads, k4, out),
+                1 => dot_vnni512::<1>(block, quads, k4, start, out),
+                2 => dot_vnni512::<2>(block, quads, k4, start, out),
+                3 => dot_vnni512::<3>(block, quads, k4, start, out),
+                _ => dot_vnni512::<4>(block, quads, k4, start, out),
             }
         },
         // SAFETY: as above.
         #[cfg(target_arch = "aarch64")]
-        Kernel::Dot => unsafe { dot_sdot(block, quads, r, k4, out) },
+        Kernel::Dot => unsafe { dot_sdot(block, quads, (r, k4), start, out) },
     }
 }
 
-fn dot_portable(block: &[i8], quads: &[u32], r: usize, k4: usize, out: &mut Wide) {
+fn dot_portable(
+    block: &[i8],
+    quads: &[u32],
+    (r, k4): (usize, usize),
+    start: &[i32; GROUP],
+    out: &mut Wide,
+) {
     for (i, o) in out.iter_mut().enumerate().take(r) {
-        o.fill(0);
+        o.copy_from_slice(start);
         for g in 0..k4 {
             let xb = quads[i * k4 + g].to_le_bytes();
             let w = &block[g * GROUP * 4..][..GROUP * 4];
             for (v, wq) in o.iter_mut().zip(w.chunks_exact(4)) {
-                *v += (0..4).map(|t| xb[t] as i32 * wq[t] as i32).sum::<i32>();
+                let d: i32 = (0..4).map(|t| xb[t] as i32 * wq[t] as i32).sum();
+                *v = v.wrapping_add(d);
             }
         }
     }
@@ -227,14 +244,22 @@ fn dot_portable(block: &[i8], quads: &[u32], r: usize, k4: usize, out: &mut Wide
 /// `quads` `r · k4` quads (s8).
 #[cfg(target_arch = "aarch64")]
 #[target_feature(enable = "dotprod")]
-unsafe fn dot_sdot(block: &[i8], quads: &[u32], r: usize, k4: usize, out: &mut Wide) {
+unsafe fn dot_sdot(
+    block: &[i8],
+    quads: &[u32],
+    (r, k4): (usize, usize),
+    start: &[i32; GROUP],
+    out: &mut Wide,
+) {
     use crate::ops::quant::engine::neon::sdot_lane;
     use std::arch::aarch64::*;
     const V: usize = GROUP / 4;
     let wp = block.as_ptr();
     for (i, o) in out.iter_mut().enumerate().take(r) {
         let row = &quads[i * k4..(i + 1) * k4];
-        let mut acc = [vdupq_n_s32(0); V];
+        // SAFETY: lanes 4v .. 4v + 4 lie in `start`.
+        let mut acc: [int32x4_t; V] =
+            std::array::from_fn(|v| unsafe { vld1q_s32(start.as_ptr().add(v * 4)) });
         for (c, chunk) in row.chunks(4).enumerate() {
             let mut four = [0u32; 4];
             four[..chunk.len()].copy_from_slice(chunk);
@@ -273,7 +298,13 @@ unsafe fn dot_sdot(block: &[i8], quads: &[u32], r: usize, k4: usize, out: &mut W
 /// · 4` bytes and `quads` `R · k4` quads.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
-unsafe fn dot_vnni512<const R: usize>(block: &[i8], quads: &[u32], k4: usize, out: &mut Wide) {
+unsafe fn dot_vnni512<const R: usize>(
+    block: &[i8],
+    quads: &[u32],
+    k4: usize,
+    start: &[i32; GROUP],
+    out: &mut Wide,
+) {
     use std::arch::x86_64::*;
     const V: usize = GROUP / 16;
     let (wp, qp) = (block.as_ptr(), quads.as_ptr());
@@ -291,7 +322,10 @@ unsafe fn dot_vnni512<const R: usize>(block: &[i8], quads: &[u32], k4: usize, ou
             }
         }
     };
-    let mut acc = [[_mm512_setzero_si512(); V]; R];
+    // SAFETY: lanes 16v .. 16v + 16 lie in `start`.
+    let first: [__m512i; V] =
+        std::array::from_fn(|v| unsafe { _mm512_loadu_si512(start.as_ptr().add(v * 16).cast()) });
+    let mut acc = [first; R];
     if R <= 2 {
         // Few rows: even and odd groups in two sets of sums, so that
         // consecutive multiply-adds do not wait on each other.
