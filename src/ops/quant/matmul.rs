@@ -159,8 +159,8 @@ pub(super) fn engine_product(
 ) -> Result<Option<Vec<i32>>> {
     // Every element is written by its batch's product.
     let mut out = take_or_default::<i32>(p.a_offs.len() * p.m * p.n);
-    let done = engine_batches(p, a, b, prepacked, &mut |bi, left, zero_a, w| {
-        let chunk = &mut out[bi * p.m * p.n..][..p.m * p.n];
+    let done = engine_batches(p, a, b, prepacked, &mut |row0, left, zero_a, w| {
+        let chunk = &mut out[row0 * p.n..][..left.m * p.n];
         super::engine::matrix::product_into(left, zero_a, w, chunk);
     })?;
     Ok(done.then_some(out))
@@ -178,19 +178,22 @@ pub(crate) fn engine_product_scaled(
     (scale, bias): (&[f32], Option<&[f32]>),
 ) -> Result<Option<Vec<f32>>> {
     let mut out = take_or_default::<f32>(p.a_offs.len() * p.m * p.n);
-    let done = engine_batches(p, a, b, prepacked, &mut |bi, left, zero_a, w| {
-        let chunk = &mut out[bi * p.m * p.n..][..p.m * p.n];
+    let done = engine_batches(p, a, b, prepacked, &mut |row0, left, zero_a, w| {
+        let chunk = &mut out[row0 * p.n..][..left.m * p.n];
         super::engine::matrix::product_scaled_into(left, zero_a, w, chunk, (scale, bias));
     })?;
     Ok(done.then_some(out))
 }
 
-/// One batch's product: (batch, A's operand, A's zero point, packed B).
+/// One product of the batches: (its first row in the output's rows, A's
+/// operand, A's zero point, packed B).
 type BatchFn<'f> = dyn FnMut(usize, &super::engine::matrix::LeftOperand, i32, &PackedS8) + 'f;
 
 /// Hands each batch of the planned product to `each` with its operands on
 /// the engine (B packed at build when shared, else per batch); `false`
-/// (nothing run) where the engine does not take the operands.
+/// (nothing run) where the engine does not take the operands. Batches of a
+/// contiguous A sharing one B are one product of all their rows (a linear
+/// layer on `[L, 1, k]` is one `[L, k]` product, not L vector products).
 fn engine_batches(
     p: &Plan,
     (a, za): (&Tensor, Option<&Tensor>),
@@ -214,18 +217,27 @@ fn engine_batches(
     let Some(zero_b) = engine_zero_b(b, zb, n)? else {
         return Ok(false);
     };
+    let one_b = p.b_offs.iter().all(|&o| o == 0);
     // One B for every batch, packed at build.
-    let shared = prepacked.filter(|w| (w.rows, w.k) == (n, k) && p.b_offs.iter().all(|&o| o == 0));
-    for bi in 0..p.a_offs.len() {
+    let shared = prepacked.filter(|w| (w.rows, w.k) == (n, k) && one_b);
+    let nb = p.a_offs.len();
+    let a_whole = p.a_offs.iter().enumerate().all(|(i, &o)| o == i * m * k);
+    // (batches per product, rows per product)
+    let (step, rows) = if one_b && a_whole && nb > 1 {
+        (nb, nb * m)
+    } else {
+        (1, m)
+    };
+    for bi in (0..nb).step_by(step) {
         let left = LeftOperand {
-            a: &ab[p.a_offs[bi]..][..m * k],
-            m,
+            a: &ab[p.a_offs[bi]..][..rows * k],
+            m: rows,
             k,
             trans: false,
             signed: a.dtype() == DType::I8,
         };
         match shared {
-            Some(w) => each(bi, &left, zero_a, w),
+            Some(w) => each(bi * m, &left, zero_a, w),
             None => {
                 let right = pack_right(
                     &bb[p.b_offs[bi]..][..k * n],
@@ -235,7 +247,7 @@ fn engine_batches(
                     b.dtype() == DType::I8,
                     &zero_b,
                 );
-                each(bi, &left, zero_a, &right);
+                each(bi * m, &left, zero_a, &right);
             }
         }
     }
