@@ -8,12 +8,15 @@
 //! GELU written out as Div/Erf/Add/Mul/Mul becomes one Gelu ([`gelu`]);
 //! attention's scale and mask fold into the Softmax ([`softmax`]); a
 //! linear layer's bias Add folds into its MatMul ([`bias`]), which can then
-//! take the activation (GELU included) too.
-//! Only float32 data is fused.
+//! take the activation (GELU included) too. Dynamically quantized linear
+//! layers (`MatMulInteger → Cast → Mul [→ Add]`) become one
+//! MatMulIntegerToFloat ([`int_matmul`]).
+//! Apart from that, only float32 data is fused.
 
 mod affine;
 mod bias;
 mod gelu;
+mod int_matmul;
 mod qdq;
 mod residual;
 mod softmax;
@@ -97,6 +100,9 @@ pub fn fuse(graph: &mut Graph, facts: &Facts) -> Result<()> {
     let mut changed = fold_batch_norms(graph);
     changed.extend(fold_channel_affines(graph, facts));
     changed.extend(residual::fuse_residual_adds(graph, facts));
+    if cfg!(feature = "ops-contrib") {
+        changed.extend(int_matmul::fuse_integer_matmuls(graph, facts));
+    }
     // The new Gelu nodes get their operator now: the activation fusion
     // below asks it what it computes.
     let gelus = gelu::fuse_gelus(graph, facts);

@@ -5,11 +5,20 @@
 //! point are per tensor or per column (`[N]`, or `[..., 1, N]` per batch
 //! matrix of B). DynamicQuantizeMatMul first quantizes its float A to uint8
 //! with a scale and zero point from A's range (which always includes 0).
+//!
+//! The product runs on the int8 engine, B packed at build when it is a
+//! constant matrix, and the scale and bias are applied as each tile is
+//! stored; a per-batch B scale or zero point takes the plain i32 product.
+//! The graph's fusion pass turns quantize_dynamic's written-out
+//! `MatMulInteger → Cast → Mul [→ Add]` into MatMulIntegerToFloat.
 
 use super::{check8, quantize, scales, zero_points};
 use crate::error::{Error, Result};
 use crate::ir::{BuildContext, Fact, InferInput, OpClass, Operator};
-use crate::ops::quant::matmul::{matmul_flops, matmul_i32, plan, Plan};
+use crate::ops::quant::engine::PackedS8;
+use crate::ops::quant::matmul::{
+    constant_or_absent, engine_product_scaled, matmul_flops, matmul_i32, plan, prepack_b, Plan,
+};
 use crate::ops::quant::to_i32;
 use crate::ops::util::{fact, input, opt_input};
 use crate::tensor::{DType, Tensor};
@@ -25,18 +34,17 @@ enum Kind {
 #[derive(Debug)]
 struct MatMulToFloat {
     kind: Kind,
+    /// B packed for the engine at build, when B (and its zero point) are
+    /// constants the engine takes.
+    packed_b: Option<PackedS8>,
 }
 
-pub(super) fn build_integer(_ctx: &BuildContext) -> Result<Box<dyn Operator>> {
-    Ok(Box::new(MatMulToFloat {
-        kind: Kind::Integer,
-    }))
+pub(super) fn build_integer(ctx: &BuildContext) -> Result<Box<dyn Operator>> {
+    Ok(MatMulToFloat::built(Kind::Integer, ctx))
 }
 
-pub(super) fn build_dynamic(_ctx: &BuildContext) -> Result<Box<dyn Operator>> {
-    Ok(Box::new(MatMulToFloat {
-        kind: Kind::Dynamic,
-    }))
+pub(super) fn build_dynamic(ctx: &BuildContext) -> Result<Box<dyn Operator>> {
+    Ok(MatMulToFloat::built(Kind::Dynamic, ctx))
 }
 
 /// Input positions of one operator's signature.
@@ -47,6 +55,15 @@ struct Slots {
 }
 
 impl MatMulToFloat {
+    fn built(kind: Kind, ctx: &BuildContext) -> Box<dyn Operator> {
+        let mut op = MatMulToFloat {
+            kind,
+            packed_b: None,
+        };
+        op.packed_b = prepack_b(ctx.constant(1), constant_or_absent(ctx, op.slots().b_zp));
+        Box::new(op)
+    }
+
     fn name(&self) -> &'static str {
         match self.kind {
             Kind::Integer => "MatMulIntegerToFloat",
@@ -184,46 +201,32 @@ impl Operator for MatMulToFloat {
         self.check_a(a.dtype())?;
         check8(op, "B", b.dtype())?;
         let p = plan(op, a.shape(), b.shape())?;
-        // A's values minus its zero point, and A's scale.
-        let (av, sa) = match self.kind {
+        // A as 8-bit data, with its scale and zero point.
+        let quantized: Tensor;
+        let (a8, sa, za) = match self.kind {
             Kind::Integer => {
                 let sa = super::scalar_scale(op, inputs, 2, "a_scale")?;
                 let za = super::scalar_zp(op, inputs, 4, a.dtype(), "a_zero_point")?;
-                let v: Vec<i32> = to_i32(op, a)?.into_iter().map(|x| x - za).collect();
-                (v, sa)
+                (a, sa, za)
             }
             Kind::Dynamic => {
-                let x: Vec<f32> = match a {
-                    Tensor::F32(arr) => arr.iter().copied().collect(),
-                    other => {
-                        return Err(Error::op(
-                            op,
-                            format!("A must be float32, found {}", other.dtype()),
-                        ))
-                    }
-                };
-                let (sa, za) = dynamic_params(&x);
-                let v = x
-                    .iter()
-                    .map(|&f| quantize(f, sa, za, 0, 255) - za)
-                    .collect();
-                (v, sa)
+                let (q, sa, za) = quantize_a(op, a)?;
+                quantized = q;
+                (&quantized, sa, za)
             }
         };
         let bs_t = input(op, inputs, slots.b_scale)?;
         let bs = scales(op, "b_scale", bs_t)?;
         let gs = Granularity::of(op, "b_scale", bs_t.shape(), b.shape())?;
-        let bshape = b.shape();
         let n = p.n;
-        let kn = p.k * n;
-        let mut bv = to_i32(op, b)?;
-        if let Some(z) = opt_input(inputs, slots.b_zp) {
-            let g = Granularity::of(op, "b_zero_point", z.shape(), bshape)?;
-            let zv = zero_points(op, "b_zero_point", z, b.dtype())?;
-            for (e, v) in bv.iter_mut().enumerate() {
-                *v -= zv[g.index(e / kn.max(1), e % n.max(1), n)];
-            }
-        }
+        let zb = opt_input(inputs, slots.b_zp);
+        let zb_params = match zb {
+            None => None,
+            Some(z) => Some((
+                Granularity::of(op, "b_zero_point", z.shape(), b.shape())?,
+                zero_points(op, "b_zero_point", z, b.dtype())?,
+            )),
+        };
         let bias = match opt_input(inputs, slots.bias) {
             None => None,
             Some(t) => {
@@ -237,6 +240,34 @@ impl Operator for MatMulToFloat {
                 Some(v)
             }
         };
+        let per_batch = |g: Granularity| g == Granularity::BatchColumn;
+        if !per_batch(gs) && !zb_params.as_ref().is_some_and(|(g, _)| per_batch(*g)) {
+            // One scale per column (or one for all): a_scale · b_scale[j]
+            // in f32, as the per-element product below computes it.
+            let scale: Vec<f32> = match gs {
+                Granularity::Tensor => vec![sa * bs[0]],
+                _ => bs.iter().map(|&s| sa * s).collect(),
+            };
+            let za_t = match a8.dtype() {
+                DType::I8 => Tensor::scalar(za as i8),
+                _ => Tensor::scalar(za as u8),
+            };
+            let prepacked = self.packed_b.as_ref();
+            let scaled = (scale.as_slice(), bias.as_deref());
+            if let Some(out) =
+                engine_product_scaled(&p, (a8, Some(&za_t)), (b, zb), prepacked, scaled)?
+            {
+                return Ok(vec![Tensor::from_vec(&p.out, out)?]);
+            }
+        }
+        let av: Vec<i32> = to_i32(op, a8)?.into_iter().map(|x| x - za).collect();
+        let kn = p.k * n;
+        let mut bv = to_i32(op, b)?;
+        if let Some((g, zv)) = &zb_params {
+            for (e, v) in bv.iter_mut().enumerate() {
+                *v -= zv[g.index(e / kn.max(1), e % n.max(1), n)];
+            }
+        }
         let acc = matmul_i32(&p, &av, &bv);
         let out = scale_out(
             &p,
@@ -246,6 +277,26 @@ impl Operator for MatMulToFloat {
         );
         Ok(vec![Tensor::from_vec(&p.out, out)?])
     }
+}
+
+/// DynamicQuantizeMatMul's A quantized to uint8 with [`dynamic_params`]:
+/// (the codes, A's scale, its zero point).
+fn quantize_a(op: &str, a: &Tensor) -> Result<(Tensor, f32, i32)> {
+    let x: Vec<f32> = match a {
+        Tensor::F32(arr) => arr.iter().copied().collect(),
+        other => {
+            return Err(Error::op(
+                op,
+                format!("A must be float32, found {}", other.dtype()),
+            ))
+        }
+    };
+    let (sa, za) = dynamic_params(&x);
+    let q: Vec<u8> = x
+        .iter()
+        .map(|&f| quantize(f, sa, za, 0, 255) as u8)
+        .collect();
+    Ok((Tensor::from_vec(a.shape(), q)?, sa, za))
 }
 
 /// `f32(acc) · scale(b_batch, j) + bias[j]` for every output element.

@@ -17,6 +17,7 @@
 //! `zw ≠ 0`.
 
 mod few;
+mod float_sink;
 mod kernel;
 pub(crate) mod matrix;
 #[cfg(target_arch = "aarch64")]
@@ -25,6 +26,7 @@ pub(crate) mod panel;
 pub(crate) mod sink;
 mod weights;
 
+pub(crate) use float_sink::FloatSink;
 #[cfg(target_arch = "x86_64")]
 pub(crate) use kernel::has_vnni512;
 #[cfg(target_arch = "aarch64")]

@@ -132,7 +132,7 @@ fn engine_zero_b(b: &Tensor, zb: Option<&Tensor>, n: usize) -> Result<Option<Vec
 
 /// A constant 2-D B (with a constant or no zero point) packed once for
 /// the engine, where the engine takes it.
-pub(super) fn prepack_b(b: Option<&Tensor>, zb: Option<Option<&Tensor>>) -> Option<PackedS8> {
+pub(crate) fn prepack_b(b: Option<&Tensor>, zb: Option<Option<&Tensor>>) -> Option<PackedS8> {
     let (b, zb) = (b?, zb?);
     let [k, n] = <[usize; 2]>::try_from(b.shape()).ok()?;
     if !engine_operand(b, zb) {
@@ -153,40 +153,91 @@ pub(super) fn prepack_b(b: Option<&Tensor>, zb: Option<Option<&Tensor>>) -> Opti
 /// [`product`] on the engine, or `None` where it does not apply.
 pub(super) fn engine_product(
     p: &Plan,
+    a: (&Tensor, Option<&Tensor>),
+    b: (&Tensor, Option<&Tensor>),
+    prepacked: Option<&PackedS8>,
+) -> Result<Option<Vec<i32>>> {
+    // Every element is written by its batch's product.
+    let mut out = take_or_default::<i32>(p.a_offs.len() * p.m * p.n);
+    let done = engine_batches(p, a, b, prepacked, &mut |row0, left, zero_a, w| {
+        let chunk = &mut out[row0 * p.n..][..left.m * p.n];
+        super::engine::matrix::product_into(left, zero_a, w, chunk);
+    })?;
+    Ok(done.then_some(out))
+}
+
+/// `f32((A − za)(B − zb)) · scale[j] + bias[j]` on the engine (see
+/// [`product_scaled_into`](super::engine::matrix::product_scaled_into)),
+/// with the operands as [`engine_product`] takes them; `None` where it
+/// does not apply.
+pub(crate) fn engine_product_scaled(
+    p: &Plan,
+    a: (&Tensor, Option<&Tensor>),
+    b: (&Tensor, Option<&Tensor>),
+    prepacked: Option<&PackedS8>,
+    (scale, bias): (&[f32], Option<&[f32]>),
+) -> Result<Option<Vec<f32>>> {
+    let mut out = take_or_default::<f32>(p.a_offs.len() * p.m * p.n);
+    let done = engine_batches(p, a, b, prepacked, &mut |row0, left, zero_a, w| {
+        let chunk = &mut out[row0 * p.n..][..left.m * p.n];
+        super::engine::matrix::product_scaled_into(left, zero_a, w, chunk, (scale, bias));
+    })?;
+    Ok(done.then_some(out))
+}
+
+/// One product of the batches: (its first row in the output's rows, A's
+/// operand, A's zero point, packed B).
+type BatchFn<'f> = dyn FnMut(usize, &super::engine::matrix::LeftOperand, i32, &PackedS8) + 'f;
+
+/// Hands each batch of the planned product to `each` with its operands on
+/// the engine (B packed at build when shared, else per batch); `false`
+/// (nothing run) where the engine does not take the operands. Batches of a
+/// contiguous A sharing one B are one product of all their rows (a linear
+/// layer on `[L, 1, k]` is one `[L, k]` product, not L vector products).
+fn engine_batches(
+    p: &Plan,
     (a, za): (&Tensor, Option<&Tensor>),
     (b, zb): (&Tensor, Option<&Tensor>),
     prepacked: Option<&PackedS8>,
-) -> Result<Option<Vec<i32>>> {
-    use super::engine::matrix::{self, pack_right, LeftOperand};
+    each: &mut BatchFn,
+) -> Result<bool> {
+    use super::engine::matrix::{pack_right, LeftOperand};
     let (Some(ab), Some(bb)) = (a.as_bytes(), b.as_bytes()) else {
-        return Ok(None);
+        return Ok(false);
     };
     if !engine_operand(a, za) || !engine_operand(b, zb) {
-        return Ok(None);
+        return Ok(false);
     }
     let (m, k, n) = (p.m, p.k, p.n);
     let zero_a = match za.map(|z| to_i32("", z)).transpose()? {
         None => 0,
         Some(v) if v.len() == 1 => v[0],
-        Some(_) => return Ok(None),
+        Some(_) => return Ok(false),
     };
     let Some(zero_b) = engine_zero_b(b, zb, n)? else {
-        return Ok(None);
+        return Ok(false);
     };
+    let one_b = p.b_offs.iter().all(|&o| o == 0);
     // One B for every batch, packed at build.
-    let shared = prepacked.filter(|w| (w.rows, w.k) == (n, k) && p.b_offs.iter().all(|&o| o == 0));
-    // Every element is written by its batch's product.
-    let mut out = take_or_default::<i32>(p.a_offs.len() * m * n);
-    for (bi, chunk) in out.chunks_mut((m * n).max(1)).enumerate() {
+    let shared = prepacked.filter(|w| (w.rows, w.k) == (n, k) && one_b);
+    let nb = p.a_offs.len();
+    let a_whole = p.a_offs.iter().enumerate().all(|(i, &o)| o == i * m * k);
+    // (batches per product, rows per product)
+    let (step, rows) = if one_b && a_whole && nb > 1 {
+        (nb, nb * m)
+    } else {
+        (1, m)
+    };
+    for bi in (0..nb).step_by(step) {
         let left = LeftOperand {
-            a: &ab[p.a_offs[bi]..][..m * k],
-            m,
+            a: &ab[p.a_offs[bi]..][..rows * k],
+            m: rows,
             k,
             trans: false,
             signed: a.dtype() == DType::I8,
         };
         match shared {
-            Some(w) => matrix::product_into(&left, zero_a, w, chunk),
+            Some(w) => each(bi * m, &left, zero_a, w),
             None => {
                 let right = pack_right(
                     &bb[p.b_offs[bi]..][..k * n],
@@ -196,11 +247,11 @@ pub(super) fn engine_product(
                     b.dtype() == DType::I8,
                     &zero_b,
                 );
-                matrix::product_into(&left, zero_a, &right, chunk);
+                each(bi * m, &left, zero_a, &right);
             }
         }
     }
-    Ok(Some(out))
+    Ok(true)
 }
 
 /// `x - zp` with the zero point broadcast numpy-style against `x`.
@@ -273,7 +324,10 @@ struct MatMulInteger {
 
 /// Input `i` of a node being built: its constant value (outer `None`: a
 /// present input that is not constant; inner `None`: absent).
-fn constant_or_absent<'a>(ctx: &BuildContext<'a>, i: usize) -> Option<Option<&'a Tensor>> {
+pub(crate) fn constant_or_absent<'a>(
+    ctx: &BuildContext<'a>,
+    i: usize,
+) -> Option<Option<&'a Tensor>> {
     match ctx.consts.get(i).copied().flatten() {
         Some(t) => Some(Some(t)),
         None if i >= ctx.num_inputs => Some(None),

@@ -3,7 +3,7 @@
 //! rows, and the result lands as `[m][n]` (C transposed on store).
 
 use super::panel::{flip_mask, pack_columns, pack_k_rows};
-use super::{PackedS8, PanelSource, Product, WideSink};
+use super::{FloatSink, PackedS8, PanelSource, Product, WideSink};
 
 /// The u8 side of `A · B`: A's rows as C's columns.
 pub(crate) struct LeftOperand<'a> {
@@ -53,11 +53,29 @@ pub(crate) fn product(a: &LeftOperand, zero_a: i32, b: &PackedS8) -> Vec<i32> {
 
 /// [`product`] into `out` (`m·n` elements, every one written).
 pub(crate) fn product_into(a: &LeftOperand, zero_a: i32, b: &PackedS8, out: &mut [i32]) {
-    let product = Product {
+    product_of(a, zero_a, b).run(a, &WideSink::new(out, (1, b.rows)));
+}
+
+/// `f32((A − za) · (B − zb)) · scale[j] + bias[j]` into `out` (`[m][n]`,
+/// every element written): `scale` one value or one per column of B, the
+/// bias optional and one per column (see [`FloatSink`] for the rounding).
+pub(crate) fn product_scaled_into(
+    a: &LeftOperand,
+    zero_a: i32,
+    b: &PackedS8,
+    out: &mut [f32],
+    (scale, bias): (&[f32], Option<&[f32]>),
+) {
+    let sink = FloatSink::new(out, (1, b.rows), scale, bias);
+    product_of(a, zero_a, b).run(a, &sink);
+}
+
+/// The engine's product for `A · B` (A's rows as C's columns).
+fn product_of<'a>(a: &LeftOperand, zero_a: i32, b: &'a PackedS8) -> Product<'a> {
+    Product {
         w: b,
         cols: a.m,
         zero_x: zero_a + if a.signed { 128 } else { 0 },
         bias: None,
-    };
-    product.run(a, &WideSink::new(out, (1, b.rows)));
+    }
 }

@@ -141,13 +141,21 @@ pub(crate) fn pack_columns(
     (c0, n): (usize, usize),
     flip: u8,
 ) {
-    let k4 = k.div_ceil(4);
+    let flip4 = u32::from_ne_bytes([flip; 4]);
     for c in 0..n {
         let col = &src[(c0 + c) * col_stride..][..k];
-        for g in 0..k4 {
-            let dst = &mut panel[g * NR * 4 + c * 4..][..4];
+        // Whole groups of four as one word each; the last, partial group
+        // padded with zeros.
+        let mut groups = col.chunks_exact(4);
+        for (g, w) in (&mut groups).enumerate() {
+            let v = u32::from_ne_bytes([w[0], w[1], w[2], w[3]]) ^ flip4;
+            panel[g * NR * 4 + c * 4..][..4].copy_from_slice(&v.to_ne_bytes());
+        }
+        let tail = groups.remainder();
+        if !tail.is_empty() {
+            let dst = &mut panel[k / 4 * NR * 4 + c * 4..][..4];
             for (j, d) in dst.iter_mut().enumerate() {
-                *d = col.get(4 * g + j).map_or(0, |&v| v ^ flip);
+                *d = tail.get(j).map_or(0, |&v| v ^ flip);
             }
         }
     }

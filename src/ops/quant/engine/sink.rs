@@ -1,7 +1,8 @@
 //! Where the int8 engine's finished tiles go: [`QuantSink`] requantizes to
 //! u8/s8 as QLinearConv and QLinearMatMul define it (`round(v · scale) +
 //! zp`, ties to even, saturated; `scale` in f32 as onnxruntime computes
-//! it), [`WideSink`] stores i32 (ConvInteger, MatMulInteger). Both write
+//! it), [`WideSink`] stores i32 (ConvInteger, MatMulInteger); the float
+//! sink is in [`super::float_sink`]. Both write
 //! C[r][c] at `r·row_stride + c·col_stride` of a caller's buffer through a
 //! raw pointer: tiles are disjoint, so parallel tasks never write the same
 //! element.
@@ -65,7 +66,7 @@ impl Requant<'_> {
 
 /// A raw output pointer shared by tasks that write disjoint elements.
 #[derive(Clone, Copy)]
-struct Shared<T>(*mut T);
+pub(super) struct Shared<T>(pub(super) *mut T);
 // SAFETY: tasks write disjoint elements (see the module header), and the
 // buffer outlives the product (it is borrowed for the sink's lifetime).
 unsafe impl<T> Sync for Shared<T> {}
