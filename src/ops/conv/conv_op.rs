@@ -66,7 +66,9 @@ pub(super) struct Weights {
     /// W packed for the AVX2 panel GEMM (1×1 and im2col paths, which pack
     /// it alike).
     pub panels: PackCache,
-    /// W transposed for the channel-blocked depthwise kernel (tap-major).
+    /// W transposed for the channel-blocked depthwise kernel (tap-major;
+    /// x86-64 only).
+    #[cfg(target_arch = "x86_64")]
     pub depthwise: PackCache,
     /// W packed for the pointwise kernel of small planes (panels of output
     /// channels per input channel).
