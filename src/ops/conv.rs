@@ -28,7 +28,7 @@ mod patches;
 mod phases;
 mod pointwise;
 #[cfg(target_arch = "x86_64")]
-mod regs;
+pub(crate) mod regs;
 mod tap_kernel;
 #[cfg(test)]
 mod tests;

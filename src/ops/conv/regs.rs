@@ -1,6 +1,7 @@
-//! Register-level pieces shared by the x86-64 convolution kernels: the
-//! 8×8 f32 transpose in AVX registers (patch embeddings, the
-//! channel-blocked depthwise kernel's layout changes).
+//! Register-level pieces shared by the x86-64 kernels: the 8×8 f32
+//! transpose in AVX registers (patch embeddings, the channel-blocked
+//! depthwise kernel's layout changes, the int8 engine's transposing float
+//! store).
 
 use std::arch::x86_64::*;
 
@@ -8,7 +9,7 @@ use std::arch::x86_64::*;
 /// of rows interleaved, then pairs of pairs, then the 128-bit halves.
 #[inline]
 #[target_feature(enable = "avx")]
-pub(super) fn transpose8(r: [__m256; 8]) -> [__m256; 8] {
+pub(crate) fn transpose8(r: [__m256; 8]) -> [__m256; 8] {
     let t0 = _mm256_unpacklo_ps(r[0], r[1]);
     let t1 = _mm256_unpackhi_ps(r[0], r[1]);
     let t2 = _mm256_unpacklo_ps(r[2], r[3]);

@@ -11,10 +11,9 @@
 //! taps in kernel row-major order, padding taps adding w·0, with one
 //! rounding per tap: the same bits as the per-plane kernel.
 
-use super::lanes::{Avx2, Avx512, Lanes};
+use super::lanes::{Avx2, Avx512, Epilogue, Lanes};
 use super::transpose::{to_pixels, to_planes, Spread};
 use crate::ops::conv::conv_op::ConvPlan;
-use crate::ops::conv::tap_kernel::clamp_bounds;
 use crate::ops::gemm::fused::Activation;
 
 /// Widest output rows the blocked kernel takes: wider rows fill the
@@ -415,27 +414,6 @@ impl Blocked {
                     next += P;
                 }
             }
-        }
-    }
-}
-
-/// The activation the blocked kernel applies in registers (Relu and Clip
-/// as bounds, hard-swish), or after storing each block's planes.
-#[derive(Clone, Copy)]
-enum Epilogue {
-    None,
-    Clamp(f32, f32),
-    HardSwish,
-    After(Activation),
-}
-
-impl Epilogue {
-    fn of(act: Option<Activation>) -> Epilogue {
-        match (act, clamp_bounds(act)) {
-            (_, Some((lo, hi))) => Epilogue::Clamp(lo, hi),
-            (Some(Activation::HardSwish), _) => Epilogue::HardSwish,
-            (Some(a), _) => Epilogue::After(a),
-            (None, _) => Epilogue::None,
         }
     }
 }

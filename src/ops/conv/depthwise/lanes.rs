@@ -2,9 +2,34 @@
 //! AVX2 + FMA (8 channels per vector) and AVX-512F (16): each lane holds
 //! one channel. Every method is a thin wrapper over one or two intrinsics,
 //! compiled with its instruction set's features so that it inlines into
-//! the kernel built with the same features.
+//! the kernel built with the same features. Also the choice of the
+//! activation applied in registers, shared with the rows kernel.
 
+use crate::ops::conv::tap_kernel::clamp_bounds;
+use crate::ops::gemm::fused::Activation;
 use std::arch::x86_64::*;
+
+/// The activation a depthwise kernel applies in registers (Relu and Clip
+/// as bounds, hard-swish as a multiply, an add and the bounds), or after
+/// its stores (any other).
+#[derive(Clone, Copy)]
+pub(super) enum Epilogue {
+    None,
+    Clamp(f32, f32),
+    HardSwish,
+    After(Activation),
+}
+
+impl Epilogue {
+    pub(super) fn of(act: Option<Activation>) -> Epilogue {
+        match (act, clamp_bounds(act)) {
+            (_, Some((lo, hi))) => Epilogue::Clamp(lo, hi),
+            (Some(Activation::HardSwish), _) => Epilogue::HardSwish,
+            (Some(a), _) => Epilogue::After(a),
+            (None, _) => Epilogue::None,
+        }
+    }
+}
 
 /// One instruction set's vectors of f32 lanes.
 ///

@@ -15,8 +15,8 @@
 
 use std::arch::x86_64::*;
 
+use super::lanes::Epilogue;
 use crate::ops::conv::conv_op::ConvPlan;
-use crate::ops::conv::tap_kernel::clamp_bounds;
 use crate::ops::gemm::fused::Activation;
 use crate::ops::util::par_rows;
 
@@ -58,27 +58,6 @@ struct Geom {
     sw: usize,
     pt: isize,
     pl: isize,
-}
-
-/// The activation applied in registers (Relu and Clip as bounds,
-/// hard-swish as a multiply, an add and the bounds), or after the stores.
-#[derive(Clone, Copy)]
-enum Epilogue {
-    None,
-    Clamp(f32, f32),
-    HardSwish,
-    After(Activation),
-}
-
-impl Epilogue {
-    fn of(act: Option<Activation>) -> Epilogue {
-        match (act, clamp_bounds(act)) {
-            (_, Some((lo, hi))) => Epilogue::Clamp(lo, hi),
-            (Some(Activation::HardSwish), _) => Epilogue::HardSwish,
-            (Some(a), _) => Epilogue::After(a),
-            (None, _) => Epilogue::None,
-        }
-    }
 }
 
 impl Rows {

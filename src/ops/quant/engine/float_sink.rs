@@ -118,32 +118,7 @@ unsafe fn store_transposed_avx2(
         let a: [__m256; MR] = std::array::from_fn(|r| unsafe {
             _mm256_cvtepi32_ps(_mm256_loadu_si256(tile[r * NR + c..].as_ptr().cast()))
         });
-        let t0 = _mm256_unpacklo_ps(a[0], a[1]);
-        let t1 = _mm256_unpackhi_ps(a[0], a[1]);
-        let t2 = _mm256_unpacklo_ps(a[2], a[3]);
-        let t3 = _mm256_unpackhi_ps(a[2], a[3]);
-        let t4 = _mm256_unpacklo_ps(a[4], a[5]);
-        let t5 = _mm256_unpackhi_ps(a[4], a[5]);
-        let t6 = _mm256_unpacklo_ps(a[6], a[7]);
-        let t7 = _mm256_unpackhi_ps(a[6], a[7]);
-        let u0 = _mm256_shuffle_ps::<0x44>(t0, t2);
-        let u1 = _mm256_shuffle_ps::<0xEE>(t0, t2);
-        let u2 = _mm256_shuffle_ps::<0x44>(t1, t3);
-        let u3 = _mm256_shuffle_ps::<0xEE>(t1, t3);
-        let u4 = _mm256_shuffle_ps::<0x44>(t4, t6);
-        let u5 = _mm256_shuffle_ps::<0xEE>(t4, t6);
-        let u6 = _mm256_shuffle_ps::<0x44>(t5, t7);
-        let u7 = _mm256_shuffle_ps::<0xEE>(t5, t7);
-        let columns = [
-            _mm256_permute2f128_ps::<0x20>(u0, u4),
-            _mm256_permute2f128_ps::<0x20>(u1, u5),
-            _mm256_permute2f128_ps::<0x20>(u2, u6),
-            _mm256_permute2f128_ps::<0x20>(u3, u7),
-            _mm256_permute2f128_ps::<0x31>(u0, u4),
-            _mm256_permute2f128_ps::<0x31>(u1, u5),
-            _mm256_permute2f128_ps::<0x31>(u2, u6),
-            _mm256_permute2f128_ps::<0x31>(u3, u7),
-        ];
+        let columns = crate::ops::conv::regs::transpose8(a);
         for (j, v) in columns.into_iter().enumerate() {
             let y = _mm256_mul_ps(v, s);
             let y = match b {
