@@ -20,15 +20,7 @@ use crate::tensor::DType;
 /// Fuses every eligible bias Add into its MatMul; returns the names of the
 /// changed MatMul nodes.
 pub(super) fn fuse_matmul_biases(graph: &mut Graph, facts: &Facts) -> Vec<String> {
-    let mut changed = Vec::new();
-    let mut i = 0;
-    while i < graph.nodes.len() {
-        match try_fuse(graph, facts, i) {
-            Some(name) => changed.push(name),
-            None => i += 1,
-        }
-    }
-    changed
+    super::fuse_each(graph, facts, try_fuse)
 }
 
 /// The shape of float32 value `v`, when known.

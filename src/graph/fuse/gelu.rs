@@ -21,15 +21,7 @@ use std::collections::BTreeMap;
 
 /// Fuses every erf GELU chain; returns the names of the new Gelu nodes.
 pub(super) fn fuse_gelus(graph: &mut Graph, facts: &Facts) -> Vec<String> {
-    let mut changed = Vec::new();
-    let mut i = 0;
-    while i < graph.nodes.len() {
-        match try_fuse(graph, facts, i) {
-            Some(name) => changed.push(name),
-            None => i += 1,
-        }
-    }
-    changed
+    super::fuse_each(graph, facts, try_fuse)
 }
 
 /// The value of a one-element float32 constant.

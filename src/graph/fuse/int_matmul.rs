@@ -27,17 +27,7 @@ use std::collections::BTreeMap;
 /// Fuses every eligible chain; returns the names of the rewritten
 /// MatMulInteger nodes.
 pub(super) fn fuse_integer_matmuls(graph: &mut Graph, facts: &Facts) -> Vec<String> {
-    let mut changed = Vec::new();
-    let mut i = 0;
-    while i < graph.nodes.len() {
-        // After a rewrite, index i is looked at again: the scale's Mul may
-        // have stood before the product.
-        match try_fuse(graph, facts, i) {
-            Some(name) => changed.push(name),
-            None => i += 1,
-        }
-    }
-    changed
+    super::fuse_each(graph, facts, try_fuse)
 }
 
 /// Node `i`'s inputs when it is a default-domain `op` with one output.

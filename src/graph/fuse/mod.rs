@@ -244,22 +244,32 @@ fn absorb(graph: &mut Graph, producer: usize, r: usize) -> Option<String> {
     Some(name)
 }
 
+/// Runs `try_fuse` at every node index, the same index again after a
+/// rewrite (which may have removed or moved nodes before it); returns the
+/// names `try_fuse` reported for its rewrites.
+fn fuse_each(
+    graph: &mut Graph,
+    facts: &Facts,
+    try_fuse: fn(&mut Graph, &Facts, usize) -> Option<String>,
+) -> Vec<String> {
+    let mut changed = Vec::new();
+    let mut i = 0;
+    while i < graph.nodes.len() {
+        match try_fuse(graph, facts, i) {
+            Some(name) => changed.push(name),
+            None => i += 1,
+        }
+    }
+    changed
+}
+
 /// An operator that accepts an activation (Conv, Gemm, MatMul,
 /// BatchNormalization, two-input Add/Sum on float32 data; see their
 /// `accepts_fusion`) → an activation operator (`as_activation`), the
 /// producer's output read only by it, becomes one node carrying the
 /// activation in its [`Fusion`](crate::ir::Fusion).
 fn fuse_activations(graph: &mut Graph, facts: &Facts) -> Vec<String> {
-    let mut changed = Vec::new();
-    let mut i = 0;
-    while i < graph.nodes.len() {
-        if let Some(name) = try_fuse_activation(graph, facts, i) {
-            changed.push(name);
-        } else {
-            i += 1;
-        }
-    }
-    changed
+    fuse_each(graph, facts, try_fuse_activation)
 }
 
 /// The inputs of node `n` as its operator's fusion hooks see them: the

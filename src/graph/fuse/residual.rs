@@ -13,15 +13,7 @@ use crate::tensor::DType;
 /// Fuses every eligible residual Add into its Conv; returns the names of
 /// the changed Conv nodes.
 pub(super) fn fuse_residual_adds(graph: &mut Graph, facts: &Facts) -> Vec<String> {
-    let mut changed = Vec::new();
-    let mut i = 0;
-    while i < graph.nodes.len() {
-        match try_fuse(graph, facts, i) {
-            Some(name) => changed.push(name),
-            None => i += 1,
-        }
-    }
-    changed
+    super::fuse_each(graph, facts, try_fuse)
 }
 
 /// Whether value `v` is a float32 tensor of exactly `shape`.

@@ -21,15 +21,7 @@ use crate::tensor::DType;
 /// Fuses every eligible scale/mask chain into its Softmax; returns the
 /// names of the changed Softmax nodes.
 pub(super) fn fuse_softmax_inputs(graph: &mut Graph, facts: &Facts) -> Vec<String> {
-    let mut changed = Vec::new();
-    let mut i = 0;
-    while i < graph.nodes.len() {
-        match try_fuse(graph, facts, i) {
-            Some(name) => changed.push(name),
-            None => i += 1,
-        }
-    }
-    changed
+    super::fuse_each(graph, facts, try_fuse)
 }
 
 /// The shape of float32 value `v`, when known.
