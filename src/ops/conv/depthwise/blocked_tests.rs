@@ -167,6 +167,54 @@ fn blocked_matches_direct_sums() {
     // Planes of fewer than 8 pixels (copied lane by lane) and of one.
     check(l(2, 7, 1, 2, 3, [3, 3], 1, [1, 1]), swish);
     check(l(1, 4, 3, 1, 1, [1, 1], 1, [0, 0]), None);
+    // Wide planes for many taps (AVX-512 only): ConvNeXt's 7×7 on 56×56
+    // and 28×28, MobileNet v3's 5×5 at stride 2 from 56×56, the widest
+    // taken (64) and an odd width.
+    if crate::ops::gemm::simd::has_avx512() {
+        check(l(1, 17, 1, 56, 56, [7, 7], 1, [3, 3]), None);
+        check(l(1, 18, 1, 28, 28, [7, 7], 1, [3, 3]), relu);
+        check(l(1, 19, 1, 56, 56, [5, 5], 2, [2, 2]), swish);
+        check(l(1, 3, 1, 21, 64, [5, 5], 1, [2, 2]), clip);
+        check(l(1, 5, 1, 33, 37, [7, 7], 1, [3, 3]), sigmoid);
+    }
+}
+
+/// The scratch may start anywhere: the kernel moves its start to a cache
+/// line, and the results keep their bits at every offset.
+#[test]
+fn scratch_alignment_changes_no_bit() {
+    if !crate::ops::gemm::simd::has_avx2_fma() {
+        return;
+    }
+    let layer = Layer {
+        n: 1,
+        c: 20,
+        mg: 1,
+        h: 14,
+        w: 14,
+        k: [7, 7],
+        stride: 1,
+        pads: [3, 3],
+    };
+    let p = layer.plan();
+    let k = Blocked::new(&p).expect("a 14×14 plane is blocked");
+    let rows = p.m;
+    let x = values(layer.c * layer.h * layer.w, 3);
+    let w = values(p.m * 49, 5);
+    let b = values(p.m, 9);
+    let wt = super::transpose_weights(p.m, 49, &w);
+    let want = direct(&p, &x, &w, &b, None, 0, rows);
+    let mut backing = vec![f32::NAN; k.scratch_len() + 16];
+    for offset in 0..16 {
+        let scratch = &mut backing[offset..offset + k.scratch_len()];
+        let mut got = vec![f32::NAN; want.len()];
+        k.run(0, &mut got, &x, &wt, Some(&b), None, scratch);
+        let same = got
+            .iter()
+            .zip(&want)
+            .all(|(g, e)| g.to_bits() == e.to_bits());
+        assert!(same, "scratch offset {offset}");
+    }
 }
 
 /// Wide rows stay on the per-plane kernel.
@@ -183,4 +231,14 @@ fn wide_rows_stay_per_plane() {
         pads: [1, 1],
     };
     assert!(Blocked::new(&l.plan()).is_none());
+    // Many taps: blocked up to 64 wide with AVX-512, per plane past it.
+    let many = |w| Layer {
+        w,
+        k: [7, 7],
+        pads: [3, 3],
+        ..l
+    };
+    let avx512 = crate::ops::gemm::simd::has_avx512();
+    assert_eq!(Blocked::new(&many(64).plan()).is_some(), avx512);
+    assert!(Blocked::new(&many(65).plan()).is_none());
 }
