@@ -192,7 +192,8 @@ impl Plan {
         self.measured.get(i * self.slots + threads - 1)
     }
 
-    fn measured_seconds(&self, i: usize, threads: usize) -> Option<f64> {
+    /// Measured seconds of node `i` on `threads` threads, if any.
+    pub(super) fn measured_seconds(&self, i: usize, threads: usize) -> Option<f64> {
         match self.slot(i, threads)?.load(Ordering::Relaxed) {
             0 => None,
             ns => Some(ns as f64 * 1e-9),
