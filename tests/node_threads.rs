@@ -57,3 +57,29 @@ fn every_run_on_two_or_three_threads_matches_one_thread_bit_for_bit() {
         }
     }
 }
+
+#[test]
+fn a_node_faster_on_one_thread_is_estimated_at_that_time_on_two() {
+    // The executor holds such a node to one thread, so a fork's estimate
+    // of it on two threads is its one-thread time.
+    let session = SessionBuilder::new()
+        .cpus(2)
+        .mode(Mode::Serial)
+        .pin_threads(false)
+        .build_from_bytes(&common::chains_model(1, 1))
+        .expect("valid model");
+    let plan = session
+        .plan_for(&[std::sync::Arc::new(common::chains_input())])
+        .expect("a plan");
+    // One run warms the plan up: times count from then on.
+    session.run([("x", common::chains_input())]).expect("runs");
+    let speedup = |k: usize| k as f64;
+    plan.record(0, 2, 3_000_000);
+    assert!((plan.node_seconds_at(0, 2, &speedup) - 3e-3).abs() < 1e-9);
+    plan.record(0, 1, 2_000_000);
+    assert!((plan.node_seconds_at(0, 2, &speedup) - 2e-3).abs() < 1e-9);
+    // Where two threads are faster, their time stands.
+    plan.record(0, 2, 1_000_000);
+    let two = plan.node_seconds_at(0, 2, &speedup);
+    assert!(two < 2e-3, "{two}");
+}
