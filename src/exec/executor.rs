@@ -9,6 +9,7 @@
 //! reader. A one-thread run of a plan without forks stays on the caller's
 //! thread.
 
+use super::narrow;
 use super::trace::{Recorder, Trace};
 use super::warm::Warm;
 use super::watch::{Control, RunEvent, Watch};
@@ -38,6 +39,9 @@ struct Run<'a> {
     reports: Mutex<Vec<ForkReport>>,
     /// Whether this run explores (see [`Plan::explores`]).
     explores: bool,
+    /// How many runs of the plan finished before this one (which nodes
+    /// explore their other thread count, see [`narrow`]).
+    index: u64,
     error: Mutex<Option<Error>>,
     trace: Option<Recorder>,
     /// When the run must stop early (cancelled, or out of time).
@@ -117,6 +121,7 @@ pub fn run(
         sched,
         reports: Mutex::new(Vec::new()),
         explores: plan.forks.explores(),
+        index: plan.forks.runs(),
         error: Mutex::new(None),
         trace: traced.then(Recorder::new),
         interrupt,
@@ -173,7 +178,10 @@ fn run_steps(run: &Run, steps: &[Step], lane: &Lane) -> Result<()> {
         match step {
             Step::Node(i) => {
                 let start = Instant::now();
-                run_node(run, *i, threads)?;
+                match narrow::node_threads(run.plan, *i, threads, run.index) {
+                    k if k < threads => with_thread_cap(k, || run_node(run, *i, k))?,
+                    _ => run_node(run, *i, threads)?,
+                }
                 if let Some(t) = &run.trace {
                     let node = &run.plan.graph.nodes[*i];
                     t.record(&node.name, &node.op_type, start, None);

@@ -6,6 +6,7 @@
 
 mod body;
 mod executor;
+mod narrow;
 mod plan;
 mod store;
 mod trace;
