@@ -13,6 +13,8 @@ mod avx2;
 #[cfg(target_arch = "x86_64")]
 mod blocked;
 #[cfg(target_arch = "x86_64")]
+mod halves;
+#[cfg(target_arch = "x86_64")]
 mod lanes;
 #[cfg(target_arch = "x86_64")]
 mod rows;
