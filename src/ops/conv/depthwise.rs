@@ -4,14 +4,17 @@
 //! phases so that every tap reads one contiguous span per output chunk; the
 //! running sums of up to 32 outputs of a row stay in registers across all
 //! the taps and get their activation there, before their one store; on
-//! AVX-512 the rows kernel reads wide f32 planes of stride 2 in place
-//! instead. Other ranks walk the window lines. Planes are split over the current rayon
-//! pool; each output is summed in a fixed order.
+//! AVX-512 the rows kernel takes wide f32 planes of stride 2 instead,
+//! splitting the input rows each chunk reads into even and odd columns in
+//! an L1 scratch. Other ranks walk the window lines. Planes are split over
+//! the current rayon pool; each output is summed in a fixed order.
 
 #[cfg(target_arch = "x86_64")]
 mod avx2;
 #[cfg(target_arch = "x86_64")]
 mod blocked;
+#[cfg(target_arch = "x86_64")]
+mod halves;
 #[cfg(target_arch = "x86_64")]
 mod lanes;
 #[cfg(target_arch = "x86_64")]
@@ -186,7 +189,9 @@ fn blocked_2d<T: GemmFloat>(a: &ConvArgs<T>, act: Option<Activation>, y: &mut [T
 /// rows kernel: stride 2 only for now. On the AVX-512 machine measured (an
 /// AMD EPYC) it beat the phase path on every layer alone, but inside
 /// MobileNet v3 only at stride 2 (features.2's 3×3 at 112²: ~167 against
-/// ~216 µs); its stride-1 layers ran as fast or slower there.
+/// ~216 µs); its stride-1 layers ran as fast or slower there, and so did
+/// a stride-1 copy of its split-rows loop alone (3×3 at 112² and 56², 5×5
+/// at 28²: 0.92 to 1.11 of the phase path's time).
 #[cfg(target_arch = "x86_64")]
 fn pick_rows(sw: usize) -> bool {
     sw == 2

@@ -21,7 +21,7 @@ use crate::ops::gemm::fused::Activation;
 use crate::ops::util::par_rows;
 
 /// Lanes of one vector.
-const LANES: usize = 16;
+pub(super) const LANES: usize = 16;
 
 /// Most vectors of one row a chunk holds.
 const MAX_V: usize = 4;
@@ -47,17 +47,17 @@ pub(super) struct Rows {
 
 /// The sizes of one plane's window.
 #[derive(Clone, Copy)]
-struct Geom {
-    h: usize,
-    wd: usize,
-    oh: usize,
-    ow: usize,
-    kh: usize,
-    kw: usize,
-    sh: usize,
-    sw: usize,
-    pt: isize,
-    pl: isize,
+pub(super) struct Geom {
+    pub(super) h: usize,
+    pub(super) wd: usize,
+    pub(super) oh: usize,
+    pub(super) ow: usize,
+    pub(super) kh: usize,
+    pub(super) kw: usize,
+    pub(super) sh: usize,
+    pub(super) sw: usize,
+    pub(super) pt: isize,
+    pub(super) pl: isize,
 }
 
 impl Rows {
@@ -120,6 +120,8 @@ impl Rows {
         let epi = Epilogue::of(act);
         let zeros = vec![0f32; g.wd];
         par_rows(y, plane, |first, chunk| {
+            // Stride 2 splits each chunk's input rows into this scratch.
+            let mut split = super::halves::takes(&g).then(super::halves::Split::new);
             for (r, out) in chunk.chunks_exact_mut(plane).enumerate() {
                 let row = first + r;
                 let (ni, oc) = (row / self.m, row % self.m);
@@ -134,7 +136,10 @@ impl Rows {
                 };
                 // SAFETY: `new` checked AVX-512F and FMA.
                 unsafe {
-                    if g.sw == 1 {
+                    if let Some(split) = split.as_mut() {
+                        let mut pa = pa;
+                        super::halves::sum_plane(&g, &mut pa, split, epi)
+                    } else if g.sw == 1 {
                         sum_plane::<1>(&g, pa, epi)
                     } else {
                         sum_plane::<2>(&g, pa, epi)
@@ -147,19 +152,23 @@ impl Rows {
 
 /// One plane's operands: `x` `h × wd`, `w` `kh × kw`, `z` and `y` `oh ×
 /// ow`.
-struct PlaneArgs<'a> {
-    x: &'a [f32],
+pub(super) struct PlaneArgs<'a> {
+    pub(super) x: &'a [f32],
     /// `wd` zeros: the rows above and below the plane.
-    zeros: &'a [f32],
-    w: &'a [f32],
-    bias: f32,
-    z: Option<&'a [f32]>,
-    y: &'a mut [f32],
+    pub(super) zeros: &'a [f32],
+    pub(super) w: &'a [f32],
+    pub(super) bias: f32,
+    pub(super) z: Option<&'a [f32]>,
+    pub(super) y: &'a mut [f32],
 }
 
-/// One plane at horizontal stride S: the row in segments of up to
-/// [`MAX_V`] vectors, each taken in chunks of R rows (the last rows one at
-/// a time).
+/// One plane at horizontal stride S: the row in segments. A vector whose
+/// loads all lie inside the row (for every column tap) is clean: runs of
+/// clean vectors go in segments of up to [`MAX_V`] with plain loads; a
+/// vector at an edge goes alone, with masked loads (a few mask registers,
+/// where a wide segment's masks would not fit in the eight and be
+/// reloaded from the stack at every tap). Each segment is taken in chunks
+/// of R rows (the last rows one at a time).
 ///
 /// # Safety
 /// The CPU must support AVX-512F and FMA.
@@ -173,30 +182,51 @@ unsafe fn sum_plane<const S: usize>(g: &Geom, mut pa: PlaneArgs, epi: Epilogue) 
             && pa.y.len() >= g.oh * g.ow
             && pa.z.is_none_or(|z| z.len() >= g.oh * g.ow)
     );
-    let mut x0 = 0;
-    while x0 < g.ow {
-        let v = (g.ow - x0).div_ceil(LANES).min(MAX_V);
-        // SAFETY: AVX-512F and FMA (the contract); the assert above is
-        // what `segment` needs.
+    let vectors = g.ow.div_ceil(LANES);
+    let mut v0 = 0;
+    while v0 < vectors {
+        let x0 = v0 * LANES;
+        if !clean::<S>(g, v0) {
+            // SAFETY: AVX-512F and FMA (the contract); the assert above is
+            // what `segment` needs.
+            unsafe { segment::<S, 1, { ROWS_FOR[0] }, true>(g, &mut pa, x0, epi) };
+            v0 += 1;
+            continue;
+        }
+        let mut v = 1;
+        while v < MAX_V && v0 + v < vectors && clean::<S>(g, v0 + v) {
+            v += 1;
+        }
+        // SAFETY: as above, and every vector of the segment is clean.
         unsafe {
             match v {
-                4 => segment::<S, 4, { ROWS_FOR[3] }>(g, &mut pa, x0, epi),
-                3 => segment::<S, 3, { ROWS_FOR[2] }>(g, &mut pa, x0, epi),
-                2 => segment::<S, 2, { ROWS_FOR[1] }>(g, &mut pa, x0, epi),
-                _ => segment::<S, 1, { ROWS_FOR[0] }>(g, &mut pa, x0, epi),
+                4 => segment::<S, 4, { ROWS_FOR[3] }, false>(g, &mut pa, x0, epi),
+                3 => segment::<S, 3, { ROWS_FOR[2] }, false>(g, &mut pa, x0, epi),
+                2 => segment::<S, 2, { ROWS_FOR[1] }, false>(g, &mut pa, x0, epi),
+                _ => segment::<S, 1, { ROWS_FOR[0] }, false>(g, &mut pa, x0, epi),
             }
         }
-        x0 += v * LANES;
+        v0 += v;
     }
 }
 
-/// Columns `x0 .. x0 + 16·V` (cut at `ow`) of every row.
+/// Whether every load of output vector `v` (columns 16·v ..), for every
+/// column tap, reads only columns inside the row: `16·S` of them from
+/// column `16·v·S − pl + kx`.
+fn clean<const S: usize>(g: &Geom, v: usize) -> bool {
+    let first = (v * LANES * S) as isize - g.pl;
+    let end = first + (g.kw - 1 + LANES * S) as isize;
+    first >= 0 && end <= g.wd as isize
+}
+
+/// Columns `x0 .. x0 + 16·V` (cut at `ow`) of every row; the loads masked
+/// when M, else whole (every vector [`clean`]).
 ///
 /// # Safety
 /// AVX-512F and FMA; `pa`'s slices as long as [`sum_plane`] asserts;
-/// `x0 + 16·(V − 1) < ow`.
+/// `x0 + 16·(V − 1) < ow`; unless M, every vector of the segment clean.
 #[inline(always)]
-unsafe fn segment<const S: usize, const V: usize, const R: usize>(
+unsafe fn segment<const S: usize, const V: usize, const R: usize, const M: bool>(
     g: &Geom,
     pa: &mut PlaneArgs,
     x0: usize,
@@ -221,11 +251,11 @@ unsafe fn segment<const S: usize, const V: usize, const R: usize>(
     // SAFETY: the contract, with rows y0 .. y0 + R (or + 1) ≤ oh.
     unsafe {
         while y0 + R <= g.oh {
-            chunk::<S, V, R>(g, pa, &cols, x0, y0, epi);
+            chunk::<S, V, R, M>(g, pa, &cols, x0, y0, epi);
             y0 += R;
         }
         while y0 < g.oh {
-            chunk::<S, V, 1>(g, pa, &cols, x0, y0, epi);
+            chunk::<S, V, 1, M>(g, pa, &cols, x0, y0, epi);
             y0 += 1;
         }
     }
@@ -244,7 +274,7 @@ struct Cols<'a, const S: usize, const V: usize> {
 /// # Safety
 /// As [`segment`], and `y0 + R ≤ oh`; `cols` that segment's columns.
 #[inline(always)]
-unsafe fn chunk<const S: usize, const V: usize, const R: usize>(
+unsafe fn chunk<const S: usize, const V: usize, const R: usize, const M: bool>(
     g: &Geom,
     pa: &mut PlaneArgs,
     cols: &Cols<S, V>,
@@ -291,11 +321,39 @@ unsafe fn chunk<const S: usize, const V: usize, const R: usize>(
                 for (acc, &row) in acc.iter_mut().zip(&rows) {
                     for (v, a) in acc.iter_mut().enumerate() {
                         let c0 = cols.c0 + (v * S * LANES + kx) as isize;
-                        *a = _mm512_fmadd_ps(wv, load::<S>(row, c0, &masks[v]), *a);
+                        let x = if M {
+                            load::<S>(row, c0, &masks[v])
+                        } else {
+                            load_whole::<S>(row, c0)
+                        };
+                        *a = _mm512_fmadd_ps(wv, x, *a);
                     }
                 }
             }
         }
+        finish::<V, R>(g, pa, &acc, x0, y0, epi);
+    }
+}
+
+/// Output rows `y0 .. y0 + R`, columns `x0 .. x0 + 16·V` (cut at `ow`)
+/// from their sums `acc`: the residual, the activation, one masked store
+/// per vector.
+///
+/// # Safety
+/// AVX-512F; `pa`'s slices as long as [`sum_plane`] asserts; `y0 + R ≤
+/// oh` and `x0 + 16·(V − 1) < ow`.
+#[inline(always)]
+pub(super) unsafe fn finish<const V: usize, const R: usize>(
+    g: &Geom,
+    pa: &mut PlaneArgs,
+    acc: &[[__m512; V]; R],
+    x0: usize,
+    y0: usize,
+    epi: Epilogue,
+) {
+    // SAFETY: AVX-512F (the contract); the stores and the residual's loads
+    // touch rows y0 + r < oh of `y` and `z`, only the lanes below ow.
+    unsafe {
         let y = pa.y.as_mut_ptr();
         for (r, acc) in acc.iter().enumerate() {
             let at = (y0 + r) * g.ow + x0;
@@ -325,7 +383,7 @@ unsafe fn chunk<const S: usize, const V: usize, const R: usize>(
 /// # Safety
 /// The CPU must support AVX-512F.
 #[inline(always)]
-unsafe fn activate(s: __m512, epi: Epilogue) -> __m512 {
+pub(super) unsafe fn activate(s: __m512, epi: Epilogue) -> __m512 {
     // SAFETY: AVX-512F (the contract).
     unsafe {
         match epi {
@@ -341,6 +399,25 @@ unsafe fn activate(s: __m512, epi: Epilogue) -> __m512 {
             }
             Epilogue::None | Epilogue::After(_) => s,
         }
+    }
+}
+
+/// The 16 values of a row at columns `c0 + S·l` (l < 16): one load, or at
+/// stride 2 two and their even lanes.
+///
+/// # Safety
+/// AVX-512F; columns `c0 .. c0 + 16·S` of `row` must be readable.
+#[inline(always)]
+unsafe fn load_whole<const S: usize>(row: *const f32, c0: isize) -> __m512 {
+    // SAFETY: AVX-512F and the columns readable (the contract).
+    unsafe {
+        let lo = _mm512_loadu_ps(row.offset(c0));
+        if S == 1 {
+            return lo;
+        }
+        let hi = _mm512_loadu_ps(row.offset(c0 + LANES as isize));
+        let even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+        _mm512_permutex2var_ps(lo, even, hi)
     }
 }
 

@@ -203,3 +203,53 @@ fn narrow_planes_are_left_alone() {
     };
     assert!(Rows::new(&dilated).is_none());
 }
+
+/// (images, h, w, [kh, kw], vertical stride, pads).
+type Case = (usize, usize, usize, [usize; 2], usize, [usize; 4]);
+
+/// Stride 2 on the loop that splits the input rows into halves: output
+/// widths around the vector width, every kernel width 1 to 7 (with
+/// heights 1 to 7), pads from none to past the kernel's reach, vertical
+/// strides 1 and 2 (and 3, which stays on the in-place loop), odd heights,
+/// two images and a channel multiplier, every activation.
+#[test]
+fn stride_two_split_rows() {
+    let acts = [
+        None,
+        Some(Activation::Relu),
+        Some(Activation::Clip(-0.25, 0.5)),
+        Some(Activation::HardSwish),
+        Some(Activation::Sigmoid),
+    ];
+    // (images, h, w, [kh, kw], vertical stride, pads): output widths 17,
+    // 32, 33, 48, 49, 64, 65 and more.
+    let cases: [Case; 14] = [
+        (1, 9, 33, [3, 3], 2, [1, 1, 1, 1]),
+        (1, 7, 63, [3, 3], 2, [1, 1, 1, 1]),
+        (2, 13, 65, [3, 3], 2, [1, 1, 1, 1]),
+        (1, 11, 95, [5, 5], 2, [2, 2, 2, 2]),
+        (1, 8, 97, [5, 5], 2, [2, 2, 2, 2]),
+        (1, 9, 128, [7, 7], 2, [3, 3, 3, 3]),
+        (1, 5, 129, [1, 1], 2, [0, 0, 0, 0]),
+        (1, 6, 40, [4, 4], 2, [1, 1, 2, 2]),
+        (1, 7, 50, [2, 6], 2, [0, 2, 1, 3]),
+        (1, 9, 50, [3, 3], 2, [0, 0, 1, 1]),
+        (1, 5, 50, [3, 3], 2, [2, 5, 2, 5]),
+        (1, 9, 70, [3, 5], 1, [1, 2, 1, 2]),
+        (2, 12, 66, [5, 3], 1, [2, 1, 2, 1]),
+        (1, 13, 45, [3, 3], 3, [1, 1, 1, 1]),
+    ];
+    for (i, (n, h, w, k, sh, pads)) in cases.into_iter().enumerate() {
+        let layer = Layer {
+            n,
+            c: 2,
+            mg: 1 + i % 2,
+            h,
+            w,
+            k,
+            stride: [sh, 2],
+            pads,
+        };
+        check(layer, acts[i % acts.len()]);
+    }
+}
