@@ -9,7 +9,6 @@
 //! reader. A one-thread run of a plan without forks stays on the caller's
 //! thread.
 
-use super::narrow;
 use super::trace::{Recorder, Trace};
 use super::warm::Warm;
 use super::watch::{Control, RunEvent, Watch};
@@ -39,9 +38,6 @@ struct Run<'a> {
     reports: Mutex<Vec<ForkReport>>,
     /// Whether this run explores (see [`Plan::explores`]).
     explores: bool,
-    /// How many runs of the plan finished before this one (which nodes
-    /// explore their other thread count, see [`narrow`]).
-    index: u64,
     error: Mutex<Option<Error>>,
     trace: Option<Recorder>,
     /// When the run must stop early (cancelled, or out of time).
@@ -121,7 +117,6 @@ pub fn run(
         sched,
         reports: Mutex::new(Vec::new()),
         explores: plan.forks.explores(),
-        index: plan.forks.runs(),
         error: Mutex::new(None),
         trace: traced.then(Recorder::new),
         interrupt,
@@ -178,10 +173,7 @@ fn run_steps(run: &Run, steps: &[Step], lane: &Lane) -> Result<()> {
         match step {
             Step::Node(i) => {
                 let start = Instant::now();
-                match narrow::node_threads(run.plan, *i, threads, run.index) {
-                    k if k < threads => with_thread_cap(k, || run_node(run, *i, k))?,
-                    _ => run_node(run, *i, threads)?,
-                }
+                run_node(run, *i, threads)?;
                 if let Some(t) = &run.trace {
                     let node = &run.plan.graph.nodes[*i];
                     t.record(&node.name, &node.op_type, start, None);

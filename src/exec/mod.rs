@@ -6,7 +6,6 @@
 
 mod body;
 mod executor;
-mod narrow;
 mod plan;
 mod store;
 mod trace;

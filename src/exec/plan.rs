@@ -192,8 +192,7 @@ impl Plan {
         self.measured.get(i * self.slots + threads - 1)
     }
 
-    /// Measured seconds of node `i` on `threads` threads, if any.
-    pub(super) fn measured_seconds(&self, i: usize, threads: usize) -> Option<f64> {
+    fn measured_seconds(&self, i: usize, threads: usize) -> Option<f64> {
         match self.slot(i, threads)?.load(Ordering::Relaxed) {
             0 => None,
             ns => Some(ns as f64 * 1e-9),
@@ -201,14 +200,13 @@ impl Plan {
     }
 
     /// Seconds of node `i` on `threads` threads: measured there when it
-    /// has been (or on one thread, where that is less: the executor then
-    /// holds the node to one thread); else a measurement at another thread
-    /// count (one thread first) rescaled by `speedup`; else the cost
-    /// model's estimate divided by `speedup(threads)`. `speedup(k)` is how
-    /// much faster an operator runs on k threads than on one.
+    /// has been; else a measurement at another thread count (one thread
+    /// first) rescaled by `speedup`; else the cost model's estimate divided
+    /// by `speedup(threads)`. `speedup(k)` is how much faster an operator
+    /// runs on k threads than on one.
     pub fn node_seconds_at(&self, i: usize, threads: usize, speedup: &dyn Fn(usize) -> f64) -> f64 {
         if let Some(t) = self.measured_seconds(i, threads) {
-            return self.measured_seconds(i, 1).map_or(t, |one| t.min(one));
+            return t;
         }
         let single = (1..=self.slots)
             .find_map(|k| self.measured_seconds(i, k).map(|t| t * speedup(k)))
