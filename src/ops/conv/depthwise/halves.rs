@@ -15,7 +15,7 @@
 use std::arch::x86_64::*;
 
 use super::lanes::Epilogue;
-use super::rows::{finish, Geom, PlaneArgs, LANES};
+use super::rows::{finish, lanes_inside, Geom, PlaneArgs, LANES};
 
 /// Most vectors of one row a chunk holds.
 const MAX_V: usize = 4;
@@ -129,10 +129,7 @@ unsafe fn segment<const V: usize, const R: usize>(
     let mut masks = [[0 as __mmask16; 2]; MAX_V + 1];
     for (i, m) in masks.iter_mut().enumerate().take(V + 1) {
         for (h, m) in m.iter_mut().enumerate() {
-            let at = c0 + ((2 * i + h) * LANES) as isize;
-            let lo = (-at).clamp(0, LANES as isize) as u32;
-            let hi = (g.wd as isize - at).clamp(0, LANES as isize) as u32;
-            *m = (((1u32 << hi) - 1) & !((1u32 << lo) - 1)) as __mmask16;
+            *m = lanes_inside(c0 + ((2 * i + h) * LANES) as isize, g.wd);
         }
     }
     let cols = Cols { c0, masks: &masks };

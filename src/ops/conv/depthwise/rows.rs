@@ -210,6 +210,14 @@ unsafe fn sum_plane<const S: usize>(g: &Geom, mut pa: PlaneArgs, epi: Epilogue) 
     }
 }
 
+/// The lanes of a load of 16 columns from column `at` (negative in the
+/// left padding) that lie inside a row of `wd` columns.
+pub(super) fn lanes_inside(at: isize, wd: usize) -> __mmask16 {
+    let lo = (-at).clamp(0, LANES as isize) as u32;
+    let hi = (wd as isize - at).clamp(0, LANES as isize) as u32;
+    (((1u32 << hi) - 1) & !((1u32 << lo) - 1)) as __mmask16
+}
+
 /// Whether every load of output vector `v` (columns 16·v ..), for every
 /// column tap, reads only columns inside the row: `16·S` of them from
 /// column `16·v·S − pl + kx`.
@@ -239,10 +247,7 @@ unsafe fn segment<const S: usize, const V: usize, const R: usize, const M: bool>
     for (kx, m) in masks.iter_mut().enumerate().take(g.kw) {
         for (v, m) in m.iter_mut().enumerate() {
             for (h, m) in m.iter_mut().enumerate() {
-                let at = c0 + ((v * S + h) * LANES + kx) as isize;
-                let lo = (-at).clamp(0, LANES as isize) as u32;
-                let hi = (g.wd as isize - at).clamp(0, LANES as isize) as u32;
-                *m = (((1u32 << hi) - 1) & !((1u32 << lo) - 1)) as __mmask16;
+                *m = lanes_inside(c0 + ((v * S + h) * LANES + kx) as isize, g.wd);
             }
         }
     }
