@@ -35,6 +35,29 @@ pub(super) struct QuantizedMatrix<'a> {
     pub zero: &'a [i32],
 }
 
+/// A [`QuantizedMatrix`]'s parts, owned (taken from a node's constants).
+#[derive(Debug, Clone)]
+pub(super) struct QuantizedParts {
+    pub bytes: Vec<u8>,
+    pub signed: bool,
+    pub shape: [usize; 3],
+    pub scale: Vec<f32>,
+    pub zero: Vec<i32>,
+}
+
+impl QuantizedParts {
+    /// The parts as a [`QuantizedMatrix`].
+    pub(super) fn view(&self) -> QuantizedMatrix<'_> {
+        QuantizedMatrix {
+            bytes: &self.bytes,
+            signed: self.signed,
+            shape: self.shape,
+            scale: &self.scale,
+            zero: &self.zero,
+        }
+    }
+}
+
 impl QuantizedMatrix<'_> {
     /// Whether the parts agree with each other.
     fn consistent(&self) -> bool {

@@ -47,13 +47,7 @@ fn product_ref(x: &[f32], rows: usize, m: &Matrix, di: usize, bias: Option<&[f32
 }
 
 /// Random quantized weights with their parameters.
-struct Matrix {
-    bytes: Vec<u8>,
-    signed: bool,
-    shape: [usize; 3],
-    scale: Vec<f32>,
-    zero: Vec<i32>,
-}
+type Matrix = QuantizedParts;
 
 impl Matrix {
     fn random(
@@ -92,16 +86,6 @@ impl Matrix {
             b as i8 as i32
         } else {
             b as i32
-        }
-    }
-
-    fn view(&self) -> QuantizedMatrix<'_> {
-        QuantizedMatrix {
-            bytes: &self.bytes,
-            signed: self.signed,
-            shape: self.shape,
-            scale: &self.scale,
-            zero: &self.zero,
         }
     }
 }

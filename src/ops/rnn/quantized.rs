@@ -11,7 +11,7 @@
 //! onnxruntime's by the activations' rounding.
 
 use super::fast::Prepared;
-use super::int8::QuantizedMatrix;
+use super::int8::QuantizedParts;
 use super::lstm::Lstm;
 use super::spec::{Cell, CellKind, Recurrent};
 use crate::error::{Error, Result};
@@ -73,30 +73,9 @@ fn int8_prepared(ctx: &BuildContext, kind: CellKind) -> Option<Prepared> {
     Prepared::from_quantized(kind, w.view(), r.view())
 }
 
-/// A constant quantized matrix's bytes and parameters.
-struct Int8Parts {
-    bytes: Vec<u8>,
-    signed: bool,
-    shape: [usize; 3],
-    scale: Vec<f32>,
-    zero: Vec<i32>,
-}
-
-impl Int8Parts {
-    fn view(&self) -> QuantizedMatrix<'_> {
-        QuantizedMatrix {
-            bytes: &self.bytes,
-            signed: self.signed,
-            shape: self.shape,
-            scale: &self.scale,
-            zero: &self.zero,
-        }
-    }
-}
-
-/// Inputs `(q, s, z)` as [`Int8Parts`] when all are constants (the zero
+/// Inputs `(q, s, z)` as [`QuantizedParts`] when all are constants (the zero
 /// point may be absent) of the expected types and ranks.
-fn int8_parts(ctx: &BuildContext, (q, s, z): (usize, usize, usize)) -> Option<Int8Parts> {
+fn int8_parts(ctx: &BuildContext, (q, s, z): (usize, usize, usize)) -> Option<QuantizedParts> {
     let qt = ctx.constant(q)?;
     let shape = <[usize; 3]>::try_from(qt.shape()).ok()?;
     let (bytes, signed): (Vec<u8>, bool) = match qt {
@@ -114,7 +93,7 @@ fn int8_parts(ctx: &BuildContext, (q, s, z): (usize, usize, usize)) -> Option<In
         None if ctx.consts.get(z).is_none() => vec![0; scale.len()],
         None => return None,
     };
-    Some(Int8Parts {
+    Some(QuantizedParts {
         bytes,
         signed,
         shape,

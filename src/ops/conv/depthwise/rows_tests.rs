@@ -143,16 +143,20 @@ fn mobilenet_and_convnext_shapes() {
     check(l(2, 2, 28, 28, 7, 1, [3, 3, 3, 3]), None);
 }
 
+/// The epilogues the tests run: none, those applied in registers (Relu,
+/// Clip, hard-swish) and two applied after the stores.
+const ACTS: [Option<Activation>; 6] = [
+    None,
+    Some(Activation::Relu),
+    Some(Activation::Clip(-0.25, 0.5)),
+    Some(Activation::HardSwish),
+    Some(Activation::Sigmoid),
+    Some(Activation::LeakyRelu(0.1)),
+];
+
 #[test]
 fn widths_pads_and_activations() {
-    let acts = [
-        None,
-        Some(Activation::Relu),
-        Some(Activation::Clip(-0.25, 0.5)),
-        Some(Activation::HardSwish),
-        Some(Activation::Sigmoid),
-        Some(Activation::LeakyRelu(0.1)),
-    ];
+    let acts = ACTS;
     // Output widths 17 to 130, odd heights, asymmetric pads (some past the
     // kernel's reach), strides 1 and 2, kernels 3, 5 and 7.
     let cases = [
@@ -214,13 +218,7 @@ type Case = (usize, usize, usize, [usize; 2], usize, [usize; 4]);
 /// two images and a channel multiplier, every activation.
 #[test]
 fn stride_two_split_rows() {
-    let acts = [
-        None,
-        Some(Activation::Relu),
-        Some(Activation::Clip(-0.25, 0.5)),
-        Some(Activation::HardSwish),
-        Some(Activation::Sigmoid),
-    ];
+    let acts = ACTS;
     // (images, h, w, [kh, kw], vertical stride, pads): output widths 17,
     // 32, 33, 48, 49, 64, 65 and more.
     let cases: [Case; 14] = [
