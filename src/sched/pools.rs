@@ -279,6 +279,13 @@ mod tests {
         let pool = Pool::new(7, 3, "ramify-jointest").unwrap();
         assert_eq!(pool.pool.install(rayon::current_num_threads), 3);
         pool.pool.broadcast(|_| ());
+        // All three ran a job; their /proc entries are read while other
+        // tests start and end threads, which once counted two (CI): look
+        // again for up to a second.
+        let end = std::time::Instant::now() + std::time::Duration::from_secs(1);
+        while threads_named("ramify-jointest") != 3 && std::time::Instant::now() < end {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
         assert_eq!(threads_named("ramify-jointest"), 3);
         drop(pool);
         // The drop returned only after they exited; the kernel drops an
