@@ -363,18 +363,36 @@ trait PowBase: Copy + Clone + Default + Send + Sync + 'static {
     fn pow_f(self, e: f64) -> Self;
     fn pow_i(self, e: i64) -> Self;
     fn square(self) -> Self;
+    /// `x³` as `pow_f(3.0)` computes it: for the narrow floats their
+    /// square is exact in f64, so `x · x · x` in f64 rounds once, to the
+    /// correctly rounded f64 cube (what a correctly rounded `pow` returns),
+    /// then once more to the type, without a call to `pow`.
+    fn cube(self) -> Self;
 }
 
 macro_rules! float_pow {
-    ($($t:ty),*) => {$(
+    ($($t:ty => $cube:expr),*) => {$(
         impl PowBase for $t {
             #[inline(always)] fn pow_f(self, e: f64) -> Self { <$t as Float>::from_f64(Float::to_f64(self).powf(e)) }
             #[inline(always)] fn pow_i(self, e: i64) -> Self { self.pow_f(e as f64) }
             #[inline(always)] fn square(self) -> Self { self.mul(self) }
+            #[inline(always)] fn cube(self) -> Self { $cube(self) }
         }
     )*};
 }
-float_pow!(f32, f64, f16, bf16);
+float_pow!(
+    f32 => |x: f32| narrow_cube(x as f64) as f32,
+    f16 => |x: f16| f16::from_f64(narrow_cube(x.to_f64())),
+    bf16 => |x: bf16| bf16::from_f64(narrow_cube(x.to_f64())),
+    f64 => |x: f64| x.pow_f(3.0)
+);
+
+/// `v³` for a `v` of at most 26 significant bits (a widened f32, f16 or
+/// bf16): the square is exact, so this rounds once.
+#[inline(always)]
+fn narrow_cube(v: f64) -> f64 {
+    v * v * v
+}
 
 macro_rules! int_pow {
     ($($t:ty),*) => {$(
@@ -394,6 +412,7 @@ macro_rules! int_pow {
                 acc
             }
             #[inline(always)] fn square(self) -> Self { self.wrapping_mul(self) }
+            #[inline(always)] fn cube(self) -> Self { self.wrapping_mul(self).wrapping_mul(self) }
         }
     )*};
 }
@@ -422,14 +441,42 @@ fn exponent(op: &str, t: &Tensor) -> Result<Exponent> {
     })
 }
 
+/// A scalar exponent with a path of its own (multiplies, no `pow` call).
+#[derive(Clone, Copy, PartialEq)]
+enum Small {
+    Square,
+    Cube,
+}
+
+impl Small {
+    /// The path for exponent `e` when it is one element (of any rank up to
+    /// the base's, so the result keeps the base's shape) equal to 2 or 3.
+    fn of(e: &Exponent, base_rank: usize) -> Option<Small> {
+        let v = match e {
+            Exponent::Int(a) if a.len() == 1 && a.ndim() <= base_rank => *a.iter().next()? as f64,
+            Exponent::Float(a) if a.len() == 1 && a.ndim() <= base_rank => *a.iter().next()?,
+            _ => return None,
+        };
+        if v == 2.0 {
+            Some(Small::Square)
+        } else if v == 3.0 {
+            Some(Small::Cube)
+        } else {
+            None
+        }
+    }
+}
+
 fn pow_typed<T: PowBase>(
     op: &str,
     base: &ArrayD<T>,
     e: &Exponent,
-    square: bool,
+    small: Option<Small>,
 ) -> Result<ArrayD<T>> {
-    if square {
-        return par_map(op, base, |&x| x.square());
+    match small {
+        Some(Small::Square) => return par_map(op, base, |&x| x.square()),
+        Some(Small::Cube) => return par_map(op, base, |&x| x.cube()),
+        None => {}
     }
     match e {
         Exponent::Int(e) => zip2(op, base, e, |&x, &e| x.pow_i(e)),
@@ -464,27 +511,22 @@ impl Operator for Pow {
         let op = "Pow";
         let b = input(op, inputs, 0)?;
         let e = exponent(op, input(op, inputs, 1)?)?;
-        // x^2 is a plain multiply (exact, and the common case in normalisations).
-        let square = match &e {
-            Exponent::Int(a) => a.len() == 1 && a.iter().all(|&v| v == 2),
-            Exponent::Float(a) => a.len() == 1 && a.iter().all(|&v| v == 2.0),
-        } && match &e {
-            Exponent::Int(a) => a.ndim() <= b.shape().len(),
-            Exponent::Float(a) => a.ndim() <= b.shape().len(),
-        };
+        // x^2 is a plain multiply (exact, and the common case in
+        // normalisations); x^3 (the tanh GELU's) two.
+        let small = Small::of(&e, b.shape().len());
         let out = match b {
-            Tensor::F32(a) => Tensor::F32(pow_typed(op, a, &e, square)?),
-            Tensor::F64(a) => Tensor::F64(pow_typed(op, a, &e, square)?),
-            Tensor::F16(a) => Tensor::F16(pow_typed(op, a, &e, square)?),
-            Tensor::BF16(a) => Tensor::BF16(pow_typed(op, a, &e, square)?),
-            Tensor::I8(a) => Tensor::I8(pow_typed(op, a, &e, square)?),
-            Tensor::I16(a) => Tensor::I16(pow_typed(op, a, &e, square)?),
-            Tensor::I32(a) => Tensor::I32(pow_typed(op, a, &e, square)?),
-            Tensor::I64(a) => Tensor::I64(pow_typed(op, a, &e, square)?),
-            Tensor::U8(a) => Tensor::U8(pow_typed(op, a, &e, square)?),
-            Tensor::U16(a) => Tensor::U16(pow_typed(op, a, &e, square)?),
-            Tensor::U32(a) => Tensor::U32(pow_typed(op, a, &e, square)?),
-            Tensor::U64(a) => Tensor::U64(pow_typed(op, a, &e, square)?),
+            Tensor::F32(a) => Tensor::F32(pow_typed(op, a, &e, small)?),
+            Tensor::F64(a) => Tensor::F64(pow_typed(op, a, &e, small)?),
+            Tensor::F16(a) => Tensor::F16(pow_typed(op, a, &e, small)?),
+            Tensor::BF16(a) => Tensor::BF16(pow_typed(op, a, &e, small)?),
+            Tensor::I8(a) => Tensor::I8(pow_typed(op, a, &e, small)?),
+            Tensor::I16(a) => Tensor::I16(pow_typed(op, a, &e, small)?),
+            Tensor::I32(a) => Tensor::I32(pow_typed(op, a, &e, small)?),
+            Tensor::I64(a) => Tensor::I64(pow_typed(op, a, &e, small)?),
+            Tensor::U8(a) => Tensor::U8(pow_typed(op, a, &e, small)?),
+            Tensor::U16(a) => Tensor::U16(pow_typed(op, a, &e, small)?),
+            Tensor::U32(a) => Tensor::U32(pow_typed(op, a, &e, small)?),
+            Tensor::U64(a) => Tensor::U64(pow_typed(op, a, &e, small)?),
             other => {
                 return Err(Error::op(
                     op,

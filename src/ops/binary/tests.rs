@@ -206,6 +206,54 @@ fn pow_mixed_types() {
     assert!(run_simple("Pow", 15, &[&t1(vec![1.0f32; 3]), &t1(vec![1.0f32; 2])]).is_err());
 }
 
+/// The x^3 path (multiplies in f64) gives what `pow` gives: the cube
+/// rounded once in f64, then to the type, over f32 values across the whole
+/// range (overflow to infinity, subnormals, NaN), f16, and wrapping ints.
+#[test]
+fn pow_cube_matches_pow() {
+    let xs: Vec<f32> = (0u32..u32::MAX)
+        .step_by(40_009)
+        .map(f32::from_bits)
+        .collect();
+    let n = xs.len();
+    let x = Tensor::from_vec(&[n], xs.clone()).unwrap();
+    for e in [Tensor::scalar(3.0f32), Tensor::scalar(3i64)] {
+        let got = run_simple("Pow", 15, &[&x, &e]).unwrap();
+        let Tensor::F32(got) = got else {
+            panic!("f32 result")
+        };
+        for (g, &v) in got.iter().zip(&xs) {
+            let want = (v as f64).powf(3.0) as f32;
+            assert!(
+                g.to_bits() == want.to_bits() || (g.is_nan() && want.is_nan()),
+                "{v}^3: {g} vs {want}"
+            );
+        }
+    }
+    let h = t1(vec![
+        f16::from_f32(1.5),
+        f16::from_f32(-40.0),
+        f16::from_f32(0.001),
+    ]);
+    let want: Vec<f16> = [1.5f64, -40.0, f16::from_f32(0.001).to_f64()]
+        .iter()
+        .map(|v| f16::from_f64(v.powf(3.0)))
+        .collect();
+    assert_eq!(
+        run_simple("Pow", 15, &[&h, &Tensor::scalar(3.0f32)]).unwrap(),
+        t1(want)
+    );
+    let i = t1(vec![3i32, -2, 2_000]);
+    assert_eq!(
+        run_simple("Pow", 15, &[&i, &Tensor::scalar(3i64)]).unwrap(),
+        t1(vec![
+            27i32,
+            -8,
+            2_000i32.wrapping_mul(2_000).wrapping_mul(2_000)
+        ])
+    );
+}
+
 #[test]
 fn variadic_ops() {
     let a = Tensor::F32(seq_f32(&[2, 3], 0.0));
