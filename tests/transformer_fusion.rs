@@ -1,7 +1,8 @@
 //! The transformer fusions (issue 43) on models built here: the erf GELU
 //! written out as Div/Erf/Add/Mul/Mul (each exporter's order) becomes one
-//! Gelu, and attention's `Softmax(MatMul / √d + mask)` takes the scale and
-//! mask; both fire only on the exact pattern, with private intermediates,
+//! Gelu, so does the tanh GELU (its cube as Pow or two Muls), and
+//! attention's `Softmax(MatMul / √d + mask)` takes the scale and mask; all
+//! fire only on the exact pattern, with private intermediates,
 //! and give the unfused graph's result within float rounding (tolerances
 //! at each assertion), bit-identical at 1 and 2 threads.
 
@@ -150,6 +151,123 @@ fn gelu_fusion_needs_private_intermediates_and_the_right_constants() {
     let (_, ops) = run(&gelu_model(1, false, 2.0), true, 1, &feeds);
     assert!(!ops.contains(&"Gelu".to_string()), "{ops:?}");
     let (_, ops) = run(&gelu_model(3, false, 1.5), true, 1, &feeds);
+    assert!(!ops.contains(&"Gelu".to_string()), "{ops:?}");
+}
+
+/// x → tanh GELU written out → y. `cube`: 0 `Pow(x, 3)`, 1 `(x·x)·x`,
+/// 2 `x·(x·x)`; `outer` picks the order of the ½ and x products as in
+/// [`gelu_model`] (0, 1, 2); `k` is the factor before the Tanh; `leak`
+/// also outputs the Tanh's input.
+fn tanh_gelu_model(cube: usize, outer: usize, k: f32, leak: bool) -> Vec<u8> {
+    let mut nodes = match cube {
+        0 => vec![node("Pow", &["x", "three"], &["c"])],
+        1 => vec![
+            node("Mul", &["x", "x"], &["s"]),
+            node("Mul", &["s", "x"], &["c"]),
+        ],
+        _ => vec![
+            node("Mul", &["x", "x"], &["s"]),
+            node("Mul", &["x", "s"], &["c"]),
+        ],
+    };
+    nodes.extend([
+        node("Mul", &["cubic", "c"], &["cc"]),
+        node("Add", &["x", "cc"], &["a"]),
+        node("Mul", &["a", "k"], &["u"]),
+        node("Tanh", &["u"], &["e"]),
+    ]);
+    nodes.extend(match outer {
+        0 => [
+            node("Add", &["e", "one"], &["p"]),
+            node("Mul", &["x", "p"], &["m"]),
+            node("Mul", &["m", "half"], &["y"]),
+        ],
+        1 => [
+            node("Mul", &["x", "half"], &["h"]),
+            node("Add", &["one", "e"], &["p"]),
+            node("Mul", &["h", "p"], &["y"]),
+        ],
+        _ => [
+            node("Add", &["e", "one"], &["p"]),
+            node("Mul", &["half", "p"], &["m"]),
+            node("Mul", &["m", "x"], &["y"]),
+        ],
+    });
+    let dims = [ROWS as i64, COLS as i64];
+    let mut outputs = vec![value_info("y", 1, &dims)];
+    if leak {
+        outputs.push(value_info("u", 1, &dims));
+    }
+    bytes(&model(
+        graph(
+            nodes,
+            vec![value_info("x", 1, &dims)],
+            outputs,
+            vec![
+                scalar("three", 3.0),
+                scalar("cubic", 0.044_715),
+                scalar("k", k),
+                scalar("one", 1.0),
+                scalar("half", 0.5),
+            ],
+        ),
+        17,
+    ))
+}
+
+const SQRT_2_OVER_PI: f32 = 0.797_884_6;
+
+#[test]
+fn tanh_gelu_chains_become_one_gelu_with_pow_or_muls_in_every_order() {
+    let x = values(ROWS * COLS, 9.0);
+    let feeds = [("x", gelu_input())];
+    for cube in 0..3 {
+        for outer in 0..3 {
+            let m = tanh_gelu_model(cube, outer, SQRT_2_OVER_PI, false);
+            let (fused, ops) = run(&m, true, 1, &feeds);
+            assert_eq!(ops, ["Gelu"], "cube {cube}, outer {outer}");
+            let (plain, plain_ops) = run(&m, false, 1, &feeds);
+            assert!(plain_ops.len() >= 8, "{plain_ops:?}");
+            for ((&a, &b), &v) in fused[0].iter().zip(&plain[0]).zip(&x) {
+                // each step of the chain rounds; 1 + tanh cancels in the
+                // negative tail (absolute 1e-6 there)
+                assert!(
+                    (a - b).abs() <= 1e-6 + 4e-6 * b.abs(),
+                    "cube {cube}, outer {outer}: {a} vs {b}"
+                );
+                let v = v as f64;
+                let exact = 0.5
+                    * v
+                    * (1.0 + (0.797_884_560_802_865_4 * (v + 0.044_715 * v * v * v)).tanh());
+                assert!(
+                    (a as f64 - exact).abs() <= 1e-6 * (1.0 + exact.abs()),
+                    "gelu_tanh({v}) = {a}, exactly {exact}"
+                );
+            }
+            let (two, _) = run(&m, true, 2, &feeds);
+            assert!(
+                two[0]
+                    .iter()
+                    .zip(&fused[0])
+                    .all(|(a, b)| a.to_bits() == b.to_bits()),
+                "1 and 2 threads differ"
+            );
+        }
+    }
+}
+
+#[test]
+fn tanh_gelu_fusion_needs_private_intermediates_and_the_right_constants() {
+    let feeds = [("x", gelu_input())];
+    let (outs, ops) = run(
+        &tanh_gelu_model(0, 0, SQRT_2_OVER_PI, true),
+        true,
+        1,
+        &feeds,
+    );
+    assert!(ops.contains(&"Tanh".to_string()), "{ops:?}");
+    assert_eq!(outs.len(), 2);
+    let (_, ops) = run(&tanh_gelu_model(1, 1, 0.8, false), true, 1, &feeds);
     assert!(!ops.contains(&"Gelu".to_string()), "{ops:?}");
 }
 

@@ -21,6 +21,8 @@ pub enum Activation {
     Tanh,
     /// The exact (erf) GELU, `x · ½ · (1 + erf(x / √2))`.
     Gelu,
+    /// The tanh GELU, `x · ½ · (1 + tanh(√(2/π) · (x + 0.044715 · x³)))`.
+    GeluTanh,
 }
 
 /// A constant factor a Softmax applies to its input first.

@@ -1,21 +1,27 @@
-//! The erf GELU that exporters write out before opset 20, `x · ½ ·
-//! (1 + erf(x / √2))` as `Div(x, √2)` (or `Mul(x, 1/√2)`) → Erf → Add 1 and
-//! two Muls, becomes one `Gelu` node (opset 20, `approximate = "none"`),
-//! which runs a vectorised kernel instead of five passes over the tensor
-//! and a scalar `erf`. The Mul orders recognised:
-//! - `(x · (erf + 1)) · ½` (PyTorch's `nn.GELU` export);
-//! - `(x · ½) · (1 + erf)` (Hugging Face's `gelu` written out);
-//! - `x · ((1 + erf) · ½)`.
+//! The GELUs that exporters write out before opset 20 become one `Gelu`
+//! node (opset 20), which runs a vectorised kernel (and can then be fused
+//! into the producing MatMul, Gemm or Conv) instead of five to nine passes
+//! over the tensor:
+//! - the erf form, `x · ½ · (1 + erf(x / √2))`, as `Div(x, √2)` (or
+//!   `Mul(x, 1/√2)`) → Erf → Add 1 and two Muls (`approximate = "none"`);
+//! - the tanh form, `x · ½ · (1 + tanh(√(2/π) · (x + 0.044715 · x³)))`,
+//!   with `x³` as `Pow(x, 3)` or two Muls (`approximate = "tanh"`; GPT-2's
+//!   `gelu_new`, PyTorch's `GELU(approximate="tanh")`).
+//!
+//! The outer products recognised, after `1 + f` (f the Erf or the Tanh):
+//! - `(x · (1 + f)) · ½` (PyTorch's `nn.GELU` export);
+//! - `(x · ½) · (1 + f)` (Hugging Face's written-out GELUs);
+//! - `x · ((1 + f) · ½)`.
 //!
 //! Every constant is a one-element float; either operand order of Add and
 //! Mul matches. The chain's intermediates must be read by the chain alone
 //! (not graph outputs), and `x` and the result float32 of one known shape.
 //! The fused result differs from the unfused graph's by float rounding
-//! only (the kernel is within a few ulp of the exact GELU; see
+//! only (the kernels are within a few ulp of the exact GELU; see
 //! `ops::activation`).
 
 use super::{const_f32, readers, Facts, Graph, ValueId};
-use crate::ir::attributes::Attributes;
+use crate::ir::attributes::{Attribute, Attributes};
 use crate::tensor::DType;
 use std::collections::BTreeMap;
 
@@ -92,44 +98,11 @@ fn scaled_input(graph: &Graph, i: usize) -> Option<ValueId> {
     }
 }
 
-fn try_fuse(graph: &mut Graph, facts: &Facts, e: usize) -> Option<String> {
-    let erf = &graph.nodes[e];
-    if erf.op_type != "Erf" || !erf.domain.is_empty() || erf.inputs.len() != 1 {
-        return None;
-    }
+fn try_fuse(graph: &mut Graph, facts: &Facts, i: usize) -> Option<String> {
     let counts = readers(graph);
-    let d = erf.inputs[0]?;
-    let erf_out = erf.outputs.first().copied().flatten()?;
-    if counts[d] != 1 || graph.outputs.contains(&d) {
-        return None;
-    }
-    let div = producer(graph, d)?;
-    let x = scaled_input(graph, div)?;
-    let (add, plus) = next(graph, &counts, erf_out)?;
-    if !is_const(graph, other(binary(graph, add, "Add")?, erf_out)?, 1.0) {
-        return None;
-    }
-    let (m, m_out) = next(graph, &counts, plus)?;
-    let o = other(binary(graph, m, "Mul")?, plus)?;
-    let (last, removed) = if o == x || is_const(graph, o, 0.5) {
-        // (x · (1 + erf)) · ½ or ((1 + erf) · ½) · x
-        let (m2, _) = next(graph, &counts, m_out)?;
-        let want = if o == x { None } else { Some(x) };
-        let o2 = other(binary(graph, m2, "Mul")?, m_out)?;
-        let ok = match want {
-            None => is_const(graph, o2, 0.5),
-            Some(x) => o2 == x,
-        };
-        ok.then_some((m2, vec![div, e, add, m]))?
-    } else {
-        // (x · ½) · (1 + erf)
-        if counts[o] != 1 || graph.outputs.contains(&o) {
-            return None;
-        }
-        let h = producer(graph, o)?;
-        let c = other(binary(graph, h, "Mul")?, x)?;
-        is_const(graph, c, 0.5).then_some((m, vec![div, e, add, h]))?
-    };
+    let (x, head, out, tanh) =
+        erf_head(graph, &counts, i).or_else(|| tanh_head(graph, &counts, i))?;
+    let (last, tail) = halved_product(graph, &counts, x, out)?;
     let y = graph.nodes[last].outputs[0]?;
     let f32_shape = |v: ValueId| match facts.get(v) {
         Some(Some(f)) if f.dtype == DType::F32 => f.shape.clone(),
@@ -144,13 +117,147 @@ fn try_fuse(graph: &mut Graph, facts: &Facts, e: usize) -> Option<String> {
     node.domain = String::new();
     node.opset = 20;
     node.inputs = vec![Some(x)];
-    node.attrs = Attributes::new(&node.name, "Gelu", BTreeMap::new());
+    let mut attrs = BTreeMap::new();
+    if tanh {
+        attrs.insert("approximate".to_string(), Attribute::String("tanh".into()));
+    }
+    node.attrs = Attributes::new(&node.name, "Gelu", attrs);
     let name = node.name.clone();
-    let mut removed = removed;
+    let mut removed: Vec<usize> = head.into_iter().chain(tail).collect();
     removed.sort_unstable();
     removed.reverse();
     for r in removed {
         graph.nodes.remove(r);
     }
     Some(name)
+}
+
+/// When node `e` is an Erf of `x / √2` (read by the Erf alone): `x`, the
+/// two nodes, and the Erf's output.
+fn erf_head(
+    graph: &Graph,
+    counts: &[usize],
+    e: usize,
+) -> Option<(ValueId, Vec<usize>, ValueId, bool)> {
+    let erf = &graph.nodes[e];
+    if erf.op_type != "Erf" || !erf.domain.is_empty() || erf.inputs.len() != 1 {
+        return None;
+    }
+    let d = erf.inputs[0]?;
+    let erf_out = erf.outputs.first().copied().flatten()?;
+    if counts[d] != 1 || graph.outputs.contains(&d) {
+        return None;
+    }
+    let div = producer(graph, d)?;
+    let x = scaled_input(graph, div)?;
+    Some((x, vec![div, e], erf_out, false))
+}
+
+/// The tanh GELU's constants: `√(2/π)` and the cubic term's factor.
+const SQRT_2_OVER_PI: f32 = 0.797_884_6;
+const CUBIC: f32 = 0.044_715;
+
+/// When node `t` is a Tanh of `√(2/π) · (x + 0.044715 · x³)`, with `x³`
+/// as `Pow(x, 3)`, `(x · x) · x` or `x · (x · x)`, every intermediate read
+/// by the chain alone: `x`, the chain's nodes, and the Tanh's output.
+fn tanh_head(
+    graph: &Graph,
+    counts: &[usize],
+    t: usize,
+) -> Option<(ValueId, Vec<usize>, ValueId, bool)> {
+    let node = &graph.nodes[t];
+    if node.op_type != "Tanh" || !node.domain.is_empty() || node.inputs.len() != 1 {
+        return None;
+    }
+    let t_out = node.outputs.first().copied().flatten()?;
+    let private = |v: ValueId| counts[v] == 1 && !graph.outputs.contains(&v);
+    let u = node.inputs[0]?;
+    let scale = private_producer(graph, u, &private)?;
+    let a = const_factor(graph, scale, SQRT_2_OVER_PI)?;
+    let add = private_producer(graph, a, &private)?;
+    let [p, q] = binary(graph, add, "Add")?;
+    // One addend is x, the other 0.044715 · x³.
+    let (x, cubic, m) = [(p, q), (q, p)].into_iter().find_map(|(x, w)| {
+        let m = private_producer(graph, w, &private)?;
+        let c = const_factor(graph, m, CUBIC)?;
+        let cube = private_producer(graph, c, &private)?;
+        cube_nodes(graph, cube, x, &private).map(|nodes| (x, nodes, m))
+    })?;
+    let mut nodes = vec![scale, add, m, t];
+    nodes.extend(cubic);
+    Some((x, nodes, t_out, true))
+}
+
+/// The producer of `v` when `v` is read by one node and is not a graph
+/// output.
+fn private_producer(
+    graph: &Graph,
+    v: ValueId,
+    private: &impl Fn(ValueId) -> bool,
+) -> Option<usize> {
+    private(v).then(|| producer(graph, v)).flatten()
+}
+
+/// The other operand of Mul node `i` when one operand is the constant
+/// `want`.
+fn const_factor(graph: &Graph, i: usize, want: f32) -> Option<ValueId> {
+    let [a, b] = binary(graph, i, "Mul")?;
+    if is_const(graph, b, want) {
+        Some(a)
+    } else if is_const(graph, a, want) {
+        Some(b)
+    } else {
+        None
+    }
+}
+
+/// The nodes computing `x³` at node `i`: a `Pow(x, 3)`, or two Muls.
+fn cube_nodes(
+    graph: &Graph,
+    i: usize,
+    x: ValueId,
+    private: &impl Fn(ValueId) -> bool,
+) -> Option<Vec<usize>> {
+    if let Some([b, e]) = binary(graph, i, "Pow") {
+        return (b == x && is_const(graph, e, 3.0)).then(|| vec![i]);
+    }
+    let sq = other(binary(graph, i, "Mul")?, x)?;
+    let j = private_producer(graph, sq, private)?;
+    (binary(graph, j, "Mul")? == [x, x]).then(|| vec![i, j])
+}
+
+/// The GELU's outer product from `f` (the Erf's or the Tanh's output):
+/// `1 + f` then `·x` and `·½` in one of the orders exporters write. The
+/// last node and the others.
+fn halved_product(
+    graph: &Graph,
+    counts: &[usize],
+    x: ValueId,
+    f: ValueId,
+) -> Option<(usize, Vec<usize>)> {
+    let (add, plus) = next(graph, counts, f)?;
+    if !is_const(graph, other(binary(graph, add, "Add")?, f)?, 1.0) {
+        return None;
+    }
+    let (m, m_out) = next(graph, counts, plus)?;
+    let o = other(binary(graph, m, "Mul")?, plus)?;
+    if o == x || is_const(graph, o, 0.5) {
+        // (x · (1 + f)) · ½ or ((1 + f) · ½) · x
+        let (m2, _) = next(graph, counts, m_out)?;
+        let o2 = other(binary(graph, m2, "Mul")?, m_out)?;
+        let ok = if o == x {
+            is_const(graph, o2, 0.5)
+        } else {
+            o2 == x
+        };
+        ok.then(|| (m2, vec![add, m]))
+    } else {
+        // (x · ½) · (1 + f)
+        if counts[o] != 1 || graph.outputs.contains(&o) {
+            return None;
+        }
+        let h = producer(graph, o)?;
+        let c = other(binary(graph, h, "Mul")?, x)?;
+        is_const(graph, c, 0.5).then(|| (m, vec![add, h]))
+    }
 }

@@ -26,7 +26,7 @@
 //! 784×768 GELU on Zen 4 (0.405 → 0.340 ms); 256 spills registers and is
 //! slower. A single value goes through the same steps with a block of one.
 
-use crate::ops::gemm::simd::multiversion;
+use crate::ir::Activation;
 use crate::ops::util::par_spans;
 
 /// Elements the slice kernels compute together.
@@ -138,20 +138,14 @@ pub(crate) fn gelu_in_place(xs: &mut [f32]) {
     }
 }
 
-multiversion! {
-    wide
-    /// `dst[i] = gelu(src[i])`; the slices have equal lengths.
-    fn gelu_slice(src: &[f32], dst: &mut [f32]) {
-        dst.copy_from_slice(src);
-        gelu_in_place(dst);
-    }
-}
-
-/// The erf GELU of every element of `src` into `dst` (same length), split
-/// over the current rayon pool.
-pub(crate) fn gelu_erf(src: &[f32], dst: &mut [f32]) {
+/// GELU `act` (the erf or the tanh form, as the fused epilogues apply
+/// it) of every element of `src` into `dst` (same length), split over the
+/// current rayon pool; each element alone, so the thread count does not
+/// change the bits.
+pub(crate) fn gelu_into(act: Activation, src: &[f32], dst: &mut [f32]) {
     par_spans(dst, |start, span| {
-        gelu_slice(&src[start..start + span.len()], span);
+        span.copy_from_slice(&src[start..start + span.len()]);
+        act.apply(span);
     });
 }
 
@@ -224,21 +218,38 @@ mod tests {
         }
     }
 
+    /// Both forms over a slice: each element's scalar value (the tanh
+    /// form's against the formula in f64 too), whatever the thread count.
     #[test]
     fn slice_kernel_equals_scalar_and_ignores_thread_count() {
         let src: Vec<f32> = (0..70_001).map(|i| (i as f32 * 0.37).sin() * 6.0).collect();
-        let want: Vec<f32> = src.iter().map(|&x| gelu_erf_f32(x)).collect();
+        for act in [Activation::Gelu, Activation::GeluTanh] {
+            slice_matches_scalar(act, &src);
+        }
+        for &x in &src {
+            let v = x as f64;
+            let exact =
+                0.5 * v * (1.0 + (0.797_884_560_802_865_4 * (v + 0.044_715 * v * v * v)).tanh());
+            let got = Activation::GeluTanh.eval(x) as f64;
+            assert!((got - exact).abs() <= 1e-6 * (1.0 + exact.abs()), "{x}");
+        }
+    }
+
+    fn slice_matches_scalar(act: Activation, src: &[f32]) {
+        let want: Vec<f32> = src.iter().map(|&x| act.eval(x)).collect();
         for threads in [1, 3] {
             let pool = rayon::ThreadPoolBuilder::new()
                 .num_threads(threads)
                 .build()
                 .unwrap();
             let mut got = vec![0.0; src.len()];
-            pool.install(|| gelu_erf(&src, &mut got));
-            assert!(got
-                .iter()
-                .zip(&want)
-                .all(|(a, b)| a.to_bits() == b.to_bits()));
+            pool.install(|| gelu_into(act, src, &mut got));
+            assert!(
+                got.iter()
+                    .zip(&want)
+                    .all(|(a, b)| a.to_bits() == b.to_bits()),
+                "{act:?}, {threads} threads"
+            );
         }
     }
 }

@@ -125,16 +125,9 @@ fn hard_sigmoid<T: Math>(x: T, alpha: T, beta: T) -> T {
     }
 }
 
-fn gelu<T: Math>(x: T, tanh: bool) -> T {
-    let half = c::<T>(0.5);
-    if tanh {
-        let k = T::from(0.797_884_560_802_865_4f64).unwrap_or_else(T::nan); // √(2/π)
-        let inner = k * (x + c::<T>(0.044_715) * x * x * x);
-        half * x * (T::one() + inner.tanh_fast())
-    } else {
-        let r = T::from(std::f64::consts::FRAC_1_SQRT_2).unwrap_or_else(T::nan);
-        half * x * (T::one() + (x * r).erf_())
-    }
+fn gelu_erf<T: Math>(x: T) -> T {
+    let r = T::from(std::f64::consts::FRAC_1_SQRT_2).unwrap_or_else(T::nan);
+    c::<T>(0.5) * x * (T::one() + (x * r).erf_())
 }
 
 /// `ln(1 + e^x)` without overflow for large x.
@@ -199,10 +192,15 @@ impl Pointwise {
                 _ => {}
             }
         }
-        if let (Kind::Gelu { tanh: false }, Tensor::F32(a)) = (self.kind, t) {
+        if let (Kind::Gelu { tanh }, Tensor::F32(a)) = (self.kind, t) {
             let src = contiguous(a);
             let mut out = crate::tensor::recycle::take_or_default::<f32>(src.len());
-            super::gelu::gelu_erf(&src, &mut out);
+            let act = if tanh {
+                Activation::GeluTanh
+            } else {
+                Activation::Gelu
+            };
+            super::gelu::gelu_into(act, &src, &mut out);
             return Ok(Tensor::F32(array_from(op, a.shape(), out)?));
         }
         match self.kind {
@@ -217,7 +215,8 @@ impl Pointwise {
             Kind::HardSigmoid { alpha, beta } => {
                 both!(op, t, |x| hard_sigmoid(x, c(alpha), c(beta)))
             }
-            Kind::Gelu { tanh } => both!(op, t, |x| gelu(x, tanh)),
+            Kind::Gelu { tanh: false } => both!(op, t, |x| gelu_erf(x)),
+            Kind::Gelu { tanh: true } => both!(op, t, |x| Activation::GeluTanh.eval(x)),
             Kind::Softplus => both!(op, t, |x| softplus(x)),
             Kind::Softsign => both!(op, t, |x| softsign(x)),
             Kind::ThresholdedRelu(a) => both!(op, t, |x| thresholded_relu(x, c(a))),
@@ -251,6 +250,7 @@ impl Operator for Pointwise {
             Kind::HardSwish => Activation::HardSwish,
             Kind::Tanh => Activation::Tanh,
             Kind::Gelu { tanh: false } => Activation::Gelu,
+            Kind::Gelu { tanh: true } => Activation::GeluTanh,
             _ => return None,
         })
     }

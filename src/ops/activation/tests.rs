@@ -131,6 +131,12 @@ fn standalone_activations_equal_the_fused_epilogue() {
         ("Sigmoid", vec![], Activation::Sigmoid),
         ("HardSwish", vec![], Activation::HardSwish),
         ("Tanh", vec![], Activation::Tanh),
+        ("Gelu", vec![], Activation::Gelu),
+        (
+            "Gelu",
+            vec![("approximate", Attribute::String("tanh".into()))],
+            Activation::GeluTanh,
+        ),
         (
             "Clip",
             vec![
@@ -141,7 +147,11 @@ fn standalone_activations_equal_the_fused_epilogue() {
         ),
     ];
     for (op, attrs, act) in cases {
-        let opset = if op == "Clip" { 6 } else { 14 };
+        let opset = match op {
+            "Clip" => 6,
+            "Gelu" => 20,
+            _ => 14,
+        };
         let got = run(op, &attrs, opset, &[&t1(xs.clone())]);
         let mut fused = xs.clone();
         act.apply(&mut fused);

@@ -129,6 +129,7 @@ mod tests {
             Activation::HardSwish,
             Activation::Tanh,
             Activation::Gelu,
+            Activation::GeluTanh,
         ];
         let value = |i: usize| ((i * 7919 % 1013) as f32 - 506.0) * 0.013;
         let a = ArrayD::from_shape_fn(IxDyn(&[3, 37]), |d| value(d[0] * 37 + d[1]));

@@ -21,6 +21,7 @@ macro_rules! by_kind {
             Activation::HardSwish => $each!(Activation::HardSwish),
             Activation::Tanh => $each!(Activation::Tanh),
             Activation::Gelu => $each!(Activation::Gelu),
+            Activation::GeluTanh => $each!(Activation::GeluTanh),
         }
     };
 }
@@ -69,6 +70,10 @@ impl Activation {
             }
             Activation::Tanh => x.tanh_fast(),
             Activation::Gelu => x.gelu_erf(),
+            Activation::GeluTanh => {
+                let inner = T::cast_f32(0.044_715) * (x * x * x) + x;
+                T::cast_f32(0.5) * x * (T::one() + (T::sqrt_2_over_pi() * inner).tanh_fast())
+            }
         }
     }
 
@@ -159,6 +164,8 @@ multiversion! {
 pub(crate) trait ActivationFloat: Float {
     /// Converts an f32 attribute value.
     fn cast_f32(v: f32) -> Self;
+    /// `√(2/π)`, the tanh GELU's factor, rounded to the type.
+    fn sqrt_2_over_pi() -> Self;
     /// `1 / (1 + e^-x)`.
     fn sigmoid(self) -> Self;
     /// `tanh(x)`.
@@ -175,6 +182,10 @@ impl ActivationFloat for f32 {
     #[inline(always)]
     fn cast_f32(v: f32) -> f32 {
         v
+    }
+    #[inline(always)]
+    fn sqrt_2_over_pi() -> f32 {
+        0.797_884_6
     }
     #[inline(always)]
     fn sigmoid(self) -> f32 {
@@ -198,6 +209,10 @@ impl ActivationFloat for f64 {
     #[inline(always)]
     fn cast_f32(v: f32) -> f64 {
         v as f64
+    }
+    #[inline(always)]
+    fn sqrt_2_over_pi() -> f64 {
+        0.797_884_560_802_865_4
     }
     #[inline(always)]
     fn sigmoid(self) -> f64 {

@@ -130,6 +130,12 @@ fn gemm_fused_activations() {
             Box::new(|x: f64| x * (x / 6.0 + 0.5).clamp(0.0, 1.0)),
         ),
         (Activation::Tanh, Box::new(|x: f64| x.tanh())),
+        (
+            Activation::GeluTanh,
+            Box::new(|x: f64| {
+                0.5 * x * (1.0 + (0.797_884_560_802_865_4 * (x + 0.044_715 * x * x * x)).tanh())
+            }),
+        ),
     ];
     for (act, f) in cases {
         let fusion = activation(act);
