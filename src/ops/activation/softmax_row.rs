@@ -1,10 +1,11 @@
 //! The f32 Softmax and LogSoftmax of contiguous rows (the normalised axis
-//! is the last one, as in attention): the maximum, the exponentials and
-//! their sum each in one vectorisable loop, compiled for the baseline
-//! target and for AVX2 with plain multiplies and adds (the same bits on
-//! both paths). The sum runs over eight interleaved partial sums combined
-//! in a fixed order, and each row is computed by one thread, so results do
-//! not depend on the thread count.
+//! is the last one, as in attention) in three vectorisable passes (the
+//! transform and the maximum; the exponentials and their sum; the scale),
+//! compiled for the baseline target, AVX2 and AVX-512 with plain
+//! multiplies and adds (the same bits on every path). The maximum and the
+//! sum run over 32 interleaved partial results combined pairwise in a
+//! fixed order, and each row is computed by one thread, so results do not
+//! depend on the thread count.
 //!
 //! Optionally the row is first scaled and offset, `x · scale + mask`
 //! (attention's `MatMul / √d + mask` fused into the Softmax), with the
@@ -35,81 +36,134 @@ fn exact_reciprocal(k: f32) -> Option<f32> {
     (bits & 0x7f_ffff == 0 && (-126..=126).contains(&exponent)).then(|| 1.0 / k)
 }
 
-/// The sum of a slice over eight interleaved partial sums, combined
-/// pairwise in a fixed order.
+/// Lanes of the partial maxima and sums: two AVX-512 vectors, so each pass
+/// keeps two independent chains in flight.
+const LANES: usize = 32;
+
+/// The sum of the lanes, pairwise in a fixed order.
 #[inline(always)]
-fn sum8(d: &[f32]) -> f32 {
-    let mut acc = [0.0f32; 8];
-    let mut chunks = d.chunks_exact(8);
-    for c in &mut chunks {
-        for k in 0..8 {
+fn reduce_sum(mut acc: [f32; LANES]) -> f32 {
+    let mut width = LANES / 2;
+    while width > 0 {
+        for k in 0..width {
+            acc[k] += acc[k + width];
+        }
+        width /= 2;
+    }
+    acc[0]
+}
+
+/// The largest lane, pairwise (a NaN element never enters a lane; it
+/// reaches the result through the exponentials and their sum).
+#[inline(always)]
+fn reduce_max(mut acc: [f32; LANES]) -> f32 {
+    let mut width = LANES / 2;
+    while width > 0 {
+        for k in 0..width {
+            let v = acc[k + width];
+            max_into(&mut acc[k], v);
+        }
+        width /= 2;
+    }
+    acc[0]
+}
+
+#[inline(always)]
+fn max_into(acc: &mut f32, v: f32) {
+    *acc = if v > *acc { v } else { *acc };
+}
+
+/// `d = pre(s)`, returning the largest element, in one pass.
+#[inline(always)]
+fn transform_max(s: &[f32], d: &mut [f32], pre: Pre<'_>) -> f32 {
+    let f = |v: f32| match (pre.scale, pre.divide) {
+        (Some(k), true) => match exact_reciprocal(k) {
+            // x / 2^e and x · 2^-e are the same correctly rounded value.
+            Some(r) => v * r,
+            None => v / k,
+        },
+        (Some(k), false) => v * k,
+        (None, _) => v,
+    };
+    let mut acc = [f32::NEG_INFINITY; LANES];
+    let done = d.len() / LANES * LANES;
+    match pre.mask {
+        Some(m) => {
+            let chunks = d[..done].chunks_exact_mut(LANES).zip(s.chunks_exact(LANES));
+            for ((dc, sc), mc) in chunks.zip(m.chunks_exact(LANES)) {
+                for k in 0..LANES {
+                    dc[k] = f(sc[k]) + mc[k];
+                    max_into(&mut acc[k], dc[k]);
+                }
+            }
+            for (k, i) in (done..d.len()).enumerate() {
+                d[i] = f(s[i]) + m[i];
+                max_into(&mut acc[k], d[i]);
+            }
+        }
+        None => {
+            for (dc, sc) in d[..done].chunks_exact_mut(LANES).zip(s.chunks_exact(LANES)) {
+                for k in 0..LANES {
+                    dc[k] = f(sc[k]);
+                    max_into(&mut acc[k], dc[k]);
+                }
+            }
+            for (k, i) in (done..d.len()).enumerate() {
+                d[i] = f(s[i]);
+                max_into(&mut acc[k], d[i]);
+            }
+        }
+    }
+    reduce_max(acc)
+}
+
+/// `d = e^(d - max)`, returning the sum, in one pass.
+#[inline(always)]
+fn exp_sum(d: &mut [f32], max: f32) -> f32 {
+    let mut acc = [0.0f32; LANES];
+    let mut dc = d.chunks_exact_mut(LANES);
+    for c in &mut dc {
+        for k in 0..LANES {
+            c[k] = exp_f32(c[k] - max);
             acc[k] += c[k];
         }
     }
-    for (k, &v) in chunks.remainder().iter().enumerate() {
-        acc[k] += v;
+    for (k, v) in dc.into_remainder().iter_mut().enumerate() {
+        *v = exp_f32(*v - max);
+        acc[k] += *v;
     }
-    ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]))
+    reduce_sum(acc)
 }
 
-/// The largest element (NaN is skipped here; it reaches the result through
-/// the exponentials and their sum).
+/// The sum of `e^(v - max)` over a row (`d` unchanged).
 #[inline(always)]
-fn max8(d: &[f32]) -> f32 {
-    let mut acc = [f32::NEG_INFINITY; 8];
-    let mut chunks = d.chunks_exact(8);
-    for c in &mut chunks {
-        for k in 0..8 {
-            acc[k] = if c[k] > acc[k] { c[k] } else { acc[k] };
-        }
-    }
-    for (k, &v) in chunks.remainder().iter().enumerate() {
-        acc[k] = if v > acc[k] { v } else { acc[k] };
-    }
-    acc.iter()
-        .fold(f32::NEG_INFINITY, |m, &v| if v > m { v } else { m })
-}
-
-/// The sum of `e^(v - max)` over a row, in eight interleaved partial sums.
-#[inline(always)]
-fn sum_exp8(d: &[f32], max: f32) -> f32 {
-    let mut acc = [0.0f32; 8];
-    let mut chunks = d.chunks_exact(8);
-    for c in &mut chunks {
-        for k in 0..8 {
+fn sum_exp(d: &[f32], max: f32) -> f32 {
+    let mut acc = [0.0f32; LANES];
+    let mut dc = d.chunks_exact(LANES);
+    for c in &mut dc {
+        for k in 0..LANES {
             acc[k] += exp_f32(c[k] - max);
         }
     }
-    for (k, &v) in chunks.remainder().iter().enumerate() {
+    for (k, &v) in dc.remainder().iter().enumerate() {
         acc[k] += exp_f32(v - max);
     }
-    ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]))
+    reduce_sum(acc)
 }
 
 multiversion! {
     wide
     /// Softmax (or, with `log`, LogSoftmax) of row `s` into `d` (same
-    /// length), after the `pre` transform.
+    /// length), after the `pre` transform: three passes (transform and
+    /// maximum; exponentials and their sum; scale), each over
+    /// [`LANES`]-wide partial results combined in a fixed order.
     pub(crate) fn softmax_row(s: &[f32], d: &mut [f32], log: bool, pre: Pre<'_>) {
-        match (pre.scale, pre.divide) {
-            (Some(k), true) => match exact_reciprocal(k) {
-                // x / 2^e and x · 2^-e are the same correctly rounded value.
-                Some(r) => d.iter_mut().zip(s).for_each(|(o, &v)| *o = v * r),
-                None => d.iter_mut().zip(s).for_each(|(o, &v)| *o = v / k),
-            },
-            (Some(k), false) => d.iter_mut().zip(s).for_each(|(o, &v)| *o = v * k),
-            (None, _) => d.copy_from_slice(s),
-        }
-        if let Some(m) = pre.mask {
-            d.iter_mut().zip(m).for_each(|(o, &v)| *o += v);
-        }
-        let max = max8(d);
+        let max = transform_max(s, d, pre);
         if log {
-            let l = sum_exp8(d, max).ln();
+            let l = sum_exp(d, max).ln();
             d.iter_mut().for_each(|o| *o = *o - max - l);
         } else {
-            d.iter_mut().for_each(|o| *o = exp_f32(*o - max));
-            let r = 1.0 / sum8(d);
+            let r = 1.0 / exp_sum(d, max);
             d.iter_mut().for_each(|o| *o *= r);
         }
     }
