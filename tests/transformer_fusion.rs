@@ -103,36 +103,46 @@ fn gelu_input() -> Tensor {
     Tensor::from_vec(&[ROWS, COLS], values(ROWS * COLS, 9.0)).unwrap()
 }
 
+/// Model `m`, a written-out GELU, runs as one Gelu node, within float
+/// rounding of the unfused graph (absolute 1e-6 where `1 + erf` or `1 +
+/// tanh` cancels in the negative tail, relative `rel` elsewhere), within
+/// 1e-6 relative (plus `floor`) of `exact`, and bit-identical at 1 and 2
+/// threads.
+fn assert_fused_gelu(m: &[u8], what: &str, rel: f32, exact: impl Fn(f64) -> f64, floor: f64) {
+    let x = values(ROWS * COLS, 9.0);
+    let feeds = [("x", gelu_input())];
+    let (fused, ops) = run(m, true, 1, &feeds);
+    assert_eq!(ops, ["Gelu"], "{what}");
+    let (plain, plain_ops) = run(m, false, 1, &feeds);
+    assert!(plain_ops.len() >= 5, "{what}: {plain_ops:?}");
+    for ((&a, &b), &v) in fused[0].iter().zip(&plain[0]).zip(&x) {
+        assert!((a - b).abs() <= 1e-6 + rel * b.abs(), "{what}: {a} vs {b}");
+        let want = exact(v as f64);
+        assert!(
+            (a as f64 - want).abs() <= 1e-6 * want.abs() + floor,
+            "{what}: gelu({v}) = {a}, exactly {want}"
+        );
+    }
+    let (two, _) = run(m, true, 2, &feeds);
+    assert!(
+        two[0]
+            .iter()
+            .zip(&fused[0])
+            .all(|(a, b)| a.to_bits() == b.to_bits()),
+        "{what}: 1 and 2 threads differ"
+    );
+}
+
 #[test]
 fn erf_gelu_chains_become_one_gelu_in_every_order() {
-    let x = values(ROWS * COLS, 9.0);
     for order in 0..4 {
         let m = gelu_model(order, false, std::f32::consts::SQRT_2);
-        let feeds = [("x", gelu_input())];
-        let (fused, ops) = run(&m, true, 1, &feeds);
-        assert_eq!(ops, ["Gelu"], "order {order}");
-        let (plain, plain_ops) = run(&m, false, 1, &feeds);
-        assert_eq!(plain_ops.len(), 5);
-        for ((&a, &b), &v) in fused[0].iter().zip(&plain[0]).zip(&x) {
-            // the unfused 1 + erf cancels in the negative tail: absolute
-            // 1e-6 there, a few ulp elsewhere
-            assert!(
-                (a - b).abs() <= 1e-6 + 2e-6 * b.abs(),
-                "order {order}: {a} vs {b}"
-            );
-            let exact = 0.5 * v as f64 * libm::erfc(-v as f64 / std::f64::consts::SQRT_2);
-            assert!(
-                (a as f64 - exact).abs() <= 1e-6 * exact.abs() + 1e-30,
-                "order {order}: gelu({v}) = {a}, exactly {exact}"
-            );
-        }
-        let (two, _) = run(&m, true, 2, &feeds);
-        assert!(
-            two[0]
-                .iter()
-                .zip(&fused[0])
-                .all(|(a, b)| a.to_bits() == b.to_bits()),
-            "1 and 2 threads differ"
+        assert_fused_gelu(
+            &m,
+            &format!("order {order}"),
+            2e-6,
+            |v| 0.5 * v * libm::erfc(-v / std::f64::consts::SQRT_2),
+            1e-30,
         );
     }
 }
@@ -219,38 +229,19 @@ const SQRT_2_OVER_PI: f32 = 0.797_884_6;
 
 #[test]
 fn tanh_gelu_chains_become_one_gelu_with_pow_or_muls_in_every_order() {
-    let x = values(ROWS * COLS, 9.0);
-    let feeds = [("x", gelu_input())];
     for cube in 0..3 {
         for outer in 0..3 {
             let m = tanh_gelu_model(cube, outer, SQRT_2_OVER_PI, false);
-            let (fused, ops) = run(&m, true, 1, &feeds);
-            assert_eq!(ops, ["Gelu"], "cube {cube}, outer {outer}");
-            let (plain, plain_ops) = run(&m, false, 1, &feeds);
-            assert!(plain_ops.len() >= 8, "{plain_ops:?}");
-            for ((&a, &b), &v) in fused[0].iter().zip(&plain[0]).zip(&x) {
-                // each step of the chain rounds; 1 + tanh cancels in the
-                // negative tail (absolute 1e-6 there)
-                assert!(
-                    (a - b).abs() <= 1e-6 + 4e-6 * b.abs(),
-                    "cube {cube}, outer {outer}: {a} vs {b}"
-                );
-                let v = v as f64;
-                let exact = 0.5
-                    * v
-                    * (1.0 + (0.797_884_560_802_865_4 * (v + 0.044_715 * v * v * v)).tanh());
-                assert!(
-                    (a as f64 - exact).abs() <= 1e-6 * (1.0 + exact.abs()),
-                    "gelu_tanh({v}) = {a}, exactly {exact}"
-                );
-            }
-            let (two, _) = run(&m, true, 2, &feeds);
-            assert!(
-                two[0]
-                    .iter()
-                    .zip(&fused[0])
-                    .all(|(a, b)| a.to_bits() == b.to_bits()),
-                "1 and 2 threads differ"
+            // each of the chain's eight steps rounds
+            assert_fused_gelu(
+                &m,
+                &format!("cube {cube}, outer {outer}"),
+                4e-6,
+                |v| {
+                    let inner = 0.797_884_560_802_865_4 * (v + 0.044_715 * v * v * v);
+                    0.5 * v * (1.0 + inner.tanh())
+                },
+                1e-6,
             );
         }
     }

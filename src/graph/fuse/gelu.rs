@@ -59,6 +59,16 @@ fn binary(graph: &Graph, i: usize, op: &str) -> Option<[ValueId; 2]> {
     Some([n.inputs[0]?, n.inputs[1]?])
 }
 
+/// The input and output of node `i` when it is a default-domain `op` with
+/// one input.
+fn unary(graph: &Graph, i: usize, op: &str) -> Option<(ValueId, ValueId)> {
+    let n = &graph.nodes[i];
+    if n.op_type != op || !n.domain.is_empty() || n.inputs.len() != 1 {
+        return None;
+    }
+    Some((n.inputs[0]?, n.outputs.first().copied().flatten()?))
+}
+
 /// The other input of a two-input node that reads `v`.
 fn other(inputs: [ValueId; 2], v: ValueId) -> Option<ValueId> {
     if inputs[0] == v {
@@ -139,16 +149,9 @@ fn erf_head(
     counts: &[usize],
     e: usize,
 ) -> Option<(ValueId, Vec<usize>, ValueId, bool)> {
-    let erf = &graph.nodes[e];
-    if erf.op_type != "Erf" || !erf.domain.is_empty() || erf.inputs.len() != 1 {
-        return None;
-    }
-    let d = erf.inputs[0]?;
-    let erf_out = erf.outputs.first().copied().flatten()?;
-    if counts[d] != 1 || graph.outputs.contains(&d) {
-        return None;
-    }
-    let div = producer(graph, d)?;
+    let (d, erf_out) = unary(graph, e, "Erf")?;
+    let private = |v: ValueId| counts[v] == 1 && !graph.outputs.contains(&v);
+    let div = private_producer(graph, d, &private)?;
     let x = scaled_input(graph, div)?;
     Some((x, vec![div, e], erf_out, false))
 }
@@ -165,13 +168,8 @@ fn tanh_head(
     counts: &[usize],
     t: usize,
 ) -> Option<(ValueId, Vec<usize>, ValueId, bool)> {
-    let node = &graph.nodes[t];
-    if node.op_type != "Tanh" || !node.domain.is_empty() || node.inputs.len() != 1 {
-        return None;
-    }
-    let t_out = node.outputs.first().copied().flatten()?;
+    let (u, t_out) = unary(graph, t, "Tanh")?;
     let private = |v: ValueId| counts[v] == 1 && !graph.outputs.contains(&v);
-    let u = node.inputs[0]?;
     let scale = private_producer(graph, u, &private)?;
     let a = const_factor(graph, scale, SQRT_2_OVER_PI)?;
     let add = private_producer(graph, a, &private)?;
