@@ -2,7 +2,7 @@
 //! of image networks: 3 channels, 7×7 or 3×3 windows, stride 2). Their
 //! im2col matrix is tall and thin (147 × 12 544 for ResNet's stem) and the
 //! GEMM on it is memory-bound; here each input plane is split once into its
-//! stride phases, and the running sums of four output channels × 32
+//! stride phases, and the running sums of eight output channels (four on AVX2) × 32
 //! outputs stay in registers across every tap of every input channel. Each
 //! output is the bias plus its taps in (channel, row, column) order, so the
 //! split across threads never changes a bit. The kernel is f32 code for
@@ -30,8 +30,17 @@ const MAX_TAPS: usize = 256;
 /// 7×7 stem (147 taps) 5.3 → 3.3 ms, SqueezeNet's 3×3 stem (27 taps)
 /// 0.91 → 1.11 ms, so the latter stays on im2col.
 const MIN_TAPS_AVX2: usize = 64;
-/// Output channels summed together.
-const CO: usize = 4;
+/// Output channels summed together by the kernel of `isa`: eight on
+/// AVX-512 (16 accumulators of its 32 registers, so the multiply-adds of
+/// one tap outnumber their latency; with four, SqueezeNet's 3×3 stem of 27
+/// taps ran at about 150 GFLOPS), four on AVX2 (8 of its 16).
+#[cfg(target_arch = "x86_64")]
+fn channels_per_block(isa: Isa) -> usize {
+    match isa {
+        Isa::Avx512 => avx512::CO,
+        Isa::Avx2 => avx2::CO,
+    }
+}
 
 /// Whether `p` is a small-channel 2-D convolution this kernel takes.
 fn suits(p: &ConvPlan) -> bool {
@@ -139,11 +148,12 @@ fn direct(
                 cols: ph.cols,
             };
             let yi = &mut y[ni * m * plane..(ni + 1) * m * plane];
-            // Tasks take whole blocks of CO channels: split by plane, 48
+            // Tasks take whole blocks of `co` channels: split by plane, 48
             // channels made 8 tasks of 6, each a full block and a half one.
-            par_rows(yi, CO * plane, |first, chunk| {
-                for (i, out) in chunk.chunks_mut(CO * plane).enumerate() {
-                    let oc = (first + i) * CO;
+            let co = channels_per_block(isa);
+            par_rows(yi, co * plane, |first, chunk| {
+                for (i, out) in chunk.chunks_mut(co * plane).enumerate() {
+                    let oc = (first + i) * co;
                     // SAFETY: the CPU has `isa` (checked by the caller) and
                     // the phases' tails were checked above.
                     unsafe {
@@ -159,12 +169,13 @@ fn direct(
 }
 
 /// A direct kernel module for one instruction set: `$width` lanes per
-/// vector, two vectors (`LANES` outputs) per register block, and `$store`
-/// the masked store of a vector's lanes `lo..hi`.
+/// vector, two vectors (`LANES` outputs) of `$co` (4 or 8) channels per
+/// register block, and `$store` the masked store of a vector's lanes
+/// `lo..hi`.
 macro_rules! direct_kernel {
     (
         $(#[$meta:meta])*
-        mod $name:ident, $feature:literal, $width:literal,
+        mod $name:ident, $feature:literal, $width:literal, $co:literal,
         $zero:ident, $set1:ident, $loadu:ident, $fma:ident, $max:ident, $min:ident,
         $store:path
     ) => {
@@ -175,6 +186,9 @@ macro_rules! direct_kernel {
 
             /// Lanes of one vector.
             const WIDTH: usize = $width;
+            /// Output channels per register block.
+            pub(super) const CO: usize = $co;
+            const _: () = assert!(CO == 4 || CO == 8, "blocks of 4 or 8 channels");
             /// Outputs per register block; a row's last block may use half.
             pub(super) const LANES: usize = 2 * WIDTH;
             const _: () = assert!(
@@ -185,7 +199,7 @@ macro_rules! direct_kernel {
             use super::{Job, MAX_TAPS};
             use $store as store;
 
-    /// Output planes `oc ..` (as many as `out` holds, at most 4).
+    /// Output planes `oc ..` (as many as `out` holds, at most [`CO`]).
     ///
     /// # Safety
     /// The CPU must support the module's features; `job.phases` must hold
@@ -196,6 +210,10 @@ macro_rules! direct_kernel {
         // SAFETY: this function's contract is the block's, passed on.
         unsafe {
             match out.len() / (job.oh * job.ow).max(1) {
+                8 if CO == 8 => block::<8>(job, oc, out),
+                7 if CO == 8 => block::<7>(job, oc, out),
+                6 if CO == 8 => block::<6>(job, oc, out),
+                5 if CO == 8 => block::<5>(job, oc, out),
                 4 => block::<4>(job, oc, out),
                 3 => block::<3>(job, oc, out),
                 2 => block::<2>(job, oc, out),
@@ -317,9 +335,10 @@ macro_rules! direct_kernel {
 }
 
 direct_kernel! {
-    /// The f32 kernel for AVX-512: four output channels × two vectors of 16
-    /// outputs in 8 registers, one fused multiply-add per tap and register.
-    mod avx512, "avx512f", 16,
+    /// The f32 kernel for AVX-512: eight output channels × two vectors of
+    /// 16 outputs in 16 registers, one fused multiply-add per tap and
+    /// register.
+    mod avx512, "avx512f", 16, 8,
     _mm512_setzero_ps, _mm512_set1_ps, _mm512_loadu_ps, _mm512_fmadd_ps, _mm512_max_ps,
     _mm512_min_ps, crate::ops::conv::tap_kernel::store_avx512
 }
@@ -327,7 +346,7 @@ direct_kernel! {
 direct_kernel! {
     /// The f32 kernel for AVX2: four output channels × two vectors of 8
     /// outputs in 8 registers, one fused multiply-add per tap and register.
-    mod avx2, "avx2,fma", 8,
+    mod avx2, "avx2,fma", 8, 4,
     _mm256_setzero_ps, _mm256_set1_ps, _mm256_loadu_ps, _mm256_fmadd_ps, _mm256_max_ps,
     _mm256_min_ps, crate::ops::conv::tap_kernel::store_avx2
 }

@@ -17,7 +17,7 @@
 //! channels × K, channel-minor: two vectors per tap. A register block holds
 //! 16 channels × 6 consecutive positions in 12 accumulators; per tap it
 //! broadcasts 6 inputs and does 12 fused multiply-adds. On AVX-512 a block
-//! holds the 16 channels in one register at up to 12 positions of one row,
+//! holds the 16 channels in one register at up to 16 positions of one row,
 //! and each input's broadcast is folded into its multiply-add (Zen 4, two
 //! threads: the example model's 128-channel 3×3 layers 310 → 252 µs; one
 //! thread: about even). Each sum runs over
@@ -46,8 +46,12 @@ const NQ: usize = 6;
 /// Output channels per register block (two vectors of 8).
 const MB: usize = 16;
 /// Most positions per AVX-512 register block (one row's, one vector of
-/// [`MB`] channels each).
-const NW: usize = 12;
+/// [`MB`] channels each): 16 accumulators of the 32 registers, the
+/// broadcasts folded into the multiply-adds. At 12, SqueezeNet's 13-wide
+/// rows ran as a block of 12 and a block of one, whose single chain of
+/// multiply-adds waited on its own latency (48→192 on 13×13, one thread:
+/// see [`row_piece`]).
+const NW: usize = 16;
 /// Most taps (kernel positions) a window may have here.
 const MAX_TAPS: usize = 64;
 /// Fewest input channels: below this the products are too few per output
@@ -362,7 +366,7 @@ impl Geometry<'_> {
                     let mut p0 = first;
                     while p0 < end {
                         let row_end = (p0 / self.ow + 1) * self.ow;
-                        let count = (row_end.min(end) - p0).min(NW);
+                        let count = row_piece(row_end.min(end) - p0);
                         job.row_block(cb, p0, count);
                         p0 += count;
                     }
@@ -382,6 +386,14 @@ impl Geometry<'_> {
             finish(oc, first..end, row);
         }
     }
+}
+
+/// How many of the `run` positions left in a row the next AVX-512 block
+/// takes: the row cut into the fewest blocks of at most [`NW`], of near-equal
+/// sizes (28 as 14 + 14, not 16 + 12; 20 as 10 + 10, not 16 + 4), so no
+/// block is left with too few chains of multiply-adds to hide their latency.
+fn row_piece(run: usize) -> usize {
+    run.div_ceil(run.div_ceil(NW).max(1))
 }
 
 /// Copies the input rows of band `lay` from image `xi` into the zero-padded
@@ -503,7 +515,11 @@ impl Job<'_> {
                     9 => rb::<9>(self, w, q0, &mut out),
                     10 => rb::<10>(self, w, q0, &mut out),
                     11 => rb::<11>(self, w, q0, &mut out),
-                    _ => rb::<12>(self, w, q0, &mut out),
+                    12 => rb::<12>(self, w, q0, &mut out),
+                    13 => rb::<13>(self, w, q0, &mut out),
+                    14 => rb::<14>(self, w, q0, &mut out),
+                    15 => rb::<15>(self, w, q0, &mut out),
+                    _ => rb::<16>(self, w, q0, &mut out),
                 }
             }
         }
@@ -672,6 +688,30 @@ mod tests {
         }
     }
 
+    /// Rows are cut into the fewest blocks of at most `NW`, of sizes that
+    /// differ by at most one, and every position is taken once.
+    #[test]
+    fn row_pieces_are_even_and_cover_the_row() {
+        assert_eq!(row_piece(13), 13);
+        assert_eq!(row_piece(16), 16);
+        assert_eq!(row_piece(17), 9);
+        assert_eq!(row_piece(28), 14);
+        assert_eq!(row_piece(1), 1);
+        for len in 1..200 {
+            let mut sizes = Vec::new();
+            let mut left = len;
+            while left > 0 {
+                let n = row_piece(left);
+                assert!((1..=NW).contains(&n), "{len}: {n}");
+                sizes.push(n);
+                left -= n;
+            }
+            assert_eq!(sizes.len(), len.div_ceil(NW), "{len}");
+            let (lo, hi) = (sizes.iter().min().unwrap(), sizes.iter().max().unwrap());
+            assert!(hi - lo <= 1, "{len}: {sizes:?}");
+        }
+    }
+
     /// The AVX-512 block (positions of one row) and the AVX2 block
     /// (positions in raster order, across rows) do the same products in the
     /// same order: the same bits, on rows shorter and longer than a block
@@ -685,7 +725,15 @@ mod tests {
         let attrs = crate::ir::attributes::Attributes::default();
         let mut window = WindowAttrs::parse(&attrs, true).unwrap();
         window.pads = Some(vec![1, 1, 1, 1]);
-        for (h, wd, threads) in [(5, 5, 1), (7, 7, 2), (9, 13, 3), (24, 24, 2), (6, 30, 4)] {
+        for (h, wd, threads) in [
+            (5, 5, 1),
+            (7, 7, 2),
+            (9, 13, 3),
+            (13, 13, 1),
+            (24, 24, 2),
+            (6, 30, 4),
+            (4, 40, 1),
+        ] {
             let (xs, ws) = ([1, 8, h, wd], [20, 8, 3, 3]);
             let p = plan(&window, 1, &xs, &ws, None).unwrap();
             let x = rand_vec(xs.iter().product(), 8);

@@ -219,8 +219,8 @@ fn conv_strides_dilations_asymmetric_pads() {
 /// Few input channels (the direct kernel on AVX-512 machines, and on AVX2
 /// machines for sums of at least 64 taps; im2col elsewhere): RGB-stem
 /// geometry with rows of several register blocks and both tail widths,
-/// output channels not a multiple of four, one and four input channels,
-/// dilation.
+/// output channels not a multiple of four or eight, one and four input
+/// channels, dilation.
 #[test]
 fn conv_few_channels_direct() {
     let stem = Geo {
@@ -247,6 +247,21 @@ fn conv_few_channels_direct() {
         &attrs,
         &stem,
         &[5, 59],
+    );
+    // SqueezeNet's stem (3×3, stride 2, unpadded), 13 output channels: on
+    // AVX-512 a block of eight and one of five. H: (29 − 3) / 2 + 1 = 14;
+    // W: (71 − 3) / 2 + 1 = 35 = 32 + 3.
+    let unpadded = Geo {
+        pad_begin: vec![0, 0],
+        ..stem
+    };
+    check_conv(
+        &[1, 3, 29, 71],
+        &[13, 3, 3, 3],
+        true,
+        &[("strides", ints(&[2, 2]))],
+        &unpadded,
+        &[14, 35],
     );
     let dilated = Geo {
         strides: vec![1, 1],

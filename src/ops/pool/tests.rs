@@ -160,9 +160,11 @@ fn size_keeping_cases() -> Vec<(Vec<usize>, Geo)> {
 /// outputs and one more with padding at both ends, two columns of padding
 /// on one side only, rows too narrow for a window inside them, and planes
 /// with no input rows; pads of none, one and two, partial last windows
-/// (ceil mode).
+/// (ceil mode); SqueezeNet's stem pool (111² → 55², unpadded: blocks whose
+/// loads and stores need no mask, rows taken in pairs, then an odd one).
 fn stride_two_cases() -> Vec<(Vec<usize>, Geo)> {
-    let cases: [([usize; 4], [usize; 4], bool); 7] = [
+    let cases: [([usize; 4], [usize; 4], bool); 8] = [
+        ([1, 2, 111, 111], [0, 0, 0, 0], false),
         ([2, 2, 9, 8], [1, 1, 1, 1], false),
         ([1, 3, 13, 47], [0, 0, 0, 0], false),
         ([1, 2, 9, 40], [1, 1, 1, 1], true),
