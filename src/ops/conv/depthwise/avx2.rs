@@ -308,7 +308,9 @@ fn dense_3x3(g: &Plane) -> bool {
 /// for 9·R multiply-adds, where one load per tap and row took 9·R). Each
 /// output still adds its taps in kernel row-major order: input rows in
 /// order are kernel rows in order, and within a row the three shifts in
-/// order.
+/// order. Inside MobileNet v3 (one thread, AMD EPYC, per-node trace,
+/// paired rounds) features.1's 3×3 on 112² went from 81 to 64 µs and
+/// features.3's on 56² from 88 to 63 against the 8-lane sums.
 ///
 /// # Safety
 /// As for [`wide_chunks`], with the taps of [`dense_3x3`].
