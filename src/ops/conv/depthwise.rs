@@ -17,6 +17,8 @@ mod blocked;
 mod halves;
 #[cfg(target_arch = "x86_64")]
 mod lanes;
+#[cfg(all(test, target_arch = "x86_64"))]
+mod planes_tests;
 #[cfg(target_arch = "x86_64")]
 mod rows;
 #[cfg(all(test, target_arch = "x86_64"))]
@@ -251,8 +253,13 @@ impl Avx2Planes {
         };
         let init = init.to_f32().unwrap_or(0.0);
         let relu = act == Some(Activation::Relu);
-        // SAFETY: the CPU has AVX2 and FMA (checked by avx2_kernel).
-        unsafe { avx2::sum_plane(plane, out, init, wk, phases, relu) };
+        if avx2::wide_suits(plane.ow()) && crate::ops::gemm::simd::has_avx512() {
+            // SAFETY: the CPU has AVX-512F (checked just above).
+            unsafe { avx2::sum_plane_512(plane, out, init, wk, phases, relu) };
+        } else {
+            // SAFETY: the CPU has AVX2 and FMA (checked by avx2_kernel).
+            unsafe { avx2::sum_plane(plane, out, init, wk, phases, relu) };
+        }
         if let Some(a) = act.filter(|_| !relu) {
             a.apply(out);
         }

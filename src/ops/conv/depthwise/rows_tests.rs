@@ -15,7 +15,7 @@ use crate::ops::testutil::with_threads;
 /// A depthwise layer: `n` images of `c` channels `h × w`, `mg` outputs per
 /// channel, a `k` kernel, strides and pads (top, left, bottom, right).
 #[derive(Debug, Clone, Copy)]
-struct Layer {
+pub(super) struct Layer {
     n: usize,
     c: usize,
     mg: usize,
@@ -27,7 +27,7 @@ struct Layer {
 }
 
 impl Layer {
-    fn plan(&self) -> ConvPlan {
+    pub(super) fn plan(&self) -> ConvPlan {
         let mut window = WindowAttrs::parse(&Attributes::default(), true).unwrap();
         window.strides = Some(self.stride.to_vec());
         let [pt, pl, pb, pr] = self.pads;
@@ -38,8 +38,9 @@ impl Layer {
     }
 }
 
-/// The layer summed directly, output by output.
-fn direct(
+/// The layer summed directly, output by output (also the reference of
+/// the phase path's AVX-512 tests).
+pub(super) fn direct(
     p: &ConvPlan,
     x: &[f32],
     w: &[f32],
@@ -117,7 +118,15 @@ fn check(layer: Layer, act: Option<Activation>) {
     }
 }
 
-fn l(n: usize, c: usize, h: usize, w: usize, k: usize, s: usize, pads: [usize; 4]) -> Layer {
+pub(super) fn l(
+    n: usize,
+    c: usize,
+    h: usize,
+    w: usize,
+    k: usize,
+    s: usize,
+    pads: [usize; 4],
+) -> Layer {
     Layer {
         n,
         c,
