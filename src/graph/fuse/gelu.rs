@@ -110,8 +110,12 @@ fn scaled_input(graph: &Graph, i: usize) -> Option<ValueId> {
 
 fn try_fuse(graph: &mut Graph, facts: &Facts, i: usize) -> Option<String> {
     let counts = readers(graph);
-    let (x, head, out, tanh) =
-        erf_head(graph, &counts, i).or_else(|| tanh_head(graph, &counts, i))?;
+    let Head {
+        x,
+        nodes: head,
+        out,
+        tanh,
+    } = erf_head(graph, &counts, i).or_else(|| tanh_head(graph, &counts, i))?;
     let (last, tail) = halved_product(graph, &counts, x, out)?;
     let y = graph.nodes[last].outputs[0]?;
     let f32_shape = |v: ValueId| match facts.get(v) {
@@ -142,32 +146,41 @@ fn try_fuse(graph: &mut Graph, facts: &Facts, i: usize) -> Option<String> {
     Some(name)
 }
 
-/// When node `e` is an Erf of `x / √2` (read by the Erf alone): `x`, the
-/// two nodes, and the Erf's output.
-fn erf_head(
-    graph: &Graph,
-    counts: &[usize],
-    e: usize,
-) -> Option<(ValueId, Vec<usize>, ValueId, bool)> {
+/// The inner part of a GELU chain, up to its Erf or Tanh.
+struct Head {
+    /// The GELU's input.
+    x: ValueId,
+    /// The chain's nodes up to and including the Erf or Tanh.
+    nodes: Vec<usize>,
+    /// The Erf's or Tanh's output.
+    out: ValueId,
+    /// Whether it is the tanh form.
+    tanh: bool,
+}
+
+/// The chain's head when node `e` is an Erf of `x / √2` (the quotient
+/// read by the Erf alone).
+fn erf_head(graph: &Graph, counts: &[usize], e: usize) -> Option<Head> {
     let (d, erf_out) = unary(graph, e, "Erf")?;
     let private = |v: ValueId| counts[v] == 1 && !graph.outputs.contains(&v);
     let div = private_producer(graph, d, &private)?;
     let x = scaled_input(graph, div)?;
-    Some((x, vec![div, e], erf_out, false))
+    Some(Head {
+        x,
+        nodes: vec![div, e],
+        out: erf_out,
+        tanh: false,
+    })
 }
 
 /// The tanh GELU's constants: `√(2/π)` and the cubic term's factor.
 const SQRT_2_OVER_PI: f32 = 0.797_884_6;
 const CUBIC: f32 = 0.044_715;
 
-/// When node `t` is a Tanh of `√(2/π) · (x + 0.044715 · x³)`, with `x³`
-/// as `Pow(x, 3)`, `(x · x) · x` or `x · (x · x)`, every intermediate read
-/// by the chain alone: `x`, the chain's nodes, and the Tanh's output.
-fn tanh_head(
-    graph: &Graph,
-    counts: &[usize],
-    t: usize,
-) -> Option<(ValueId, Vec<usize>, ValueId, bool)> {
+/// The chain's head when node `t` is a Tanh of `√(2/π) · (x + 0.044715 ·
+/// x³)`, with `x³` as `Pow(x, 3)`, `(x · x) · x` or `x · (x · x)`, every
+/// intermediate read by the chain alone.
+fn tanh_head(graph: &Graph, counts: &[usize], t: usize) -> Option<Head> {
     let (u, t_out) = unary(graph, t, "Tanh")?;
     let private = |v: ValueId| counts[v] == 1 && !graph.outputs.contains(&v);
     let scale = private_producer(graph, u, &private)?;
@@ -183,7 +196,12 @@ fn tanh_head(
     })?;
     let mut nodes = vec![scale, add, m, t];
     nodes.extend(cubic);
-    Some((x, nodes, t_out, true))
+    Some(Head {
+        x,
+        nodes,
+        out: t_out,
+        tanh: true,
+    })
 }
 
 /// The producer of `v` when `v` is read by one node and is not a graph
