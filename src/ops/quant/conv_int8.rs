@@ -1,7 +1,8 @@
 //! The fast path of ConvInteger and QLinearConv for 2-D convolutions of
 //! 8-bit data: weights packed once ([`Prepared`], at build when they are
 //! constant), then per image and group either the int8 engine over im2col
-//! panels ([`im2col`]; 1×1 stride-1 convolutions read the input directly)
+//! panels ([`im2col`]; 1×1 unpadded convolutions read the input directly,
+//! subsampled first at a larger stride)
 //! or, for depthwise convolutions, a direct kernel ([`depthwise`]). Results
 //! are the exact i32 sums the naive kernel computes, requantized in f32 as
 //! onnxruntime does.
@@ -172,6 +173,7 @@ impl Conv<'_> {
             Prepared::Gemm(groups) => {
                 let cg = c / self.group;
                 let direct = im2col::is_direct(self.win, cg);
+                let strided = !direct && im2col::is_strided_pointwise(self.win, cg);
                 // The staged input, in this thread's buffer kept across runs.
                 let mut staged = STAGED.with(|s| std::mem::take(&mut *s.borrow_mut()));
                 for img in 0..n {
@@ -184,6 +186,14 @@ impl Conv<'_> {
                                 x,
                                 channels: cg,
                                 pixels: plane_in,
+                                flip: flip_mask(x_signed),
+                            }
+                        } else if strided {
+                            im2col::subsample(x, cg, self.win, &mut staged);
+                            im2col::Source::Direct {
+                                x: &staged,
+                                channels: cg,
+                                pixels: plane_out,
                                 flip: flip_mask(x_signed),
                             }
                         } else {

@@ -10,11 +10,13 @@
 //! segment: a plain copy at stride 1, every `stride`-th word otherwise.
 //!
 //! A 1×1, stride-1, unpadded convolution whose channel count is a multiple
-//! of four reads its input directly: its K order is the channel order.
+//! of four reads its input directly: its K order is the channel order. At
+//! a larger stride it reads the pixels it needs, copied out once per image
+//! and group ([`subsample`]), the same way.
 
 use crate::ops::conv::geom::Window;
 use crate::ops::parallel::par_rows;
-use crate::ops::quant::engine::panel::{flip_mask, pack_k_rows};
+use crate::ops::quant::engine::panel::{flip_mask, interleave_rows, pack_k_rows};
 use crate::ops::quant::engine::{PanelSource, NR};
 
 /// Where k of the packed weights comes from: `(channel, kernel tap)` of
@@ -34,6 +36,94 @@ pub(super) fn is_direct(win: &Window, channels: usize) -> bool {
         && win.strides.iter().all(|&s| s == 1)
         && win.pad_begin.iter().chain(&win.pad_end).all(|&p| p == 0)
         && channels.is_multiple_of(4)
+}
+
+/// True for a 1×1, unpadded convolution with a stride above one whose
+/// channel count is a multiple of four: the input pixels it reads,
+/// gathered by [`subsample`], are its u8 operand as for a direct one.
+pub(super) fn is_strided_pointwise(win: &Window, channels: usize) -> bool {
+    win.kernel.iter().all(|&k| k == 1)
+        && win.strides.iter().any(|&s| s > 1)
+        && win.pad_begin.iter().chain(&win.pad_end).all(|&p| p == 0)
+        && channels.is_multiple_of(4)
+}
+
+/// Copies the pixels a 1×1 unpadded convolution reads from `x`
+/// (`[channels][h·w]`) into `out` as `[channels][oh·ow]`: pixel (oy, ox)
+/// of each plane is input pixel (oy·sh, ox·sw).
+pub(super) fn subsample(x: &[u8], channels: usize, win: &Window, out: &mut Vec<u8>) {
+    let (ih, iw) = (win.input[0], win.input[1]);
+    let (oh, ow) = (win.output[0], win.output[1]);
+    let (sh, sw) = (win.strides[0], win.strides[1]);
+    out.clear();
+    out.resize(channels * oh * ow, 0);
+    if oh * ow == 0 {
+        return;
+    }
+    par_rows(out, oh * ow, |c0, chunk| {
+        for (ci, plane) in chunk.chunks_mut(oh * ow).enumerate() {
+            let src = &x[(c0 + ci) * ih * iw..][..ih * iw];
+            for (oy, dst) in plane.chunks_mut(ow).enumerate() {
+                let row = &src[oy * sh * iw..][..iw];
+                if !(sw == 2 && evens_fast(row, dst)) {
+                    for (d, &v) in dst.iter_mut().zip(row.iter().step_by(sw)) {
+                        *d = v;
+                    }
+                }
+            }
+        }
+    });
+}
+
+/// `dst[i] = src[2i]` for every i < `dst.len()`, where the CPU has AVX-512
+/// BW and VL; returns whether it did.
+fn evens_fast(src: &[u8], dst: &mut [u8]) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    if !dst.is_empty()
+        && 2 * dst.len() - 1 <= src.len()
+        && crate::ops::gemm::simd::has_avx512_wide()
+    {
+        // SAFETY: the features were just checked, and `src` holds every
+        // byte read (2·(len − 1) < src.len(), the loads masked to it).
+        unsafe { evens_avx512(src, dst) };
+        return true;
+    }
+    let _ = (src, dst);
+    false
+}
+
+/// [`evens_fast`]'s loop: 64 bytes in, their 32 even bytes out.
+///
+/// # Safety
+/// The CPU must have AVX-512 F, BW and VL.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl")]
+unsafe fn evens_avx512(src: &[u8], dst: &mut [u8]) {
+    use std::arch::x86_64::*;
+    let n = dst.len();
+    for i in (0..n).step_by(32) {
+        let avail = (src.len() - 2 * i).min(64);
+        let load = if avail == 64 {
+            u64::MAX
+        } else {
+            (1u64 << avail) - 1
+        };
+        let store = if n - i >= 32 {
+            u32::MAX
+        } else {
+            (1u32 << (n - i)) - 1
+        };
+        // SAFETY: the load is masked to the bytes of `src` from 2i on, the
+        // store to the bytes of `dst` from i on.
+        unsafe {
+            let v = _mm512_maskz_loadu_epi8(load, src.as_ptr().add(2 * i).cast());
+            _mm256_mask_storeu_epi8(
+                dst.as_mut_ptr().add(i).cast(),
+                store,
+                _mm512_cvtepi16_epi8(v),
+            );
+        }
+    }
 }
 
 /// The padded extent of the staged planes: every row and column a tap reaches.
@@ -63,18 +153,23 @@ pub(super) fn stage(
     let groups = channels.div_ceil(4);
     out.clear();
     out.resize(groups * ph * pw * 4, pad);
+    // The rows of a last group's missing channels: the zero point, which
+    // the flip turns into `pad`.
+    let missing = vec![zero_x as u8; iw];
     par_rows(out, ph * pw * 4, |g0, chunk| {
         for (gi, plane) in chunk.chunks_mut(ph * pw * 4).enumerate() {
             let g = g0 + gi;
             let lanes = (channels - 4 * g).min(4);
             for y in 0..ih {
                 let dst = &mut plane[((y + pt) * pw + pl) * 4..][..iw * 4];
-                for j in 0..lanes {
-                    let src = &x[((4 * g + j) * ih + y) * iw..][..iw];
-                    for (d, &s) in dst[j..].iter_mut().step_by(4).zip(src) {
-                        *d = s ^ flip;
+                let row = |j: usize| {
+                    if j < lanes {
+                        &x[((4 * g + j) * ih + y) * iw..][..iw]
+                    } else {
+                        &missing[..]
                     }
-                }
+                };
+                interleave_rows([row(0), row(1), row(2), row(3)], dst, flip);
             }
         }
     });

@@ -216,6 +216,37 @@ fn gemm_convolutions_match_the_naive_kernel() {
             per,
             seed + 5,
         );
+        // Strided 1×1 (the subsampled direct path): odd widths, rows of
+        // more than 64 input bytes, stride 3, two images, groups of 4.
+        for (n, c, group, input, stride) in [
+            (1, 8, 1, [57, 57], 2),
+            (2, 4, 1, [9, 131], 2),
+            (1, 12, 1, [20, 17], 3),
+            (1, 8, 2, [14, 14], 2),
+        ] {
+            case(
+                n,
+                c,
+                8,
+                group,
+                window(input, [1, 1], stride, 1, [0; 4]),
+                (x_signed, w_signed),
+                per,
+                seed + 8,
+            );
+        }
+        // Staged rows wider than one register run, a last channel group
+        // of two.
+        case(
+            1,
+            6,
+            8,
+            1,
+            window([5, 45], [3, 3], 1, 1, [1; 4]),
+            (x_signed, w_signed),
+            per,
+            seed + 9,
+        );
         // Windows wider than the image: runs that are all padding.
         case(
             1,

@@ -123,6 +123,25 @@ fn interleave4(rows: [&[u8]; 4], dst: &mut [u8], flip: u8) {
     }
 }
 
+/// Interleaves four rows of equal length n into `dst[..4n]` as `[n][4]`
+/// (byte j of column c from row j), XOR-ing each byte with `flip`: whole
+/// runs of [`NR`] columns in registers (AVX2), the rest byte by byte.
+pub(crate) fn interleave_rows(rows: [&[u8]; 4], dst: &mut [u8], flip: u8) {
+    let n = rows[0].len();
+    debug_assert!(rows.iter().all(|r| r.len() == n) && dst.len() >= 4 * n);
+    let whole = n / NR * NR;
+    for c in (0..whole).step_by(NR) {
+        interleave4(
+            rows.map(|r| &r[c..c + NR]),
+            &mut dst[4 * c..][..4 * NR],
+            flip,
+        );
+    }
+    for (j, r) in rows.iter().enumerate() {
+        scatter(&mut dst[4 * whole..4 * n], &r[whole..], j, flip);
+    }
+}
+
 /// Puts `row` (one k, consecutive columns) at byte `j` of each column's
 /// group of four in `dst`.
 fn scatter(dst: &mut [u8], row: &[u8], j: usize, flip: u8) {
@@ -251,6 +270,27 @@ mod tests {
         interleave4(short, &mut dst, 0x80);
         assert_eq!(dst[4 * 4 + 3], rows[3][4] ^ 0x80);
         assert!(dst[5 * 4..].iter().all(|&b| b == 0));
+    }
+
+    #[test]
+    fn interleaved_rows_of_any_length_match_the_scalar_scatter() {
+        for n in [0usize, 1, 5, 31, 32, 33, 56, 64, 100] {
+            let rows: Vec<Vec<u8>> = (0..4)
+                .map(|j| (0..n).map(|c| (c * 53 + j * 17 + 3) as u8).collect())
+                .collect();
+            let rows4 = [&rows[0][..], &rows[1][..], &rows[2][..], &rows[3][..]];
+            for flip in [0u8, 0x80] {
+                // One guard byte past the end must stay untouched.
+                let mut fast = vec![0x5Au8; 4 * n + 1];
+                interleave_rows(rows4, &mut fast, flip);
+                for c in 0..n {
+                    for j in 0..4 {
+                        assert_eq!(fast[c * 4 + j], rows[j][c] ^ flip, "n {n} c {c} j {j}");
+                    }
+                }
+                assert_eq!(fast[4 * n], 0x5A, "n {n}: wrote past the rows");
+            }
+        }
     }
 
     #[test]
