@@ -16,7 +16,7 @@
 
 use crate::ops::conv::geom::Window;
 use crate::ops::parallel::par_rows;
-use crate::ops::quant::engine::panel::{flip_mask, interleave_rows, pack_k_rows};
+use crate::ops::quant::engine::panel::{flip_mask, interleave_rows, pack_k_rows, RunCopier};
 use crate::ops::quant::engine::{PanelSource, NR};
 
 /// Where k of the packed weights comes from: `(channel, kernel tap)` of
@@ -151,7 +151,8 @@ pub(super) fn stage(
     let flip = flip_mask(x_signed);
     let pad = (zero_x as u8) ^ flip;
     let groups = channels.div_ceil(4);
-    out.clear();
+    // Every word inside the borders is written below; the borders are
+    // filled with `pad` plane by plane.
     out.resize(groups * ph * pw * 4, pad);
     // The rows of a last group's missing channels: the zero point, which
     // the flip turns into `pad`.
@@ -160,6 +161,13 @@ pub(super) fn stage(
         for (gi, plane) in chunk.chunks_mut(ph * pw * 4).enumerate() {
             let g = g0 + gi;
             let lanes = (channels - 4 * g).min(4);
+            plane[..pt * pw * 4].fill(pad);
+            plane[(pt + ih) * pw * 4..].fill(pad);
+            for y in pt..pt + ih {
+                let row = &mut plane[y * pw * 4..][..pw * 4];
+                row[..pl * 4].fill(pad);
+                row[(pl + iw) * 4..].fill(pad);
+            }
             for y in 0..ih {
                 let dst = &mut plane[((y + pt) * pw + pl) * 4..][..iw * 4];
                 let row = |j: usize| {
@@ -201,6 +209,7 @@ impl Source<'_> {
         let (sh, sw) = (win.strides[0], win.strides[1]);
         let (dh, dw) = (win.dilations[0], win.dilations[1]);
         let groups = channels.div_ceil(4);
+        let runs = RunCopier::new();
         // The panel's output row segments: (first column, first word, length).
         let mut segments = [(0usize, 0usize, 0usize); NR];
         let mut count = 0;
@@ -224,7 +233,7 @@ impl Source<'_> {
                     for &(j0, at, run) in &segments[..count] {
                         let from = base + at;
                         if sw == 1 {
-                            dst[j0 * 4..][..run * 4].copy_from_slice(&words[from * 4..][..run * 4]);
+                            runs.copy(&mut dst[j0 * 4..][..run * 4], &words[from * 4..][..run * 4]);
                         } else {
                             for t in 0..run {
                                 let w = (from + t * sw) * 4;

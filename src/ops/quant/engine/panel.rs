@@ -125,7 +125,7 @@ fn interleave4(rows: [&[u8]; 4], dst: &mut [u8], flip: u8) {
 
 /// Interleaves four rows of equal length n into `dst[..4n]` as `[n][4]`
 /// (byte j of column c from row j), XOR-ing each byte with `flip`: whole
-/// runs of [`NR`] columns in registers (AVX2), the rest byte by byte.
+/// runs of [`NR`] columns in registers (AVX2), the last ones through scratch.
 pub(crate) fn interleave_rows(rows: [&[u8]; 4], dst: &mut [u8], flip: u8) {
     let n = rows[0].len();
     debug_assert!(rows.iter().all(|r| r.len() == n) && dst.len() >= 4 * n);
@@ -137,8 +137,75 @@ pub(crate) fn interleave_rows(rows: [&[u8]; 4], dst: &mut [u8], flip: u8) {
             flip,
         );
     }
-    for (j, r) in rows.iter().enumerate() {
-        scatter(&mut dst[4 * whole..4 * n], &r[whole..], j, flip);
+    let tail = n - whole;
+    if tail == 0 {
+        return;
+    }
+    // The last columns through a full run of scratch: no byte loop.
+    let mut padded = [[0u8; NR]; 4];
+    for (p, r) in padded.iter_mut().zip(rows) {
+        p[..tail].copy_from_slice(&r[whole..]);
+    }
+    let mut out = [0u8; 4 * NR];
+    interleave4(padded.each_ref().map(|p| &p[..]), &mut out, flip);
+    dst[4 * whole..4 * n].copy_from_slice(&out[..4 * tail]);
+}
+
+/// Copies of runs of at most a panel group's bytes (4·[`NR`]): masked
+/// 64-byte moves where the CPU has AVX-512 BW, instead of a call to
+/// `memmove` per run. The CPU is asked once, when the copier is made.
+#[derive(Clone, Copy)]
+pub(crate) struct RunCopier {
+    /// AVX-512 BW is there (always false off x86-64).
+    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+    wide: bool,
+}
+
+impl RunCopier {
+    pub(crate) fn new() -> RunCopier {
+        #[cfg(target_arch = "x86_64")]
+        let wide = crate::ops::gemm::simd::has_avx512_wide();
+        #[cfg(not(target_arch = "x86_64"))]
+        let wide = false;
+        RunCopier { wide }
+    }
+
+    /// `dst.copy_from_slice(src)`.
+    #[inline]
+    pub(crate) fn copy(self, dst: &mut [u8], src: &[u8]) {
+        #[cfg(target_arch = "x86_64")]
+        if self.wide && src.len() <= 4 * NR && dst.len() == src.len() {
+            // SAFETY: the features were checked when the copier was made;
+            // both slices hold len bytes.
+            unsafe { copy_run_avx512(dst, src) };
+            return;
+        }
+        dst.copy_from_slice(src);
+    }
+}
+
+/// [`RunCopier::copy`]'s moves.
+///
+/// # Safety
+/// The CPU must have AVX-512 F and BW; `dst` and `src` must have the same
+/// length.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw")]
+unsafe fn copy_run_avx512(dst: &mut [u8], src: &[u8]) {
+    use std::arch::x86_64::*;
+    let n = src.len();
+    for at in (0..n).step_by(64) {
+        let left = n - at;
+        let mask = if left >= 64 {
+            u64::MAX
+        } else {
+            (1u64 << left) - 1
+        };
+        // SAFETY: the mask keeps both moves inside the len bytes from `at`.
+        unsafe {
+            let v = _mm512_maskz_loadu_epi8(mask, src.as_ptr().add(at).cast());
+            _mm512_mask_storeu_epi8(dst.as_mut_ptr().add(at).cast(), mask, v);
+        }
     }
 }
 
@@ -270,6 +337,20 @@ mod tests {
         interleave4(short, &mut dst, 0x80);
         assert_eq!(dst[4 * 4 + 3], rows[3][4] ^ 0x80);
         assert!(dst[5 * 4..].iter().all(|&b| b == 0));
+    }
+
+    #[test]
+    fn copied_runs_hold_their_bytes_and_no_more() {
+        let src: Vec<u8> = (0..4 * NR).map(|i| (i * 7 + 1) as u8).collect();
+        for n in [0usize, 1, 4, 63, 64, 65, 100, 4 * NR] {
+            let mut dst = [0xEEu8; 4 * NR + 1];
+            RunCopier::new().copy(&mut dst[..n], &src[..n]);
+            assert_eq!(dst[..n], src[..n], "n {n}");
+            assert!(
+                dst[n..].iter().all(|&b| b == 0xEE),
+                "n {n}: wrote past the run"
+            );
+        }
     }
 
     #[test]
