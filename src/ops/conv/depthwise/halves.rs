@@ -4,7 +4,10 @@
 //! padding and the row's end read as zeros) in a small scratch that stays
 //! in the L1 cache; every tap then reads 16 consecutive values of one half
 //! with one plain load (tap kx reads half kx mod 2 from lane kx / 2),
-//! where reading X in place took two loads and a permute per tap. (The
+//! where reading X in place took two loads and a permute per tap; only
+//! the vectors of each half that stored outputs read are split (a 56-wide
+//! output row, MobileNet v3's features.2, needs 4 of the 5 that a
+//! 4-vector segment holds). (The
 //! same copy at stride 1, with its padding, ran no faster than the phase
 //! path there, so stride 1 stays on it.)
 //!
@@ -132,7 +135,16 @@ unsafe fn segment<const V: usize, const R: usize>(
             *m = lanes_inside(c0 + ((2 * i + h) * LANES) as isize, g.wd);
         }
     }
-    let cols = Cols { c0, masks: &masks };
+    // Only the vectors of each half that the stored outputs read: the
+    // last outputs below ow and the (kw − 1) / 2 lanes past them (the
+    // lanes beyond feed outputs that are never stored).
+    let need = (g.ow - x0).min(V * LANES) + (g.kw - 1) / 2;
+    let pairs = need.div_ceil(LANES).min(V + 1);
+    let cols = Cols {
+        c0,
+        masks: &masks,
+        pairs,
+    };
     let mut y0 = 0;
     // SAFETY: the contract, with rows y0 .. y0 + R (or + 1) ≤ oh.
     unsafe {
@@ -151,6 +163,8 @@ unsafe fn segment<const V: usize, const R: usize>(
 struct Cols<'a> {
     c0: isize,
     masks: &'a [[__mmask16; 2]; MAX_V + 1],
+    /// Vectors of each half split (at most V + 1).
+    pairs: usize,
 }
 
 /// Output rows `y0 .. y0 + R`, columns `x0 .. x0 + 16·V` (cut at `ow`).
@@ -190,6 +204,10 @@ unsafe fn chunk<const V: usize, const R: usize>(
             if (0..g.h as isize).contains(&iy) {
                 let row = pa.x.as_ptr().add(iy as usize * g.wd);
                 for (i, m) in cols.masks.iter().enumerate().take(V + 1) {
+                    // A fixed count with an exit keeps the loop unrolled.
+                    if i == cols.pairs {
+                        break;
+                    }
                     let at = cols.c0 + (2 * i * LANES) as isize;
                     let lo = _mm512_maskz_loadu_ps(m[0], row.wrapping_offset(at));
                     let hi = _mm512_maskz_loadu_ps(m[1], row.wrapping_offset(at + LANES as isize));
@@ -200,8 +218,12 @@ unsafe fn chunk<const V: usize, const R: usize>(
             } else {
                 // A row outside the plane: zeros, adding w·0 as the
                 // padding does.
-                for i in 0..2 * (V + 1) {
+                for i in 0..V + 1 {
+                    if i == cols.pairs {
+                        break;
+                    }
                     _mm512_store_ps(dst.add(i * LANES), _mm512_setzero_ps());
+                    _mm512_store_ps(dst.add(half + i * LANES), _mm512_setzero_ps());
                 }
             }
         }

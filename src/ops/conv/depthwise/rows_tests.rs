@@ -229,8 +229,9 @@ type Case = (usize, usize, usize, [usize; 2], usize, [usize; 4]);
 fn stride_two_split_rows() {
     let acts = ACTS;
     // (images, h, w, [kh, kw], vertical stride, pads): output widths 17,
-    // 32, 33, 48, 49, 64, 65 and more.
-    let cases: [Case; 14] = [
+    // 32, 33, 48, 49, 64, 65 and more; MobileNet v3's 56 (4 of the 5
+    // vectors of each half split).
+    let cases: [Case; 15] = [
         (1, 9, 33, [3, 3], 2, [1, 1, 1, 1]),
         (1, 7, 63, [3, 3], 2, [1, 1, 1, 1]),
         (2, 13, 65, [3, 3], 2, [1, 1, 1, 1]),
@@ -245,6 +246,7 @@ fn stride_two_split_rows() {
         (1, 9, 70, [3, 5], 1, [1, 2, 1, 2]),
         (2, 12, 66, [5, 3], 1, [2, 1, 2, 1]),
         (1, 13, 45, [3, 3], 3, [1, 1, 1, 1]),
+        (1, 11, 112, [3, 3], 2, [1, 1, 1, 1]),
     ];
     for (i, (n, h, w, k, sh, pads)) in cases.into_iter().enumerate() {
         let layer = Layer {
