@@ -47,6 +47,8 @@ pub enum FusionKind {
     Scale,
     /// An additive mask of the input ([`Fusion::mask`]).
     Mask,
+    /// The output written channels last ([`Fusion::channels_last`]).
+    ChannelsLast,
 }
 
 /// The neighbours a node has absorbed, in the order its operator applies
@@ -66,6 +68,10 @@ pub struct Fusion {
     pub scale: Option<Scale>,
     /// Whether the node's input 1 is added to the (scaled) input.
     pub mask: bool,
+    /// Whether the output `[N, C, spatial...]` is written as
+    /// `[N, spatial..., C]`: a Transpose that moved the channels last,
+    /// absorbed (applied after everything else).
+    pub channels_last: bool,
 }
 
 impl Fusion {
@@ -76,6 +82,7 @@ impl Fusion {
         bias: false,
         scale: None,
         mask: false,
+        channels_last: false,
     };
 
     /// Whether the node has absorbed a neighbour of this kind.
@@ -86,6 +93,7 @@ impl Fusion {
             FusionKind::Bias => self.bias,
             FusionKind::Scale => self.scale.is_some(),
             FusionKind::Mask => self.mask,
+            FusionKind::ChannelsLast => self.channels_last,
         }
     }
 
@@ -97,6 +105,7 @@ impl Fusion {
             FusionKind::Bias,
             FusionKind::Scale,
             FusionKind::Mask,
+            FusionKind::ChannelsLast,
         ]
         .into_iter()
         .filter(|&k| self.has(k))
@@ -149,6 +158,13 @@ mod tests {
                     ..Fusion::NONE
                 },
                 FusionKind::Mask,
+            ),
+            (
+                Fusion {
+                    channels_last: true,
+                    ..Fusion::NONE
+                },
+                FusionKind::ChannelsLast,
             ),
         ];
         for (f, kind) in all {

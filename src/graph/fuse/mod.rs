@@ -10,11 +10,13 @@
 //! linear layer's bias Add folds into its MatMul ([`bias`]), which can then
 //! take the activation (GELU included) too. Dynamically quantized linear
 //! layers (`MatMulInteger → Cast → Mul [→ Add]`) become one
-//! MatMulIntegerToFloat ([`int_matmul`]).
+//! MatMulIntegerToFloat ([`int_matmul`]). A depthwise Conv read only by
+//! a Transpose(0, 2, 3, 1) writes NHWC itself ([`channels_last`]).
 //! Apart from that, only float32 data is fused.
 
 mod affine;
 mod bias;
+mod channels_last;
 mod gelu;
 mod int_matmul;
 mod qdq;
@@ -110,7 +112,12 @@ pub fn fuse(graph: &mut Graph, facts: &Facts) -> Result<()> {
     changed.extend(softmax::fuse_softmax_inputs(graph, facts));
     changed.extend(bias::fuse_matmul_biases(graph, facts));
     changed.extend(fuse_activations(graph, facts));
-    rebuild(graph, changed)
+    // Last, on the rebuilt operators: a Conv writing channels last takes
+    // no activation or residual after it, and its hook asks which
+    // activation it now applies.
+    rebuild(graph, changed)?;
+    let moved = channels_last::fuse_channels_last(graph, facts);
+    rebuild(graph, moved)
 }
 
 /// Rebuilds the operators of the named nodes (once each).

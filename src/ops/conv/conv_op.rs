@@ -44,6 +44,9 @@ struct Conv {
     act: Option<Activation>,
     /// Whether input 3 is an addend of Y's shape (a fused residual Add).
     residual: bool,
+    /// Whether Y is written `[N, spatial..., M]` (a fused Transpose that
+    /// moved the channels last).
+    channels_last: bool,
     /// W's packed and transformed forms, kept across runs when W is a
     /// constant of the graph.
     weights: Weights,
@@ -142,6 +145,7 @@ pub(super) fn build(ctx: &BuildContext) -> Result<Box<dyn Operator>> {
         group: parse_group(ctx.attrs)?,
         act: ctx.fusion.activation,
         residual: ctx.fusion.residual,
+        channels_last: ctx.fusion.channels_last,
         weights: Weights::new(ctx.constant(1).is_some()),
         choices: Choices::default(),
         adopted: Adopted::default(),
@@ -255,7 +259,9 @@ impl Operator for Conv {
                     && inputs.len() <= 3
                     && !self.residual
                     && self.act.is_none()
+                    && !self.channels_last
             }
+            FusionKind::ChannelsLast => self.writes_pixels(inputs),
             _ => false,
         }
     }
@@ -283,7 +289,7 @@ impl Operator for Conv {
                 ));
             }
         }
-        Ok(vec![Fact::new(x.dtype, p.out_shape)])
+        Ok(vec![Fact::new(x.dtype, self.y_shape(&p))])
     }
 
     fn flops(&self, inputs: &[Option<&Fact>], outputs: &[Fact]) -> u64 {
@@ -369,6 +375,51 @@ impl Operator for Conv {
 }
 
 impl Conv {
+    /// Y's shape for plan `p`: its output shape, the channels moved last
+    /// where the node writes them so.
+    fn y_shape(&self, p: &ConvPlan) -> Vec<usize> {
+        let mut s = p.out_shape.clone();
+        if self.channels_last && s.len() >= 2 {
+            let m = s.remove(1);
+            s.push(m);
+        }
+        s
+    }
+
+    /// Whether the node may write Y channels last for these inputs: a 2-D
+    /// depthwise f32 layer of known shapes and constant W, without a
+    /// residual, whose kernel writes that layout directly (see
+    /// `depthwise::takes_pixels`); elsewhere the planes would be
+    /// transposed after all, as a Transpose node would.
+    fn writes_pixels(&self, inputs: &[InferInput]) -> bool {
+        if self.channels_last || self.residual || !is_f32_constant(inputs, 1) || inputs.len() > 3 {
+            return false;
+        }
+        let shape = |i: usize| {
+            inputs
+                .get(i)
+                .and_then(|h| h.fact)
+                .filter(|f| f.dtype == DType::F32)
+                .and_then(|f| f.shape.clone())
+        };
+        let (Some(x), Some(w)) = (shape(0), shape(1)) else {
+            return false;
+        };
+        let b = match inputs.get(2) {
+            Some(h) if h.fact.is_some() || h.value.is_some() => match shape(2) {
+                Some(b) => Some(b),
+                None => return false,
+            },
+            _ => None,
+        };
+        let Ok(p) = plan(&self.window, self.group, &x, &w, b.as_deref()) else {
+            return false;
+        };
+        x.len() == 4
+            && choose(&p, true) == Algorithm::Depthwise
+            && super::depthwise::takes_pixels(&p, self.act)
+    }
+
     /// Runs on X and W (whose shape is `w_shape`: W is empty when only
     /// packed weights are read) with the node's other inputs; returns Y,
     /// the plan it ran and the kernel that ran it.
@@ -402,7 +453,7 @@ impl Conv {
             op: self,
             algo,
         };
-        let y = run_float(OP, &k, x, w, b, z, &p.out_shape)?;
+        let y = run_float(OP, &k, x, w, b, z, &self.y_shape(&p))?;
         Ok((y, p, algo))
     }
 }
@@ -446,6 +497,17 @@ impl FloatKernel for ConvKernel<'_> {
             act: self.op.act,
             weights: &self.op.weights,
         };
+        if self.op.channels_last {
+            return self.compute_pixels(&a, y);
+        }
+        self.planes(&a, &mut y)?;
+        Ok(y)
+    }
+}
+
+impl ConvKernel<'_> {
+    /// Y as planes (`[N, M, spatial...]`) into `y`, on the chosen kernel.
+    fn planes<T: GemmFloat>(&self, a: &ConvArgs<T>, y: &mut Vec<T>) -> Result<()> {
         let y32 = |y: &mut Vec<T>, run: &dyn Fn(&ConvArgs<f32>, &mut [f32])| {
             let (Some(a), Some(y)) = (a.as_f32(), as_f32_mut(y)) else {
                 unreachable!("{:?} is chosen for f32 data only", self.algo);
@@ -453,18 +515,46 @@ impl FloatKernel for ConvKernel<'_> {
             run(&a, y);
         };
         match self.algo {
-            Algorithm::BiasOnly => bias_only(&a, &mut y),
-            Algorithm::Depthwise => super::depthwise::depthwise(&a, &mut y),
-            Algorithm::Pointwise => y32(&mut y, &super::pointwise::run),
-            Algorithm::PointwiseColumns => y32(&mut y, &super::pointwise::columns::run),
-            Algorithm::PointwiseGemm => pointwise_gemm(&a, &mut y),
-            Algorithm::Patches => y32(&mut y, &super::patches::run),
-            Algorithm::Direct(isa) => y32(&mut y, &|a, y| super::direct::run(a, isa, y)),
-            Algorithm::Grouped(isa) => y32(&mut y, &|a, y| super::grouped::run(a, isa, y)),
-            Algorithm::Winograd(algo) => winograd::winograd(algo, &a, &mut y),
-            Algorithm::Implicit => y32(&mut y, &implicit::run),
-            Algorithm::Im2col { panels } => super::im2col::im2col_gemm(&a, panels, &mut y)?,
+            Algorithm::BiasOnly => bias_only(a, y),
+            Algorithm::Depthwise => super::depthwise::depthwise(a, y),
+            Algorithm::Pointwise => y32(y, &super::pointwise::run),
+            Algorithm::PointwiseColumns => y32(y, &super::pointwise::columns::run),
+            Algorithm::PointwiseGemm => pointwise_gemm(a, y),
+            Algorithm::Patches => y32(y, &super::patches::run),
+            Algorithm::Direct(isa) => y32(y, &|a, y| super::direct::run(a, isa, y)),
+            Algorithm::Grouped(isa) => y32(y, &|a, y| super::grouped::run(a, isa, y)),
+            Algorithm::Winograd(algo) => winograd::winograd(algo, a, y),
+            Algorithm::Implicit => y32(y, &implicit::run),
+            Algorithm::Im2col { panels } => super::im2col::im2col_gemm(a, panels, y)?,
         }
+        Ok(())
+    }
+
+    /// Y channels last into `y` (of Y's length): the depthwise kernel
+    /// writes that layout where it can; elsewhere the planes are computed
+    /// as without the fusion and transposed, as the Transpose node did.
+    fn compute_pixels<T: GemmFloat>(&self, a: &ConvArgs<T>, mut y: Vec<T>) -> Result<Vec<T>> {
+        if self.algo == Algorithm::Depthwise {
+            if let (Some(a32), Some(y32)) = (a.as_f32(), as_f32_mut(&mut y)) {
+                if super::depthwise::depthwise_pixels(&a32, y32) {
+                    return Ok(y);
+                }
+            }
+        }
+        let mut planes = T::take_buffer(y.len());
+        self.planes(a, &mut planes)?;
+        let (n, m) = (self.p.n, self.p.m);
+        let plane = self.p.win.out_len();
+        for ni in 0..n {
+            let from = &planes[ni * m * plane..(ni + 1) * m * plane];
+            let to = &mut y[ni * m * plane..(ni + 1) * m * plane];
+            for (oc, src) in from.chunks_exact(plane).enumerate() {
+                for (p, &v) in src.iter().enumerate() {
+                    to[p * m + oc] = v;
+                }
+            }
+        }
+        crate::tensor::recycle::give_back(planes);
         Ok(y)
     }
 }

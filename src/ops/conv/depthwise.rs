@@ -187,6 +187,75 @@ fn blocked_2d<T: GemmFloat>(a: &ConvArgs<T>, act: Option<Activation>, y: &mut [T
     true
 }
 
+/// Whether [`depthwise_pixels`] takes the layer of plan `p` with the
+/// activation `act` and no residual: a 2-D f32 layer on the
+/// channel-blocked kernel, its activation applied in registers.
+pub(super) fn takes_pixels(p: &ConvPlan, act: Option<Activation>) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        p.win.rank() == 2
+            && super::phases::strides_suit(p)
+            && blocked::Blocked::takes_pixels(act)
+            && blocked::Blocked::new(p).is_some()
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = (p, act);
+        false
+    }
+}
+
+/// Depthwise convolution of f32 X by W into `y` in `[image][pixel]
+/// [channel]` order (NHWC: a Transpose(0, 2, 3, 1) of the output absorbed),
+/// where [`takes_pixels`] holds and there is no residual: whether it did.
+/// The channel-blocked kernel's sums are already in that order; each
+/// output has the bits [`depthwise`] gives it.
+pub(super) fn depthwise_pixels(a: &ConvArgs<f32>, y: &mut [f32]) -> bool {
+    if a.z.is_some() || !takes_pixels(a.p, a.act) {
+        return false;
+    }
+    #[cfg(target_arch = "x86_64")]
+    {
+        use crate::ops::parallel::SendPtr;
+        let p = a.p;
+        let Some(k) = blocked::Blocked::new(p) else {
+            return false;
+        };
+        let plane = p.win.output[0] * p.win.output[1];
+        if y.len() != p.n * p.m * plane {
+            return false;
+        }
+        let taps = p.win.kernel_len();
+        let out = SendPtr(y.as_mut_ptr());
+        // The planes split over the pool as `blocked_2d` splits them (a
+        // slice of zero-sized values stands in for Y's planes).
+        let mut planes = vec![(); y.len()];
+        a.weights.depthwise.with(
+            a.weights.constant,
+            || blocked::transpose_weights(p.m, taps, a.w),
+            |wt| {
+                par_rows(&mut planes, plane, |first, chunk| {
+                    let rows = chunk.len() / plane.max(1);
+                    f32::with_scratch(k.scratch_len(), |s| {
+                        // SAFETY: `out` holds the whole output (its
+                        // length checked above), and the tasks' planes
+                        // are disjoint, so are the values they write.
+                        unsafe {
+                            k.run_pixels(first, rows, out.offset(0).0, a.x, wt, a.b, a.act, s)
+                        }
+                    });
+                });
+            },
+        );
+        true
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = y;
+        false
+    }
+}
+
 /// Whether wide f32 planes of horizontal stride `sw` take the AVX-512
 /// rows kernel: stride 2 only for now. On the AVX-512 machine measured (an
 /// AMD EPYC) it beat the phase path on every layer alone, but inside

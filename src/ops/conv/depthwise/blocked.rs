@@ -182,8 +182,70 @@ impl Blocked {
         act: Option<Activation>,
         scratch: &mut [f32],
     ) {
-        let plane = self.oh * self.ow;
-        let rows = out.len() / plane;
+        let rows = out.len() / (self.oh * self.ow);
+        self.run_to(
+            first,
+            rows,
+            Sink::Planes(out.as_mut_ptr()),
+            x,
+            wt,
+            b,
+            act,
+            scratch,
+        );
+    }
+
+    /// Whether [`Blocked::run_pixels`] takes activation `act` (applied in
+    /// registers).
+    pub(super) fn takes_pixels(act: Option<Activation>) -> bool {
+        !matches!(Epilogue::of(act), Epilogue::After(_))
+    }
+
+    /// As [`Blocked::run`], but the `rows` output planes `first ..` go to
+    /// `out`, the whole output in `[image][pixel][channel]` order (NHWC),
+    /// each pixel's `m` channels together: the sums are already in that
+    /// order, so the planes are never formed. `act` must be one
+    /// [`Blocked::takes_pixels`].
+    ///
+    /// # Safety
+    /// `out` must be valid for writes of the whole output (`n·m·oh·ow`
+    /// values for the images that planes `first .. first + rows` are of),
+    /// and no other live reference may overlap the values of those planes.
+    ///
+    /// # Panics
+    /// As [`Blocked::run`], and when `act` is not one the sums take.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) unsafe fn run_pixels(
+        &self,
+        first: usize,
+        rows: usize,
+        out: *mut f32,
+        x: &[f32],
+        wt: &[f32],
+        b: Option<&[f32]>,
+        act: Option<Activation>,
+        scratch: &mut [f32],
+    ) {
+        assert!(Self::takes_pixels(act));
+        self.run_to(first, rows, Sink::Pixels(out), x, wt, b, act, scratch);
+    }
+
+    /// Output planes `first .. first + rows` into `sink`.
+    ///
+    /// # Panics
+    /// As [`Blocked::run`].
+    #[allow(clippy::too_many_arguments)]
+    fn run_to(
+        &self,
+        first: usize,
+        rows: usize,
+        sink: Sink,
+        x: &[f32],
+        wt: &[f32],
+        b: Option<&[f32]>,
+        act: Option<Activation>,
+        scratch: &mut [f32],
+    ) {
         if rows == 0 {
             return;
         }
@@ -199,13 +261,14 @@ impl Blocked {
                 && self.channel(first).0 < self.m
         );
         // SAFETY: the CPU has the instruction set (checked by `new`, and
-        // `wide` only where AVX-512F runs), and the assert above is the
-        // reach `body` needs.
+        // `wide` only where AVX-512F runs), the assert above is the reach
+        // `body` needs on its inputs, and `sink` is valid for the planes
+        // (the callers' contracts).
         unsafe {
             if self.wide {
-                self.run_avx512(first, out, x, wt, b, act, scratch);
+                self.run_avx512(first, rows, sink, x, wt, b, act, scratch);
             } else {
-                self.run_avx2(first, out, x, wt, b, act, scratch);
+                self.run_avx2(first, rows, sink, x, wt, b, act, scratch);
             }
         }
     }
@@ -217,7 +280,8 @@ impl Blocked {
     unsafe fn run_avx512(
         &self,
         first: usize,
-        out: &mut [f32],
+        rows: usize,
+        sink: Sink,
         x: &[f32],
         wt: &[f32],
         b: Option<&[f32]>,
@@ -225,7 +289,7 @@ impl Blocked {
         scratch: &mut [f32],
     ) {
         // SAFETY: passed on from the caller.
-        unsafe { self.body::<Avx512>(first, out, x, wt, b, act, scratch) }
+        unsafe { self.body::<Avx512>(first, rows, sink, x, wt, b, act, scratch) }
     }
 
     /// # Safety
@@ -235,7 +299,8 @@ impl Blocked {
     unsafe fn run_avx2(
         &self,
         first: usize,
-        out: &mut [f32],
+        rows: usize,
+        sink: Sink,
         x: &[f32],
         wt: &[f32],
         b: Option<&[f32]>,
@@ -243,21 +308,23 @@ impl Blocked {
         scratch: &mut [f32],
     ) {
         // SAFETY: passed on from the caller.
-        unsafe { self.body::<Avx2>(first, out, x, wt, b, act, scratch) }
+        unsafe { self.body::<Avx2>(first, rows, sink, x, wt, b, act, scratch) }
     }
 
     /// Blocks of `L::N` output planes (the last one fewer, its spare lanes
     /// repeating its last channel and never stored).
     ///
     /// # Safety
-    /// The CPU must support `L`'s instruction set, and the slices must be
-    /// as long as [`Blocked::run`]'s assert requires.
+    /// The CPU must support `L`'s instruction set, the slices must be as
+    /// long as [`Blocked::run_to`]'s assert requires, and `sink` valid for
+    /// writes of planes `first .. first + rows`.
     #[allow(clippy::too_many_arguments)]
     #[inline(always)]
     unsafe fn body<L: Lanes>(
         &self,
         first: usize,
-        out: &mut [f32],
+        rows: usize,
+        sink: Sink,
         x: &[f32],
         wt: &[f32],
         b: Option<&[f32]>,
@@ -270,7 +337,6 @@ impl Blocked {
         // per-plane kernel does.
         let epi = Epilogue::of(act);
         let plane = self.oh * self.ow;
-        let rows = out.len() / plane;
         let taps = self.kh * self.kw;
         let trash = self.hp * self.wp;
         let in_plane = self.h * self.wd;
@@ -299,7 +365,8 @@ impl Blocked {
         // SAFETY: the CPU supports L (the contract), which includes AVX2.
         // Every start is an input plane's inside X (≤ last_in, checked by
         // `run`); `input` holds pixels up to `trash`, `sums` `plane`
-        // pixels, of n lanes each; block b0's planes are inside `out`; a
+        // pixels, of n lanes each; block b0's planes are inside the sink
+        // (for Pixels, values (ni·plane + p)·m + oc of the output); a
         // block's weights read in place are taps rows of `wt` at
         // `oc0 .. oc0 + n ≤ m` (checked by `run`: taps · m ≤ wt.len()).
         unsafe {
@@ -337,11 +404,37 @@ impl Blocked {
                 to_pixels(&spread, x.as_ptr(), &starts, n, input.as_mut_ptr());
                 let bias = L::load(bias.as_ptr());
                 self.taps::<L>(input, sums, (wp, pitch), bias, epi);
-                let dst = out.as_mut_ptr().add(b0 * plane);
-                to_planes(sums.as_ptr(), n, plane, lanes, dst);
-                if let Epilogue::After(a) = epi {
-                    for o in out[b0 * plane..(b0 + lanes) * plane].chunks_exact_mut(plane) {
-                        a.apply(o);
+                match sink {
+                    Sink::Planes(out) => {
+                        let dst = out.add(b0 * plane);
+                        to_planes(sums.as_ptr(), n, plane, lanes, dst);
+                        if let Epilogue::After(a) = epi {
+                            let o = std::slice::from_raw_parts_mut(dst, lanes * plane);
+                            for o in o.chunks_exact_mut(plane) {
+                                a.apply(o);
+                            }
+                        }
+                    }
+                    Sink::Pixels(out) => {
+                        if whole {
+                            // n consecutive channels of each pixel, of
+                            // one image.
+                            let ni = (first + b0) / self.m;
+                            let mut to = out.add(ni * plane * self.m + oc0);
+                            for p in 0..plane {
+                                std::ptr::copy_nonoverlapping(sums.as_ptr().add(p * n), to, n);
+                                to = to.add(self.m);
+                            }
+                        } else {
+                            for l in 0..lanes {
+                                let row = first + b0 + l;
+                                let (ni, oc) = (row / self.m, row % self.m);
+                                let to = out.add(ni * plane * self.m + oc);
+                                for p in 0..plane {
+                                    *to.add(p * self.m) = sums[p * n + l];
+                                }
+                            }
+                        }
                     }
                 }
             }
@@ -441,6 +534,15 @@ impl Blocked {
             }
         }
     }
+}
+
+/// Where [`Blocked::body`] stores a block's sums.
+#[derive(Clone, Copy)]
+enum Sink {
+    /// Whole output planes (NCHW), the first plane's at the pointer.
+    Planes(*mut f32),
+    /// The whole output in `[image][pixel][channel]` order (NHWC).
+    Pixels(*mut f32),
 }
 
 /// W (`m` rows of `taps` weights) transposed into the form the kernel

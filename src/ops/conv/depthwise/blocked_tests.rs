@@ -1,6 +1,7 @@
 //! The channel-blocked kernel against a direct sum with the same rounding
 //! (bias, then one fused multiply-add per tap in kernel row-major order,
-//! padding taps adding w·0): bit for bit, on both vector widths.
+//! padding taps adding w·0): bit for bit, on both vector widths, into
+//! planes and (for activations applied in registers) into NHWC.
 
 use super::Blocked;
 use crate::ir::attributes::Attributes;
@@ -128,6 +129,56 @@ fn check(layer: Layer, act: Option<Activation>) {
                 .zip(&want)
                 .all(|(g, e)| g.to_bits() == e.to_bits());
             assert!(same, "{:?} first {first} plane {plane}", k);
+            if Blocked::takes_pixels(act) {
+                check_pixels(&k, &p, first, &want, (&x, &wt, &b), act);
+            }
+        }
+    }
+}
+
+/// [`Blocked::run_pixels`] from plane `first` on: the whole output in
+/// NHWC order, planes `first ..` holding `want` (their planes, NCHW) with
+/// the same bits, the earlier ones untouched.
+fn check_pixels(
+    k: &Blocked,
+    p: &ConvPlan,
+    first: usize,
+    want: &[f32],
+    (x, wt, b): (&[f32], &[f32], &[f32]),
+    act: Option<Activation>,
+) {
+    let plane = p.win.output[0] * p.win.output[1];
+    let total = p.n * p.m * plane;
+    let mut got = vec![f32::NAN; total];
+    let mut scratch = vec![f32::NAN; k.scratch_len()];
+    let rows = want.len() / plane;
+    // SAFETY: `got` holds the whole output, and nothing else borrows it.
+    unsafe {
+        k.run_pixels(
+            first,
+            rows,
+            got.as_mut_ptr(),
+            x,
+            wt,
+            Some(b),
+            act,
+            &mut scratch,
+        )
+    };
+    for row in 0..p.n * p.m {
+        let (ni, oc) = (row / p.m, row % p.m);
+        for px in 0..plane {
+            let g = got[(ni * plane + px) * p.m + oc];
+            if row < first {
+                assert!(g.is_nan(), "{k:?} first {first}: plane {row} written");
+            } else {
+                let e = want[(row - first) * plane + px];
+                assert_eq!(
+                    g.to_bits(),
+                    e.to_bits(),
+                    "{k:?} first {first} plane {row} pixel {px}"
+                );
+            }
         }
     }
 }
