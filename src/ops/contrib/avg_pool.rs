@@ -10,7 +10,6 @@ use super::{check8, range8, scalar_scale, scalar_zp, tensor8};
 use crate::error::{Error, Result};
 use crate::ir::{BuildContext, Fact, InferInput, OpClass, Operator};
 use crate::ops::conv::geom::{Window, WindowAttrs};
-use crate::ops::quant::to_i32;
 use crate::ops::util::{fact, input, out_len};
 use crate::tensor::Tensor;
 
@@ -117,63 +116,94 @@ impl Operator for QLinearAvgPool {
             (xs[0], xs[1])
         };
         let (in_plane, out_plane, r) = (win.in_len(), win.out_len(), win.rank());
-        // Dequantized inputs (onnxruntime dequantizes through a table).
-        let xf: Vec<f32> = to_i32(OP, x)?
-            .into_iter()
-            .map(|v| sx * (v - zx) as f32)
-            .collect();
-        // Flat offsets of (batch, channel, spatial position) in X and Y.
-        let cl = self.channels_last;
-        let at = |plane: usize, b: usize, ch: usize, p: usize| {
-            if cl {
-                (b * plane + p) * c + ch
+        // Dequantized values by byte (onnxruntime dequantizes through a
+        // table too): `sx·(v − zx)` of each code.
+        let signed = t == crate::tensor::DType::I8;
+        let table: [f32; 256] = std::array::from_fn(|b| {
+            let v = if signed {
+                b as u8 as i8 as i32
             } else {
-                (b * c + ch) * plane + p
-            }
+                b as i32
+            };
+            sx * (v - zx) as f32
+        });
+        let bytes = x
+            .as_bytes()
+            .ok_or_else(|| Error::op(OP, "X must be contiguous"))?;
+        // Strides of a channel and of a spatial position, in X and in Y.
+        let (ch_in, pos_in, ch_out, pos_out) = if self.channels_last {
+            (1, c, 1, c)
+        } else {
+            (in_plane, 1, out_plane, 1)
         };
         let kernel_size: usize = win.kernel.iter().product();
         let mut out = vec![0i32; n * c * out_plane];
         let (mut opos, mut start, mut end, mut pos) =
             (vec![0; r], vec![0; r], vec![0; r], vec![0; r]);
-        for b in 0..n {
-            for ch in 0..c {
-                for o in 0..out_plane {
-                    unravel(o, &win.output, &mut opos);
-                    let mut count = 1usize;
-                    for d in 0..r {
-                        let s = (opos[d] * win.strides[d]) as isize - win.pad_begin[d] as isize;
-                        let e = (s + win.kernel[d] as isize).min(win.input[d] as isize);
-                        start[d] = s.max(0) as usize;
-                        end[d] = e.max(s.max(0)) as usize;
-                        count *= end[d] - start[d];
+        // The window's input offsets of one output position, row-major:
+        // the order of each output's sum.
+        let mut offsets = Vec::new();
+        for o in 0..out_plane {
+            unravel(o, &win.output, &mut opos);
+            let mut count = 1usize;
+            for d in 0..r {
+                let s = (opos[d] * win.strides[d]) as isize - win.pad_begin[d] as isize;
+                let e = (s + win.kernel[d] as isize).min(win.input[d] as isize);
+                start[d] = s.max(0) as usize;
+                end[d] = e.max(s.max(0)) as usize;
+                count *= end[d] - start[d];
+            }
+            offsets.clear();
+            if count > 0 {
+                pos.copy_from_slice(&start);
+                'window: loop {
+                    let p = pos
+                        .iter()
+                        .zip(&win.input)
+                        .fold(0, |p, (&i, &dim)| p * dim + i);
+                    offsets.push(p * pos_in);
+                    for d in (0..r).rev() {
+                        pos[d] += 1;
+                        if pos[d] < end[d] {
+                            continue 'window;
+                        }
+                        pos[d] = start[d];
                     }
-                    let mut sum = 0f32;
-                    if count > 0 {
-                        pos.copy_from_slice(&start);
-                        'window: loop {
-                            let p = pos
-                                .iter()
-                                .zip(&win.input)
-                                .fold(0, |p, (&i, &dim)| p * dim + i);
-                            sum += xf[at(in_plane, b, ch, p)];
-                            for d in (0..r).rev() {
-                                pos[d] += 1;
-                                if pos[d] < end[d] {
-                                    continue 'window;
-                                }
-                                pos[d] = start[d];
-                            }
-                            break;
+                    break;
+                }
+            }
+            let size = if self.count_include_pad {
+                kernel_size
+            } else {
+                count
+            };
+            let quantize = |sum: f32| {
+                let q = (sum / size as f32 / sy + zy as f32).round_ties_even();
+                q.clamp(lo as f32, hi as f32) as i32
+            };
+            for b in 0..n {
+                let x_img = &bytes[b * c * in_plane..][..c * in_plane];
+                let y_img = &mut out[b * c * out_plane..][..c * out_plane];
+                // Eight channels at a time: eight independent sums, each in
+                // the window's order.
+                let mut ch = 0;
+                while ch + 8 <= c {
+                    let mut sums = [0f32; 8];
+                    for &off in &offsets {
+                        for (j, s) in sums.iter_mut().enumerate() {
+                            *s += table[x_img[(ch + j) * ch_in + off] as usize];
                         }
                     }
-                    let size = if self.count_include_pad {
-                        kernel_size
-                    } else {
-                        count
-                    };
-                    let y = sum / size as f32;
-                    let q = (y / sy + zy as f32).round_ties_even();
-                    out[at(out_plane, b, ch, o)] = q.clamp(lo as f32, hi as f32) as i32;
+                    for (j, &s) in sums.iter().enumerate() {
+                        y_img[(ch + j) * ch_out + o * pos_out] = quantize(s);
+                    }
+                    ch += 8;
+                }
+                for ch in ch..c {
+                    let sum = offsets
+                        .iter()
+                        .fold(0f32, |s, &off| s + table[x_img[ch * ch_in + off] as usize]);
+                    y_img[ch * ch_out + o * pos_out] = quantize(sum);
                 }
             }
         }
