@@ -360,3 +360,99 @@ fn attributes_in_the_model_file_do_not_fuse() {
     let s = SessionBuilder::new().build_from_bytes(&m).unwrap();
     assert_eq!(s.graph().nodes[0].fusion, ramify::ir::Fusion::NONE);
 }
+
+/// `act(DQ(a) + other)`: `a` uint8 through a DequantizeLinear, `other`
+/// int8 through another DQ (`both`) or a float input `f` of `f_shape`.
+fn dequantized_add(op: &str, act: &str, both: bool, f_shape: &[i64]) -> Vec<u8> {
+    let x = [3, 31, 29, 23];
+    let other = if both { "fb" } else { "f" };
+    let mut nodes = vec![node("DequantizeLinear", &["a", "sa", "za"], &["fa"])];
+    if both {
+        nodes.push(node("DequantizeLinear", &["b", "sb", "zb"], &["fb"]));
+    }
+    nodes.push(node(op, &["fa", other], &["s"]));
+    let mut a = node(act, &["s"], &["y"]);
+    if act == "LeakyRelu" {
+        a.attribute.push(floats_attr("alpha", 0.1));
+    }
+    nodes.push(a);
+    let inputs = vec![
+        value_info("a", 2, &x),
+        value_info("b", 3, &x),
+        value_info("f", 1, f_shape),
+    ];
+    let m = model(
+        graph(
+            nodes,
+            inputs,
+            vec![value_info("y", 1, &[])],
+            vec![
+                initializer("sa", &[], &[0.05]),
+                initializer("sb", &[], &[0.03]),
+                raw_initializer("za", 2, &[], vec![131]),
+                raw_initializer("zb", 3, &[], vec![(-7i8) as u8]),
+            ],
+        ),
+        13,
+    );
+    bytes(&m)
+}
+
+/// The residual joins onnxruntime's quantizer leaves in float
+/// (`Relu(DQ(branch) + shortcut)` in QOperator ResNets): the Add or Sum
+/// reads the 8-bit operands itself and takes the activation, with the
+/// unfused graph's bits, on one shape (chunk tails, spans split over two
+/// threads) and under broadcasting.
+#[test]
+fn adds_read_dequantized_operands_bit_for_bit() {
+    let n = 3 * 31 * 29 * 23;
+    let a: Vec<u8> = (0..n).map(|i| (i * 7 % 256) as u8).collect();
+    let b: Vec<i8> = (0..n).map(|i| (i * 13 % 256) as u8 as i8).collect();
+    let cases: [(&str, &str, bool, &[i64]); 5] = [
+        ("Add", "Relu", true, &[1]),
+        ("Sum", "Relu", false, &[3, 31, 29, 23]),
+        ("Add", "LeakyRelu", false, &[3, 31, 29, 23]),
+        ("Sum", "Sigmoid", true, &[1]),
+        ("Add", "Relu", false, &[31, 1, 1]),
+    ];
+    for (op, act, both, f_shape) in cases {
+        let m = dequantized_add(op, act, both, f_shape);
+        let f_len: i64 = f_shape.iter().product();
+        let run = |fusion: bool| {
+            let s = SessionBuilder::new()
+                .fusion(fusion)
+                .cpus(2)
+                .build_from_bytes(&m)
+                .unwrap();
+            let ops: Vec<String> = s.graph().nodes.iter().map(|n| n.op_type.clone()).collect();
+            let f_dims: Vec<usize> = f_shape.iter().map(|&d| d as usize).collect();
+            let inputs = [
+                ("a", Tensor::from_vec(&[3, 31, 29, 23], a.clone()).unwrap()),
+                ("b", Tensor::from_vec(&[3, 31, 29, 23], b.clone()).unwrap()),
+                (
+                    "f",
+                    Tensor::from_vec(&f_dims, seq(f_len as usize, 9.0)).unwrap(),
+                ),
+            ];
+            let out = s.run(inputs).unwrap();
+            let bits: Vec<u32> = out[0]
+                .1
+                .view::<f32>()
+                .unwrap()
+                .iter()
+                .map(|v| v.to_bits())
+                .collect();
+            (bits, ops)
+        };
+        let ((fused, ops), (plain, plain_ops)) = (run(true), run(false));
+        let case = format!("{op} {act} both={both} f={f_shape:?}");
+        assert_eq!(ops, [op], "{case}: {ops:?}");
+        assert!(plain_ops.len() >= 3, "{case}: {plain_ops:?}");
+        assert_eq!(fused.len(), n, "{case}");
+        assert!(fused == plain, "{case}: fused and unfused differ");
+        assert!(
+            plain.iter().any(|&v| f32::from_bits(v) > 0.5),
+            "{case}: values exercised"
+        );
+    }
+}

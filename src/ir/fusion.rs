@@ -49,6 +49,8 @@ pub enum FusionKind {
     Mask,
     /// The output written channels last ([`Fusion::channels_last`]).
     ChannelsLast,
+    /// 8-bit inputs dequantized as they are read ([`Fusion::dequantize`]).
+    Dequantize,
 }
 
 /// The neighbours a node has absorbed, in the order its operator applies
@@ -72,6 +74,11 @@ pub struct Fusion {
     /// `[N, spatial..., C]`: a Transpose that moved the channels last,
     /// absorbed (applied after everything else).
     pub channels_last: bool,
+    /// Whether the node's two operands come as triples, inputs `3k, 3k + 1,
+    /// 3k + 2` for operand `k`: 8-bit data with the per-tensor scale and
+    /// zero point of the DequantizeLinear it absorbed, or float data with
+    /// both absent.
+    pub dequantize: bool,
 }
 
 impl Fusion {
@@ -83,6 +90,7 @@ impl Fusion {
         scale: None,
         mask: false,
         channels_last: false,
+        dequantize: false,
     };
 
     /// Whether the node has absorbed a neighbour of this kind.
@@ -94,6 +102,7 @@ impl Fusion {
             FusionKind::Scale => self.scale.is_some(),
             FusionKind::Mask => self.mask,
             FusionKind::ChannelsLast => self.channels_last,
+            FusionKind::Dequantize => self.dequantize,
         }
     }
 
@@ -106,6 +115,7 @@ impl Fusion {
             FusionKind::Scale,
             FusionKind::Mask,
             FusionKind::ChannelsLast,
+            FusionKind::Dequantize,
         ]
         .into_iter()
         .filter(|&k| self.has(k))
@@ -165,6 +175,13 @@ mod tests {
                     ..Fusion::NONE
                 },
                 FusionKind::ChannelsLast,
+            ),
+            (
+                Fusion {
+                    dequantize: true,
+                    ..Fusion::NONE
+                },
+                FusionKind::Dequantize,
             ),
         ];
         for (f, kind) in all {

@@ -5,6 +5,7 @@
 mod activated;
 pub(crate) mod arith;
 pub(crate) mod broadcast;
+mod dequantized;
 pub(crate) mod logic;
 
 use self::arith::{ArithKind, Arithmetic, Pow, VarKind, Variadic};

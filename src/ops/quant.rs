@@ -19,6 +19,8 @@ pub(crate) mod matmul;
 mod narrow;
 mod per_tensor;
 
+pub(crate) use per_tensor::dequantize_span;
+
 pub(crate) use dynamic::quantize_u8;
 #[cfg(test)]
 mod tests;

@@ -54,7 +54,14 @@ pub(super) fn fuse_qdq(graph: &mut Graph) -> Vec<String> {
                 "Conv" if cfg!(feature = "ops-quant") => conv(graph, i),
                 "Gemm" if cfg!(feature = "ops-contrib") => gemm(graph, i),
                 // A two-input Sum is an Add (both broadcast the same way).
-                "Add" | "Sum" if cfg!(feature = "ops-contrib") => add(graph, i),
+                "Add" | "Sum" => {
+                    let integer = if cfg!(feature = "ops-contrib") {
+                        add(graph, i)
+                    } else {
+                        None
+                    };
+                    integer.or_else(|| dequantizing_add(graph, i))
+                }
                 "Concat" if cfg!(feature = "ops-contrib") => concat(graph, i),
                 "GlobalAveragePool" | "AveragePool" if cfg!(feature = "ops-contrib") => {
                     average_pool(graph, i)
@@ -387,6 +394,48 @@ fn add(graph: &mut Graph, i: usize) -> Option<String> {
     common_type(graph, &[a.zero, b.zero, yz])?;
     let inputs = [&a.inputs()[..], &b.inputs(), &[Some(ys), Some(yz)]].concat();
     Some(contrib(graph, i, "QLinearAdd", inputs, (q, y)))
+}
+
+/// `DQ(a) → Add/Sum(·, b)` whose sum stays float (no QuantizeLinear
+/// after it: the residual joins of onnxruntime's QOperator ResNets): the
+/// add reads the 8-bit data itself ([`crate::ir::Fusion::dequantize`]), for
+/// each operand whose per-tensor DQ has no other reader, one or both.
+fn dequantizing_add(graph: &mut Graph, i: usize) -> Option<String> {
+    let node = &graph.nodes[i];
+    if !cfg!(feature = "ops-binary")
+        || node.inputs.len() != 2
+        || node.outputs.len() != 1
+        || node.fusion != crate::ir::Fusion::NONE
+    {
+        return None;
+    }
+    let (a, b) = (node.inputs[0]?, node.inputs[1]?);
+    if a == b {
+        return None;
+    }
+    let count = readers(graph);
+    let operand = |v: ValueId| -> [Option<ValueId>; 3] {
+        match activation(graph, v) {
+            Some(dq) if count[v] == 1 && float_output(graph, v) => dq.inputs(),
+            _ => [Some(v), None, None],
+        }
+    };
+    let (oa, ob) = (operand(a), operand(b));
+    if oa[1].is_none() && ob[1].is_none() {
+        return None;
+    }
+    let node = &mut graph.nodes[i];
+    node.inputs = [oa, ob].concat();
+    node.fusion.dequantize = true;
+    Some(node.name.clone())
+}
+
+/// Whether the DequantizeLinear producing `v` writes float32 (its default:
+/// the scale's type, checked by [`dq_of`]; opset 21's `output_dtype`
+/// unset or FLOAT).
+fn float_output(graph: &Graph, v: ValueId) -> bool {
+    producer(graph, v)
+        .is_some_and(|p| matches!(graph.nodes[p].attrs.int("output_dtype", 0), Ok(0 | 1)))
 }
 
 fn concat(graph: &mut Graph, i: usize) -> Option<String> {

@@ -14,18 +14,26 @@ use crate::ops::util::{out_len, par_rows};
 use crate::tensor::{DType, Tensor};
 use ndarray::ArrayD;
 
-/// `act(a + b)` with numpy broadcasting.
+/// `act(a + b)` with numpy broadcasting; with `dequantize`, the operands
+/// taken through absorbed DequantizeLinear nodes ([`super::dequantized`]).
 #[derive(Debug)]
 pub(crate) struct ActivatedAdd {
     name: &'static str,
-    act: Activation,
+    act: Option<Activation>,
+    dequantize: bool,
 }
 
-/// The fused operator when a fusion gave the node an activation.
+/// The fused operator when a fusion gave the node an activation or
+/// dequantized operands.
 pub(crate) fn build(name: &'static str, ctx: &BuildContext) -> Option<Box<dyn Operator>> {
-    ctx.fusion
-        .activation
-        .map(|act| Box::new(ActivatedAdd { name, act }) as Box<dyn Operator>)
+    let (act, dequantize) = (ctx.fusion.activation, ctx.fusion.dequantize);
+    (act.is_some() || dequantize).then(|| {
+        Box::new(ActivatedAdd {
+            name,
+            act,
+            dequantize,
+        }) as Box<dyn Operator>
+    })
 }
 
 /// Whether a two-input Add or Sum with these inputs can take an
@@ -38,7 +46,7 @@ pub(crate) fn accepts(kind: FusionKind, inputs: &[InferInput]) -> bool {
             .all(|i| i.fact.is_some_and(|f| f.dtype == DType::F32))
 }
 
-fn add_then<T: ActivationFloat + Clone + Default + Send + Sync + 'static>(
+pub(super) fn add_then<T: ActivationFloat + Clone + Default + Send + Sync + 'static>(
     op: &str,
     act: Activation,
     a: &ArrayD<T>,
@@ -63,7 +71,15 @@ impl Operator for ActivatedAdd {
         OpClass::Elementwise
     }
 
+    /// With dequantized operands and no activation yet: an activation.
+    fn accepts_fusion(&self, kind: FusionKind, _inputs: &[InferInput]) -> bool {
+        kind == FusionKind::Activation && self.dequantize && self.act.is_none()
+    }
+
     fn infer(&self, inputs: &[InferInput]) -> Result<Vec<Fact>> {
+        if self.dequantize {
+            return super::dequantized::infer(self.name, inputs);
+        }
         if inputs.iter().filter(|i| i.fact.is_some()).count() != 2 {
             return Err(Error::op(
                 self.name,
@@ -85,10 +101,16 @@ impl Operator for ActivatedAdd {
 
     fn run(&self, inputs: &[Option<&Tensor>]) -> Result<Vec<Tensor>> {
         let op = self.name;
+        if self.dequantize {
+            return Ok(vec![super::dequantized::run(op, self.act, inputs)?]);
+        }
+        let Some(act) = self.act else {
+            return Err(Error::op(op, "internal: a fused add without its fusion"));
+        };
         let all: Vec<&Tensor> = inputs.iter().flatten().copied().collect();
         Ok(vec![match all.as_slice() {
-            [Tensor::F32(a), Tensor::F32(b)] => Tensor::F32(add_then(op, self.act, a, b)?),
-            [Tensor::F64(a), Tensor::F64(b)] => Tensor::F64(add_then(op, self.act, a, b)?),
+            [Tensor::F32(a), Tensor::F32(b)] => Tensor::F32(add_then(op, act, a, b)?),
+            [Tensor::F64(a), Tensor::F64(b)] => Tensor::F64(add_then(op, act, a, b)?),
             [a, b] => {
                 return Err(Error::op(
                     op,

@@ -41,7 +41,8 @@ multiversion! {
 }
 
 multiversion! {
-    fn dequantize_span(x: &[u8], out: &mut [f32], signed: bool, s: f32, zp: i32) {
+    /// `out = (x − zp) · s` in f32, x read as i8 when `signed`.
+    pub(crate) fn dequantize_span(x: &[u8], out: &mut [f32], signed: bool, s: f32, zp: i32) {
         if signed {
             for (o, &v) in out.iter_mut().zip(x) {
                 *o = (v as i8 as i32 - zp) as f32 * s;
