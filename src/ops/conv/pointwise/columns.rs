@@ -28,30 +28,23 @@ const CW: usize = 32;
 /// Positions per tile at most (one transposed row of 8 per channel).
 #[cfg(target_arch = "x86_64")]
 const PX: usize = 8;
-/// Positions of a plane this kernel takes whatever its channels: a 14×14
-/// plane. (The panel GEMM's blocks of 16 left 49 positions a quarter of
-/// their products to waste, 196 a sixteenth.)
-const ANY_CHANNELS: usize = 256;
-/// Most positions taken where X is small: a 28×28 plane, 784 positions, on
-/// which the panel GEMM's strips waste nothing but its blocks run
-/// hard-swish after each store (MobileNet v3's features.7 block.0, 40→240:
-/// 135 against 107 µs here, one thread), while the ReLU layers there ran
-/// alike on both.
-const MAX_POSITIONS: usize = 784;
-/// Most floats of X for a plane above [`ANY_CHANNELS`]: 512 KiB, so X stays
-/// in L2 while every panel of W sweeps it (the panel GEMM packs chunks of
-/// X that do).
-const MAX_X_FLOATS: usize = 128 * 1024;
+/// Most positions of a plane this kernel takes, whatever its channels: a
+/// 16×16 plane (the panel GEMM's blocks of 16 left 49 positions a quarter of their
+/// products to waste, 196 a sixteenth). Larger planes, where X has at
+/// most 256 channels, take the rows kernel (positions in the vectors, no
+/// transpose): it once took 28×28 planes where X held at most 128 Ki
+/// floats, but inside MobileNet v3 (per-node trace, median of 8 runs, one
+/// thread, AMD EPYC) the rows kernel ran its 28×28 layers 8 to 25 % faster
+/// (72→40 70 → 53 µs, 40→120 122 → 100, 120→40 109 → 81, 40→240 with
+/// hard-swish 223 → 205).
+const MAX_POSITIONS: usize = 256;
 
 /// Whether `p` (a pointwise layer) runs here: f32 on an AVX-512 CPU, a
-/// plane of at most [`ANY_CHANNELS`] positions (or [`MAX_POSITIONS`] where
-/// X holds at most [`MAX_X_FLOATS`]), at least 16 output channels per
-/// group.
+/// plane of at most [`MAX_POSITIONS`] positions, at least 16 output
+/// channels per group.
 pub(in crate::ops::conv) fn suits(p: &ConvPlan) -> bool {
     let (n, k) = (p.win.out_len(), p.cg());
-    let plane = (1..=ANY_CHANNELS).contains(&n)
-        || (n <= MAX_POSITIONS && k.saturating_mul(n) <= MAX_X_FLOATS);
-    plane && p.mg() >= 16 && k >= 1 && cpu_has_kernel()
+    (1..=MAX_POSITIONS).contains(&n) && p.mg() >= 16 && k >= 1 && cpu_has_kernel()
 }
 
 /// Whether this CPU has the kernel (AVX-512F).

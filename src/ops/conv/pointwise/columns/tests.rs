@@ -168,3 +168,21 @@ fn serial_and_parallel_agree() {
             .all(|(a, b)| a.to_bits() == b.to_bits()));
     }
 }
+
+/// Planes of up to 256 positions run here whatever their channels; larger
+/// ones never do (the rows kernel takes those with few channels), so a
+/// 28×28 plane of 40 channels is not taken.
+#[test]
+fn takes_planes_of_at_most_256_positions() {
+    let window = WindowAttrs::parse(&crate::ir::attributes::Attributes::default(), true).unwrap();
+    let takes = |c: usize, h: usize, w: usize| {
+        let p = plan(&window, 1, &[1, c, h, w], &[64, c, 1, 1], None).unwrap();
+        suits(&p)
+    };
+    let avx512 = cpu_has_kernel();
+    assert_eq!(takes(1000, 14, 14), avx512);
+    assert_eq!(takes(40, 16, 16), avx512);
+    assert_eq!(takes(960, 7, 7), avx512);
+    assert!(!takes(40, 28, 28));
+    assert!(!takes(8, 257, 1));
+}

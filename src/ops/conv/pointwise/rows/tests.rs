@@ -105,6 +105,9 @@ fn matches_naive_sums_and_the_panel_gemm_bit_for_bit() {
         (1, 72, 25, (16, 17), 1),
         (1, 24, 16, (1, 257), 1),
         (1, 130, 14, (17, 16), 1),
+        // 157 tiles: on one or two threads (4 or 8 tasks), each task
+        // runs two or three blocks of tiles, the last one short.
+        (1, 3, 13, (100, 100), 1),
     ];
     for (ci, &(n_img, c, m, hw, group)) in cases.iter().enumerate() {
         for (ai, &act) in acts.iter().enumerate() {
