@@ -19,6 +19,7 @@
 mod few;
 mod float_sink;
 mod kernel;
+mod lanes;
 pub(crate) mod matrix;
 #[cfg(target_arch = "aarch64")]
 pub(crate) mod neon;
@@ -68,6 +69,12 @@ impl Product<'_> {
     /// Runs the product, in parallel over column panels and row blocks on
     /// the current pool, handing each finished tile to `sink`.
     pub(crate) fn run(&self, src: &dyn PanelSource, sink: &dyn Sink) {
+        self.run_with(src, sink, true);
+    }
+
+    /// [`Product::run`], with the channels-in-lanes kernel ([`lanes`]) for
+    /// partial panels where it takes them and `lanes` allows it.
+    pub(crate) fn run_with(&self, src: &dyn PanelSource, sink: &dyn Sink, lanes: bool) {
         let w = self.w;
         let k = w.k as i32;
         let zx = self.zero_x;
@@ -105,6 +112,23 @@ impl Product<'_> {
         // A product of few columns (one, as a rule: a matrix-vector product)
         // reduces along k instead of filling 32-column tiles.
         let few_columns = self.cols <= few::FEW && kind == guard::Resolved::Vnni;
+        // Adds the rows' additions (and column corrections) to a tile of
+        // rows r0 .. r0 + nr, panel columns pc .. pc + nc, and stores it.
+        let finish = |tile: &mut Tile, sums: &[i32; NR], (r0, nr): (usize, usize), c0, pc, nc| {
+            for r in 0..nr {
+                let add = row_add[r0 + r];
+                let zw = w.zero[r0 + r];
+                let row = &mut tile[r * NR..][..nc];
+                if col_sums_needed && zw != 0 {
+                    for (v, s) in row.iter_mut().zip(&sums[pc..]) {
+                        *v = v.wrapping_add(add).wrapping_sub(zw.wrapping_mul(*s));
+                    }
+                } else {
+                    row.iter_mut().for_each(|v| *v = v.wrapping_add(add));
+                }
+            }
+            sink.store(r0, c0 + pc, nr, nc, tile);
+        };
         let task = |t: usize| {
             let (ct, rt) = (t / row_tasks, t % row_tasks);
             let (p0, p1) = split(panels, col_tasks, ct);
@@ -123,6 +147,11 @@ impl Product<'_> {
                 if few_columns {
                     few::pairs(&buf, w.k4, n, &mut pairs);
                 }
+                if lanes && !few_columns && kind == guard::Resolved::Vnni && lanes::takes(n, w.rows)
+                {
+                    self.lanes_panel(&buf, (b0, b1), (c0, n), &requant, &row_add, &sums, &finish);
+                    continue;
+                }
                 for b in b0..b1 {
                     let r0 = b * MR;
                     let nr = MR.min(w.rows - r0);
@@ -139,19 +168,7 @@ impl Product<'_> {
                     } else {
                         self.full_tile(kind, guarded, b, &buf, &mut tile, &recomputed);
                     }
-                    for r in 0..nr {
-                        let add = row_add[r0 + r];
-                        let zw = w.zero[r0 + r];
-                        let row = &mut tile[r * NR..][..NR];
-                        if col_sums_needed && zw != 0 {
-                            for (v, s) in row.iter_mut().zip(&sums) {
-                                *v = v.wrapping_add(add).wrapping_sub(zw.wrapping_mul(*s));
-                            }
-                        } else {
-                            row.iter_mut().for_each(|v| *v = v.wrapping_add(add));
-                        }
-                    }
-                    sink.store(r0, c0, nr, n, &tile);
+                    finish(&mut tile, &sums, (r0, nr), c0, 0, n);
                 }
             }
         };
@@ -160,7 +177,57 @@ impl Product<'_> {
     }
 }
 
+/// The tail of [`Product::run`]'s tiles: adds, corrects and stores one.
+type Finish<'a> = dyn Fn(&mut Tile, &[i32; NR], (usize, usize), usize, usize, usize) + 'a;
+
 impl Product<'_> {
+    /// Blocks `b0 .. b1` by the panel's `n` columns on the channels-in-lanes
+    /// kernel ([`lanes`]): fused requantization into `requant` where given,
+    /// else the sums through `finish` as the tile kernel's.
+    #[allow(clippy::too_many_arguments)]
+    fn lanes_panel(
+        &self,
+        panel: &[u8],
+        (b0, b1): (usize, usize),
+        (c0, n): (usize, usize),
+        requant: &Option<sink::Requant>,
+        row_add: &[i32],
+        col_sums: &[i32; NR],
+        finish: &Finish,
+    ) {
+        let w = self.w;
+        let mut sums: lanes::Sums = [[0; lanes::ROWS]; lanes::PX];
+        let mut tile: Tile = [0; MR * NR];
+        for b in (b0..b1).step_by(lanes::BLOCKS) {
+            let blocks: [&[i8]; lanes::BLOCKS] =
+                std::array::from_fn(|j| w.block(if b + j < b1 { b + j } else { b }));
+            let r0 = b * MR;
+            let nr = (lanes::ROWS).min(b1 * MR - r0).min(w.rows - r0);
+            for (pc, p) in lanes::tiles(n) {
+                if let Some(dst) = requant {
+                    let add = &row_add[r0..r0 + nr];
+                    if lanes::requant(blocks, panel, w.k4, (pc, p), add, dst, (r0, nr), c0 + pc) {
+                        continue;
+                    }
+                }
+                let exact = lanes::sums(blocks, panel, w.k4, (pc, p), &mut sums);
+                assert!(
+                    exact,
+                    "the channels-in-lanes kernel ran without its CPU features"
+                );
+                for j in 0..nr.div_ceil(MR) {
+                    let rj = MR.min(nr - j * MR);
+                    for r in 0..rj {
+                        for (c, col) in sums.iter().enumerate().take(p) {
+                            tile[r * NR + c] = col[j * MR + r];
+                        }
+                    }
+                    finish(&mut tile, col_sums, (r0 + j * MR, rj), c0, pc, p);
+                }
+            }
+        }
+    }
+
     /// Block `b`'s whole tile on the run's kernel `kind`; under the guard, a
     /// tile whose narrow sums may have saturated is recomputed exactly (and
     /// counted in `recomputed`).

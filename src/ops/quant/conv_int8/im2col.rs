@@ -155,8 +155,13 @@ pub(super) fn stage(
     // filled with `pad` plane by plane.
     out.resize(groups * ph * pw * 4, pad);
     // The rows of a last group's missing channels: the zero point, which
-    // the flip turns into `pad`.
-    let missing = vec![zero_x as u8; iw];
+    // the flip turns into `pad`; only a channel count not a multiple of
+    // four has them (other runs allocate nothing here).
+    let missing = if channels.is_multiple_of(4) {
+        Vec::new()
+    } else {
+        vec![zero_x as u8; iw]
+    };
     par_rows(out, ph * pw * 4, |g0, chunk| {
         for (gi, plane) in chunk.chunks_mut(ph * pw * 4).enumerate() {
             let g = g0 + gi;

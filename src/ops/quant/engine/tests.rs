@@ -417,3 +417,76 @@ fn neon_kernels_match_the_portable_kernel() {
         crate::ops::overflow::Resolved::NeonDot | crate::ops::overflow::Resolved::NeonWide
     ));
 }
+
+/// The channels-in-lanes kernel ([`super::lanes`]) against the tile kernels
+/// alone: the same i32 sums (wide sink, zero points ≠ 0 per tensor and per
+/// row, so with column corrections) and the same requantized bytes (fused,
+/// per-row and shared scales), over column counts 1..=50 (every partial
+/// panel width), rows not multiples of 16 or 8, k not a multiple of 4, and
+/// 1 against 2 threads.
+#[test]
+fn channels_in_lanes_match_the_tile_kernels() {
+    let mut rng = Rng(1234);
+    for (rows, k) in [(16, 12), (37, 9), (64, 23), (24, 40), (100, 5)] {
+        let w = rng.bytes(rows * k);
+        let bias: Vec<i32> = (0..rows).map(|i| i as i32 * 97 - 3000).collect();
+        let zw_row: Vec<i32> = (0..rows).map(|_| val(rng.byte(), true)).collect();
+        for cols in 1..=50 {
+            let x = rng.bytes(k * cols);
+            let src = Rows {
+                x: &x,
+                k,
+                cols,
+                flip: 0,
+            };
+            for (zw, w_signed) in [(vec![0], true), (vec![131], false), (zw_row.clone(), true)] {
+                let packed = PackedS8::pack(&w, rows, k, (k, 1), !w_signed, &zw);
+                let product = Product {
+                    w: &packed,
+                    cols,
+                    zero_x: 61,
+                    bias: Some(&bias),
+                };
+                let mut want = vec![0i32; rows * cols];
+                product.run_with(&src, &WideSink::new(&mut want, (cols, 1)), false);
+                for threads in [1, 2] {
+                    let pool = rayon::ThreadPoolBuilder::new()
+                        .num_threads(threads)
+                        .build()
+                        .unwrap();
+                    let mut got = vec![7i32; rows * cols];
+                    pool.install(|| product.run(&src, &WideSink::new(&mut got, (cols, 1))));
+                    assert_eq!(got, want, "rows {rows} k {k} cols {cols} threads {threads}");
+                }
+            }
+            let packed = PackedS8::pack(&w, rows, k, (k, 1), false, &[0]);
+            let product = Product {
+                w: &packed,
+                cols,
+                zero_x: 61,
+                bias: Some(&bias),
+            };
+            for per_row in [false, true] {
+                let scales: Vec<f32> = (0..if per_row { rows } else { 1 })
+                    .map(|i| 1e-4 + i as f32 * 2e-5)
+                    .collect();
+                let stride = cols + 3;
+                let mut want = vec![0xEEu8; rows * stride];
+                let sink = Unfused(QuantSink::new(&mut want, (stride, 1), &scales, 5, (0, 255)));
+                product.run_with(&src, &sink, false);
+                for threads in [1, 2] {
+                    let pool = rayon::ThreadPoolBuilder::new()
+                        .num_threads(threads)
+                        .build()
+                        .unwrap();
+                    let mut got = vec![0xEEu8; rows * stride];
+                    pool.install(|| {
+                        let sink = QuantSink::new(&mut got, (stride, 1), &scales, 5, (0, 255));
+                        product.run(&src, &sink)
+                    });
+                    assert_eq!(got, want, "rows {rows} k {k} cols {cols} threads {threads}");
+                }
+            }
+        }
+    }
+}
