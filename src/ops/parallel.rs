@@ -14,6 +14,10 @@
 //! never in how an element is computed, so results stay bit-identical on
 //! every pool size.
 
+mod steps;
+
+pub(crate) use steps::par_steps;
+
 use std::cell::Cell;
 
 thread_local! {

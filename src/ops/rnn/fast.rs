@@ -10,6 +10,8 @@
 //! run in parallel. DynamicQuantizeLSTM's 8-bit weights take the same loop
 //! with int8 products in place of both f32 ones ([`int8`]).
 
+mod split;
+
 use super::activation::Act;
 use super::driver::{self, DirOut};
 use super::gates::{self, GateCfg};
@@ -224,7 +226,29 @@ struct Dir<'a> {
     c0: &'a [f32],
 }
 
+impl Dir<'_> {
+    /// The time index batch row `bi` reads at step `s`, if still running.
+    fn time(&self, s: usize, bi: usize) -> Option<usize> {
+        let len = self.lens[bi];
+        (s < len).then(|| if self.reversed { len - 1 - s } else { s })
+    }
+
+    /// The input projection (all gates) of batch row `bi` at time `t`.
+    fn xrow(&self, d: &Dims, t: usize, bi: usize) -> &[f32] {
+        let row = if self.batch_first {
+            bi * d.seq + t
+        } else {
+            t * d.batch + bi
+        };
+        let at = row * self.ld + self.col0;
+        &self.xw[at..at + self.kind.gates() * d.hidden]
+    }
+}
+
 fn direction(d: &Dims, dir: Dir) -> DirOut<f32> {
+    if let Some(pack) = split::fits(d, &dir) {
+        return split::direction(d, &dir, pack);
+    }
     let (h, b, seq) = (d.hidden, d.batch, d.seq);
     let gh = dir.kind.gates() * h;
     // Steps past a row's sequence length stay zero.
@@ -247,22 +271,11 @@ fn direction(d: &Dims, dir: Dir) -> DirOut<f32> {
         (Vec::new(), Vec::new(), Vec::new())
     };
     for s in 0..seq {
-        // The time index each batch row reads at this step, if still running.
-        let time = |bi: usize| -> Option<usize> {
-            let len = dir.lens[bi];
-            (s < len).then(|| if dir.reversed { len - 1 - s } else { s })
-        };
+        let time = |bi: usize| dir.time(s, bi);
         if (0..b).all(|bi| time(bi).is_none()) {
             break;
         }
-        let xrow = |t: usize, bi: usize| -> &[f32] {
-            let row = if dir.batch_first {
-                bi * seq + t
-            } else {
-                t * b + bi
-            };
-            &dir.xw[row * dir.ld + dir.col0..row * dir.ld + dir.col0 + gh]
-        };
+        let xrow = |t: usize, bi: usize| dir.xrow(d, t, bi);
         match dir.rec {
             Recurrence::F32(packs) => packs[0].mul(&hs, b, h, &mut rec, rec_w),
             Recurrence::Int8(w, di) => w.step(di, &hs, b, &mut rec, rec_w, &mut scratch),

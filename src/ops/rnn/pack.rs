@@ -46,33 +46,56 @@ impl Packed {
     ///
     /// The slices are checked first: with too short ones nothing is written.
     pub(super) fn mul(&self, x: &[f32], m: usize, ldx: usize, y: &mut [f32], ldy: usize) {
+        for p in 0..self.panels() {
+            self.mul_panel(p, x, m, ldx, y, ldy, p * NR);
+        }
+    }
+
+    /// Panels (of [`NR`] outputs each) in the packed matrix.
+    pub(super) fn panels(&self) -> usize {
+        self.n.div_ceil(NR)
+    }
+
+    /// [`Packed::mul`] for the outputs of panel `p` alone (outputs `p·NR ..
+    /// min((p + 1)·NR, n)`), with the same sums, written to columns `at ..`
+    /// of each row of `y`.
+    ///
+    /// The slices are checked first: with too short ones nothing is written.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn mul_panel(
+        &self,
+        p: usize,
+        x: &[f32],
+        m: usize,
+        ldx: usize,
+        y: &mut [f32],
+        ldy: usize,
+        at: usize,
+    ) {
         let (n, k) = (self.n, self.k);
-        let fits = |len: usize, ld: usize, w: usize| m == 0 || (ld >= w && len >= (m - 1) * ld + w);
-        if !fits(x.len(), ldx, k) || !fits(y.len(), ldy, n) {
+        if p >= self.panels() {
             return;
         }
-        if n == 0 {
+        let width = ((p + 1) * NR).min(n) - p * NR;
+        let fits = |len: usize, ld: usize, w: usize| m == 0 || (ld >= w && len >= (m - 1) * ld + w);
+        if !fits(x.len(), ldx, k) || !fits(y.len(), ldy, at + width) {
             return;
         }
         if k == 0 {
             for i in 0..m {
-                y[i * ldy..i * ldy + n].fill(0.0);
+                y[i * ldy + at..i * ldy + at + width].fill(0.0);
             }
             return;
         }
+        let panel = &self.data[p * NR * k..(p + 1) * NR * k];
         let mut r0 = 0;
         while r0 < m {
             let rows = (m - r0).min(MR);
-            let xs = &x[r0 * ldx..];
-            let ys = &mut y[r0 * ldy..];
-            for p in 0..n.div_ceil(NR) {
-                let panel = &self.data[p * NR * k..(p + 1) * NR * k];
-                let mut out = [[0f32; NR]; MR];
-                panel_product(panel, k, xs, ldx, rows, &mut out);
-                let (c0, c1) = (p * NR, ((p + 1) * NR).min(n));
-                for (i, o) in out.iter().enumerate().take(rows) {
-                    ys[i * ldy + c0..i * ldy + c1].copy_from_slice(&o[..c1 - c0]);
-                }
+            let mut out = [[0f32; NR]; MR];
+            panel_product(panel, k, &x[r0 * ldx..], ldx, rows, &mut out);
+            for (i, o) in out.iter().enumerate().take(rows) {
+                let row = (r0 + i) * ldy + at;
+                y[row..row + width].copy_from_slice(&o[..width]);
             }
             r0 += rows;
         }
