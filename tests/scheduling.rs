@@ -350,3 +350,66 @@ fn one_thread_runs_without_forks_stay_on_the_callers_thread() {
     assert!(!forked.is_empty());
     assert!(forked.iter().all(|t| t != "app"), "{forked:?}");
 }
+
+/// On two CPUs a model without forks is measured both ways, on the pool
+/// and on the caller's thread, then runs the faster way, and every eighth
+/// run takes the other so that both times stay current; the outputs are
+/// the same bits either way. `parallel` mode always takes the pool.
+#[test]
+fn runs_without_forks_measure_the_callers_thread_against_the_pool() {
+    use ramify::sched::SoloWay;
+    let _turn = QUIET.lock().unwrap_or_else(|p| p.into_inner());
+    let model = bytes(&relu_add_model());
+    let runs = |mode: Mode| {
+        let model = model.clone();
+        std::thread::Builder::new()
+            .name("app".into())
+            .spawn(move || {
+                let session = SessionBuilder::new()
+                    .cpus(2)
+                    .mode(mode)
+                    .fixed_load(0.0)
+                    .pin_threads(false)
+                    .build_from_bytes(&model)
+                    .expect("valid model");
+                let x = Tensor::from_vec(&[1, 4], vec![-1.0f32, 0.5, 2.0, -3.0]).unwrap();
+                (0..24)
+                    .map(|_| {
+                        let (out, report) = session.run_traced([("x", x.clone())]).expect("a run");
+                        let spans = report.trace.expect("a trace").spans;
+                        let on_app = spans.iter().filter(|s| s.thread_name == "app").count();
+                        assert!(
+                            on_app == 0 || on_app == spans.len(),
+                            "one thread or the pool"
+                        );
+                        (report.solo, on_app > 0, out[0].1.clone())
+                    })
+                    .collect::<Vec<_>>()
+            })
+            .expect("a thread")
+            .join()
+            .expect("no panic")
+    };
+    let adaptive = runs(Mode::Adaptive);
+    let ways: Vec<_> = adaptive
+        .iter()
+        .map(|(w, _, _)| w.expect("a choice"))
+        .collect();
+    assert_eq!(
+        ways[..3],
+        [SoloWay::Pooled, SoloWay::Pooled, SoloWay::Inline]
+    );
+    for (way, on_app, _) in &adaptive {
+        assert_eq!(*on_app, *way == Some(SoloWay::Inline), "{way:?}");
+    }
+    // After the first three, each window of eight runs takes both ways.
+    for window in ways[3..].chunks(8) {
+        assert!(window.contains(&SoloWay::Inline) && window.contains(&SoloWay::Pooled));
+    }
+    let first = &adaptive[0].2;
+    assert!(adaptive.iter().all(|(_, _, out)| out == first));
+    let parallel = runs(Mode::Parallel);
+    assert!(parallel
+        .iter()
+        .all(|(way, on_app, out)| way.is_none() && !on_app && out == first));
+}

@@ -12,7 +12,7 @@ use anyhow::{Context, Result};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 use ramify::load::{LoadConfig, LoadMonitor};
-use ramify::sched::Decision;
+use ramify::sched::{Decision, SoloWay};
 use ramify::tensor::recycle::recycle;
 use ramify::{Mode, RunOptions, RunReport, Session, Tensor};
 use std::collections::BTreeMap;
@@ -258,11 +258,22 @@ fn measure_level(
                     m.fork_loads.push(f.load);
                     *m.decisions.entry(decision_key(f)).or_default() += 1;
                 }
+                if let Some(way) = report.solo {
+                    *m.decisions.entry(solo_key(way).into()).or_default() += 1;
+                }
                 bar.inc(1);
             }
         }
     }
     Ok(out)
+}
+
+/// The decision key of a fork-free run's placement (see [`SoloWay`]).
+fn solo_key(way: SoloWay) -> &'static str {
+    match way {
+        SoloWay::Inline => "no forks: on the caller's thread",
+        SoloWay::Pooled => "no forks: on the pool",
+    }
 }
 
 /// One timed run: its milliseconds and report, or `None` when it missed

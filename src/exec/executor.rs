@@ -23,7 +23,8 @@ use crate::ops::overflow::{self as guard, Int8Settings};
 use crate::ops::util::with_thread_cap;
 use crate::sched::makespan::parallel_makespan;
 use crate::sched::{
-    Band, Choice, Decision, ForkReport, ForkSite, Observation, Pool, PoolPlan, Scheduler,
+    Band, Choice, Decision, ForkReport, ForkSite, Mode, Observation, Placement, Pool, PoolPlan,
+    Scheduler, SoloWay,
 };
 use crate::tensor::{budget, Tensor};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -77,6 +78,8 @@ pub struct RunResult {
     /// Int8 tiles the overflow guard recomputed exactly (see
     /// [`overflow`](crate::ops::overflow)).
     pub int8_recomputed: u64,
+    /// How a fork-free run was placed, where `adaptive` mode chose.
+    pub solo: Option<SoloWay>,
 }
 
 /// Runs the plan under the scheduler's decisions; with `traced`, records a
@@ -100,7 +103,12 @@ pub fn run(
     // model a fifth of its time. Its operators are held to one thread. The
     // caller's thread is the application's, so it is not pinned (one
     // thread gains nothing from it); a run confined to chosen cores (the
-    // power placement) keeps its pool.
+    // power placement) keeps its pool. A fork-free plan that could take
+    // more threads stays on the caller's thread too where that was
+    // measured faster (`solo_way`).
+    let way = solo_way(plan, sched, threads);
+    let inline = way == Some(SoloWay::Inline) || (threads == 1 && plan.structure.forks.is_empty());
+    let threads = if inline { 1 } else { threads };
     let policy = &sched.config().policy;
     let speedup = |k: usize| policy.speedup(k);
     let watch = Watch::start(
@@ -127,9 +135,9 @@ pub fn run(
     for (id, t) in inputs {
         run.store.put(id, t);
     }
-    let inline = threads == 1 && plan.structure.forks.is_empty();
     let cpus = sched.cpus_for(threads, obs.pin && !inline);
     let pool = sched.pool(0, 0, threads, obs.pin, &cpus)?;
+    let started = Instant::now();
     if inline && cpus.is_empty() {
         let lane = Lane {
             pool: &pool,
@@ -152,6 +160,9 @@ pub fn run(
             run_steps(&run, &plan.structure.steps, &lane)
         })?;
     }
+    if let (Some(way), true) = (way, plan.forks.warmed()) {
+        plan.solo.record(way, started.elapsed().as_nanos() as u64);
+    }
     plan.forks.finish_run();
     let outputs = collect_outputs(plan, &run.store)?;
     let forks = run.reports.into_inner().unwrap_or_else(|p| p.into_inner());
@@ -162,7 +173,20 @@ pub fn run(
         trace,
         events: run.watch.finish(),
         int8_recomputed: run.int8_recomputed.into_inner(),
+        solo: way,
     })
+}
+
+/// For a plan without forks that `adaptive` mode would run on `threads`
+/// threads of an unconfined pool: whether this run stays on the caller's
+/// thread or takes the pool, as measured (see [`SoloMemory`]). `None` where
+/// there is no choice to make.
+fn solo_way(plan: &Plan, sched: &Scheduler, threads: usize) -> Option<SoloWay> {
+    let free = sched.config().mode == Mode::Adaptive
+        && threads > 1
+        && plan.structure.forks.is_empty()
+        && sched.placement_now() != Placement::Power;
+    free.then(|| plan.solo.choose(plan.forks.explores()))
 }
 
 /// Runs `steps` on `lane`; its spinners are paused while a fork hands its

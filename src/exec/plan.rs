@@ -10,6 +10,7 @@ use crate::graph::pipeline::{optimize, Stage};
 use crate::graph::{Facts, Graph, ValueId};
 use crate::ir::Fact;
 use crate::sched::fork::{smooth_into, ForkMemory};
+use crate::sched::SoloMemory;
 use crate::tensor::budget;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -37,6 +38,9 @@ pub struct Plan {
     /// times nor its fork overheads are recorded, so that one cold outlier
     /// cannot steer the makespan check for good.
     pub forks: ForkMemory,
+    /// For a plan without forks: its measured run times on the caller's
+    /// thread and on the pool (see [`SoloMemory`]).
+    pub solo: SoloMemory,
     /// How many times each value is read by nodes or returned as an output.
     pub uses: Vec<u32>,
     /// Forks, siblings and the step tree.
@@ -151,6 +155,7 @@ impl Plan {
             measured,
             slots,
             forks,
+            solo: SoloMemory::default(),
             uses,
             structure,
             memory_limit,

@@ -26,7 +26,7 @@ use crate::graph::{Declared, Graph, ModelMetadata, ValueId};
 use crate::ir::{Fact, Kind, Value};
 use crate::load::{HostState, Topology};
 use crate::ops::interrupt::{with_interrupt, Interrupt};
-use crate::sched::{ForkReport, Placement, Scheduler};
+use crate::sched::{ForkReport, Placement, Scheduler, SoloWay};
 use crate::tensor::Tensor;
 use std::collections::HashMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -68,6 +68,11 @@ pub struct RunReport {
     /// Int8 tiles whose narrow sums may have saturated and were recomputed
     /// exactly (the overflow guard, see [`RunOptions::int8`]).
     pub int8_recomputed: u64,
+    /// For a plan without forks that `adaptive` mode could run on more
+    /// than one thread: whether this run stayed on the caller's thread or
+    /// took the pool (see [`SoloWay`](crate::sched::SoloWay)); `None` where
+    /// there was no such choice.
+    pub solo: Option<SoloWay>,
 }
 
 /// The load-time passes a builder asks for.
@@ -556,6 +561,7 @@ impl Session {
                 trace: result.trace,
                 events: result.events,
                 int8_recomputed: result.int8_recomputed,
+                solo: result.solo,
             },
         ))
     }
