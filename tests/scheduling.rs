@@ -352,9 +352,9 @@ fn one_thread_runs_without_forks_stay_on_the_callers_thread() {
 }
 
 /// On two CPUs a model without forks is measured both ways, on the pool
-/// and on the caller's thread, then runs the faster way, and every eighth
-/// run takes the other so that both times stay current; the outputs are
-/// the same bits either way. `parallel` mode always takes the pool.
+/// and on the caller's thread, then runs the faster way, and now and then
+/// takes the other so that both times stay current; the outputs are the
+/// same bits either way. `parallel` mode always takes the pool.
 #[test]
 fn runs_without_forks_measure_the_callers_thread_against_the_pool() {
     use ramify::sched::SoloWay;
@@ -373,7 +373,7 @@ fn runs_without_forks_measure_the_callers_thread_against_the_pool() {
                     .build_from_bytes(&model)
                     .expect("valid model");
                 let x = Tensor::from_vec(&[1, 4], vec![-1.0f32, 0.5, 2.0, -3.0]).unwrap();
-                (0..24)
+                (0..70)
                     .map(|_| {
                         let (out, report) = session.run_traced([("x", x.clone())]).expect("a run");
                         let spans = report.trace.expect("a trace").spans;
@@ -402,10 +402,12 @@ fn runs_without_forks_measure_the_callers_thread_against_the_pool() {
     for (way, on_app, _) in &adaptive {
         assert_eq!(*on_app, *way == Some(SoloWay::Inline), "{way:?}");
     }
-    // After the first three, each window of eight runs takes both ways.
-    for window in ways[3..].chunks(8) {
-        assert!(window.contains(&SoloWay::Inline) && window.contains(&SoloWay::Pooled));
-    }
+    // After the first three, runs take the faster way, and the other at
+    // most every eighth run and at least every 64th.
+    let later = &ways[3..];
+    let inline = later.iter().filter(|&&w| w == SoloWay::Inline).count();
+    let fewer = inline.min(later.len() - inline);
+    assert!((1..=later.len() / 8 + 1).contains(&fewer), "{ways:?}");
     let first = &adaptive[0].2;
     assert!(adaptive.iter().all(|(_, _, out)| out == first));
     let parallel = runs(Mode::Parallel);

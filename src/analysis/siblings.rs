@@ -59,6 +59,15 @@ pub struct Structure {
     pub steps: Vec<Step>,
 }
 
+impl Structure {
+    /// Whether any fork runs its siblings as a parallel fork; without one
+    /// the steps are a plain sequence of nodes (a residual block's fork
+    /// has one sibling and runs as part of that sequence).
+    pub fn forks_any(&self) -> bool {
+        self.forks.iter().any(|f| f.parallel)
+    }
+}
+
 struct Finder<'a> {
     dag: &'a Dag,
     ipdom: Vec<usize>,

@@ -97,7 +97,7 @@ pub fn run(
 ) -> Result<RunResult> {
     let obs = sched.observation();
     let threads = sched.serial_threads(obs.band);
-    // A one-thread run of a plan without forks stays on the caller's
+    // A one-thread run of a plan without (parallel) forks stays on the caller's
     // thread: on a pool it would only hand its whole work to the pool's
     // one thread and sleep until it is done, two wake-ups that cost a tiny
     // model a fifth of its time. Its operators are held to one thread. The
@@ -107,7 +107,7 @@ pub fn run(
     // more threads stays on the caller's thread too where that was
     // measured faster (`solo_way`).
     let way = solo_way(plan, sched, threads);
-    let inline = way == Some(SoloWay::Inline) || (threads == 1 && plan.structure.forks.is_empty());
+    let inline = way == Some(SoloWay::Inline) || (threads == 1 && !plan.structure.forks_any());
     let threads = if inline { 1 } else { threads };
     let policy = &sched.config().policy;
     let speedup = |k: usize| policy.speedup(k);
@@ -177,16 +177,16 @@ pub fn run(
     })
 }
 
-/// For a plan without forks that `adaptive` mode would run on `threads`
+/// For a plan without parallel forks that `adaptive` mode would run on `threads`
 /// threads of an unconfined pool: whether this run stays on the caller's
 /// thread or takes the pool, as measured (see [`SoloMemory`]). `None` where
 /// there is no choice to make.
 fn solo_way(plan: &Plan, sched: &Scheduler, threads: usize) -> Option<SoloWay> {
     let free = sched.config().mode == Mode::Adaptive
         && threads > 1
-        && plan.structure.forks.is_empty()
+        && !plan.structure.forks_any()
         && sched.placement_now() != Placement::Power;
-    free.then(|| plan.solo.choose(plan.forks.explores()))
+    free.then(|| plan.solo.choose(plan.forks.runs()))
 }
 
 /// Runs `steps` on `lane`; its spinners are paused while a fork hands its

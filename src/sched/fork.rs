@@ -53,6 +53,11 @@ impl ForkMemory {
         self.runs.fetch_add(1, Ordering::Relaxed);
     }
 
+    /// How many runs have finished.
+    pub fn runs(&self) -> u64 {
+        self.runs.load(Ordering::Relaxed)
+    }
+
     /// Whether a run has finished, so that measured times count.
     pub fn warmed(&self) -> bool {
         self.warmed.load(Ordering::Relaxed)

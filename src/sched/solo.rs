@@ -5,13 +5,18 @@
 //! for them. For a small model that costs more than it saves. So, in
 //! `adaptive` mode, the scheduler measures whole runs both ways (the
 //! caller's thread alone, and the pool the load band allows) and keeps the
-//! faster; every [`EXPLORE_EVERY`](super::fork::EXPLORE_EVERY)-th run takes
-//! the other way so that both times stay current. The outputs do not
-//! depend on the choice: every kernel gives the same bits on any number of
-//! threads.
+//! faster; every [`EXPLORE_EVERY`]-th run takes the other way so that
+//! both times stay current, or only every [`EXPLORE_RARELY`]-th where one
+//! way is far slower (a large model on one thread), so that exploring
+//! costs its runs little. The outputs do not depend on the choice: every
+//! kernel gives the same bits on any number of threads.
 
-use super::fork::smooth_into;
+use super::fork::{smooth_into, EXPLORE_EVERY};
 use std::sync::atomic::{AtomicU64, Ordering};
+
+/// One run in this many takes the slower way where it is more than a
+/// quarter slower.
+pub const EXPLORE_RARELY: u64 = 64;
 
 /// How a fork-free run is placed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -31,10 +36,11 @@ pub struct SoloMemory {
 }
 
 impl SoloMemory {
-    /// The way a run starting now takes: the pool until it has been
-    /// measured, then the caller's thread until it has been, then the
-    /// faster of the two; `explores` swaps the choice for this run.
-    pub fn choose(&self, explores: bool) -> SoloWay {
+    /// The way a run starting now takes, after `runs` finished runs: the
+    /// pool until it has been measured, then the caller's thread until it
+    /// has been, then the faster of the two, except on an exploring run
+    /// (see the module's header), which takes the other.
+    pub fn choose(&self, runs: u64) -> SoloWay {
         let inline = self.inline.load(Ordering::Relaxed);
         let pooled = self.pooled.load(Ordering::Relaxed);
         if pooled == 0 {
@@ -43,15 +49,20 @@ impl SoloMemory {
         if inline == 0 {
             return SoloWay::Inline;
         }
-        let faster = if inline <= pooled {
-            SoloWay::Inline
+        let (faster, slower, fast, slow) = if inline <= pooled {
+            (SoloWay::Inline, SoloWay::Pooled, inline, pooled)
         } else {
-            SoloWay::Pooled
+            (SoloWay::Pooled, SoloWay::Inline, pooled, inline)
         };
-        match (explores, faster) {
-            (false, way) => way,
-            (true, SoloWay::Inline) => SoloWay::Pooled,
-            (true, SoloWay::Pooled) => SoloWay::Inline,
+        let every = if slow.saturating_mul(4) <= fast.saturating_mul(5) {
+            EXPLORE_EVERY
+        } else {
+            EXPLORE_RARELY
+        };
+        if runs > 0 && runs % every == every - 1 {
+            slower
+        } else {
+            faster
         }
     }
 
@@ -86,27 +97,34 @@ mod tests {
     #[test]
     fn measures_the_pool_then_the_caller_then_keeps_the_faster() {
         let m = SoloMemory::default();
-        assert_eq!(m.choose(false), SoloWay::Pooled);
+        assert_eq!(m.choose(1), SoloWay::Pooled);
         m.record(SoloWay::Pooled, 1_000);
-        assert_eq!(m.choose(false), SoloWay::Inline);
-        m.record(SoloWay::Inline, 600);
-        assert_eq!(m.choose(false), SoloWay::Inline);
-        assert_eq!(m.choose(true), SoloWay::Pooled);
+        assert_eq!(m.choose(2), SoloWay::Inline);
+        m.record(SoloWay::Inline, 900);
+        assert_eq!(m.choose(3), SoloWay::Inline);
+        // Within a quarter of each other: every eighth run explores.
+        assert_eq!(m.choose(7), SoloWay::Pooled);
+        assert_eq!(m.choose(15), SoloWay::Pooled);
+        assert_eq!(m.choose(16), SoloWay::Inline);
         // The inline runs slow down (another process took the core): a few
         // slow runs move the estimate past the pool's, and the pool wins.
         for _ in 0..6 {
             m.record(SoloWay::Inline, 3_000);
         }
-        assert!(m.nanos(SoloWay::Inline).unwrap() > 1_000);
-        assert_eq!(m.choose(false), SoloWay::Pooled);
-        assert_eq!(m.choose(true), SoloWay::Inline);
+        assert!(m.nanos(SoloWay::Inline).unwrap() > 1_250);
+        assert_eq!(m.choose(8), SoloWay::Pooled);
+        // Far slower: the caller's thread is explored only every 64th run.
+        assert_eq!(m.choose(7), SoloWay::Pooled);
+        assert_eq!(m.choose(63), SoloWay::Inline);
+        assert_eq!(m.choose(64), SoloWay::Pooled);
     }
 
     #[test]
-    fn an_exploring_run_before_both_are_measured_measures_the_missing_way() {
+    fn before_both_are_measured_no_run_explores() {
         let m = SoloMemory::default();
-        assert_eq!(m.choose(true), SoloWay::Pooled);
+        assert_eq!(m.choose(7), SoloWay::Pooled);
         m.record(SoloWay::Pooled, 5);
-        assert_eq!(m.choose(true), SoloWay::Inline);
+        assert_eq!(m.choose(7), SoloWay::Inline);
+        assert_eq!(m.choose(63), SoloWay::Inline);
     }
 }
