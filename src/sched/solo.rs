@@ -1,21 +1,27 @@
-//! Whether a plan without forks runs on the caller's thread or on its pool.
+//! Whether a plan without parallel forks runs on the caller's thread or on
+//! its pool.
 //!
-//! A plan with no forks has no siblings to spread: more threads can only
-//! split its operators, and each split wakes the pool's threads and waits
-//! for them. For a small model that costs more than it saves. So, in
-//! `adaptive` mode, the scheduler measures whole runs both ways (the
-//! caller's thread alone, and the pool the load band allows) and keeps the
-//! faster; every [`EXPLORE_EVERY`]-th run takes the other way so that
-//! both times stay current, or only every [`EXPLORE_RARELY`]-th where one
-//! way is far slower (a large model on one thread), so that exploring
-//! costs its runs little. The outputs do not depend on the choice: every
-//! kernel gives the same bits on any number of threads.
+//! Such a plan has no siblings to spread: more threads can only split its
+//! operators, and each split wakes the pool's threads and waits for them.
+//! For a small model that costs more than it saves. So, in `adaptive` mode,
+//! the scheduler times whole runs both ways (the caller's thread alone, and
+//! the pool the load band allows), taking them in turn until each has
+//! [`FIRST_RUNS`] runs (one cold run must not decide), then keeps the
+//! faster. Every [`EXPLORE_EVERY`]-th run takes the other way so that both
+//! times stay current, except where the caller's thread is the slower by
+//! more than a quarter (a large model on one thread): it is retried only
+//! every [`EXPLORE_RARELY`]-th run, so that exploring costs little. The
+//! outputs do not depend on the choice: every kernel gives the same bits
+//! on any number of threads.
 
 use super::fork::{smooth_into, EXPLORE_EVERY};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-/// One run in this many takes the slower way where it is more than a
-/// quarter slower.
+/// Runs timed each way before the faster is kept.
+pub const FIRST_RUNS: u64 = 2;
+
+/// One run in this many retries the caller's thread where it is more than
+/// a quarter slower than the pool.
 pub const EXPLORE_RARELY: u64 = 64;
 
 /// How a fork-free run is placed.
@@ -27,39 +33,56 @@ pub enum SoloWay {
     Pooled,
 }
 
-/// The smoothed wall times of one plan's fork-free runs each way, in
-/// nanoseconds (0 = not measured yet).
+/// The smoothed wall time of one way's runs and how many were timed.
+#[derive(Debug, Default)]
+struct Timed {
+    nanos: AtomicU64,
+    runs: AtomicU64,
+}
+
+/// What one plan's fork-free runs measured each way.
 #[derive(Debug, Default)]
 pub struct SoloMemory {
-    inline: AtomicU64,
-    pooled: AtomicU64,
+    inline: Timed,
+    pooled: Timed,
 }
 
 impl SoloMemory {
+    fn timed(&self, way: SoloWay) -> &Timed {
+        match way {
+            SoloWay::Inline => &self.inline,
+            SoloWay::Pooled => &self.pooled,
+        }
+    }
+
     /// The way a run starting now takes, after `runs` finished runs: the
-    /// pool until it has been measured, then the caller's thread until it
-    /// has been, then the faster of the two, except on an exploring run
-    /// (see the module's header), which takes the other.
+    /// pool and the caller's thread in turn (the pool first) until each
+    /// has been timed [`FIRST_RUNS`] times, then the faster, except on an
+    /// exploring run (see the module's header), which takes the other.
     pub fn choose(&self, runs: u64) -> SoloWay {
-        let inline = self.inline.load(Ordering::Relaxed);
-        let pooled = self.pooled.load(Ordering::Relaxed);
-        if pooled == 0 {
-            return SoloWay::Pooled;
+        let count = |way| self.timed(way).runs.load(Ordering::Relaxed);
+        let (inline_runs, pooled_runs) = (count(SoloWay::Inline), count(SoloWay::Pooled));
+        if inline_runs < FIRST_RUNS || pooled_runs < FIRST_RUNS {
+            return if pooled_runs <= inline_runs {
+                SoloWay::Pooled
+            } else {
+                SoloWay::Inline
+            };
         }
-        if inline == 0 {
-            return SoloWay::Inline;
-        }
-        let (faster, slower, fast, slow) = if inline <= pooled {
-            (SoloWay::Inline, SoloWay::Pooled, inline, pooled)
+        let nanos = |way| self.timed(way).nanos.load(Ordering::Relaxed);
+        let (inline, pooled) = (nanos(SoloWay::Inline), nanos(SoloWay::Pooled));
+        let (faster, slower) = if inline <= pooled {
+            (SoloWay::Inline, SoloWay::Pooled)
         } else {
-            (SoloWay::Pooled, SoloWay::Inline, pooled, inline)
+            (SoloWay::Pooled, SoloWay::Inline)
         };
-        let every = if slow.saturating_mul(4) <= fast.saturating_mul(5) {
-            EXPLORE_EVERY
-        } else {
-            EXPLORE_RARELY
-        };
-        if runs > 0 && runs % every == every - 1 {
+        let every =
+            if faster == SoloWay::Pooled && inline.saturating_mul(4) > pooled.saturating_mul(5) {
+                EXPLORE_RARELY
+            } else {
+                EXPLORE_EVERY
+            };
+        if runs % every == every - 1 {
             slower
         } else {
             faster
@@ -69,21 +92,15 @@ impl SoloMemory {
     /// Records a run taken `way` that took `nanos` (smoothed like node
     /// times: fast runs weigh more, since other work only slows a run).
     pub fn record(&self, way: SoloWay, nanos: u64) {
-        let slot = match way {
-            SoloWay::Inline => &self.inline,
-            SoloWay::Pooled => &self.pooled,
-        };
-        smooth_into(slot, nanos.max(1));
+        let timed = self.timed(way);
+        smooth_into(&timed.nanos, nanos.max(1));
+        timed.runs.fetch_add(1, Ordering::Relaxed);
     }
 
     /// The smoothed time of runs taken `way`, in nanoseconds; `None`
     /// before one was recorded.
     pub fn nanos(&self, way: SoloWay) -> Option<u64> {
-        let slot = match way {
-            SoloWay::Inline => &self.inline,
-            SoloWay::Pooled => &self.pooled,
-        };
-        match slot.load(Ordering::Relaxed) {
+        match self.timed(way).nanos.load(Ordering::Relaxed) {
             0 => None,
             ns => Some(ns),
         }
@@ -94,37 +111,65 @@ impl SoloMemory {
 mod tests {
     use super::*;
 
-    #[test]
-    fn measures_the_pool_then_the_caller_then_keeps_the_faster() {
+    /// Memory after `FIRST_RUNS` runs each way at these times.
+    fn timed(inline: u64, pooled: u64) -> SoloMemory {
         let m = SoloMemory::default();
-        assert_eq!(m.choose(1), SoloWay::Pooled);
-        m.record(SoloWay::Pooled, 1_000);
-        assert_eq!(m.choose(2), SoloWay::Inline);
-        m.record(SoloWay::Inline, 900);
-        assert_eq!(m.choose(3), SoloWay::Inline);
-        // Within a quarter of each other: every eighth run explores.
-        assert_eq!(m.choose(7), SoloWay::Pooled);
-        assert_eq!(m.choose(15), SoloWay::Pooled);
-        assert_eq!(m.choose(16), SoloWay::Inline);
-        // The inline runs slow down (another process took the core): a few
-        // slow runs move the estimate past the pool's, and the pool wins.
-        for _ in 0..6 {
-            m.record(SoloWay::Inline, 3_000);
+        for _ in 0..FIRST_RUNS {
+            m.record(SoloWay::Pooled, pooled);
+            m.record(SoloWay::Inline, inline);
         }
-        assert!(m.nanos(SoloWay::Inline).unwrap() > 1_250);
-        assert_eq!(m.choose(8), SoloWay::Pooled);
-        // Far slower: the caller's thread is explored only every 64th run.
-        assert_eq!(m.choose(7), SoloWay::Pooled);
-        assert_eq!(m.choose(63), SoloWay::Inline);
-        assert_eq!(m.choose(64), SoloWay::Pooled);
+        m
     }
 
     #[test]
-    fn before_both_are_measured_no_run_explores() {
+    fn takes_both_ways_in_turn_until_each_is_timed_twice() {
         let m = SoloMemory::default();
-        assert_eq!(m.choose(7), SoloWay::Pooled);
-        m.record(SoloWay::Pooled, 5);
-        assert_eq!(m.choose(7), SoloWay::Inline);
+        let mut ways = Vec::new();
+        for run in 0..2 * FIRST_RUNS {
+            let way = m.choose(run);
+            ways.push(way);
+            // A cold first pool run, over three times slower than the next:
+            // it does not decide alone.
+            let nanos = match (way, run) {
+                (SoloWay::Pooled, 0) => 3_000,
+                (SoloWay::Pooled, _) => 800,
+                (SoloWay::Inline, _) => 1_500,
+            };
+            m.record(way, nanos);
+        }
+        use SoloWay::*;
+        assert_eq!(ways, [Pooled, Inline, Pooled, Inline]);
+        assert_eq!(m.choose(2 * FIRST_RUNS), Pooled);
+    }
+
+    #[test]
+    fn keeps_the_faster_and_explores_every_eighth_run() {
+        let m = timed(900, 1_000);
+        assert_eq!(m.choose(8), SoloWay::Inline);
+        assert_eq!(m.choose(15), SoloWay::Pooled);
+        assert_eq!(m.choose(16), SoloWay::Inline);
+        // Even a far slower pool is retried every eighth run: on the
+        // caller's thread the model is small, the retry cheap.
+        let m = timed(100, 1_000);
+        assert_eq!(m.choose(15), SoloWay::Pooled);
+        // A slightly slower caller's thread too.
+        let m = timed(1_200, 1_000);
+        assert_eq!(m.choose(14), SoloWay::Pooled);
+        assert_eq!(m.choose(15), SoloWay::Inline);
+    }
+
+    #[test]
+    fn a_far_slower_callers_thread_is_retried_every_64th_run() {
+        let m = timed(1_300, 1_000);
+        assert_eq!(m.choose(15), SoloWay::Pooled);
         assert_eq!(m.choose(63), SoloWay::Inline);
+        assert_eq!(m.choose(64), SoloWay::Pooled);
+        // The pool slows down (another process took a core): a few slow
+        // runs move its estimate past the caller's thread, which wins.
+        for _ in 0..6 {
+            m.record(SoloWay::Pooled, 4_000);
+        }
+        assert!(m.nanos(SoloWay::Pooled).unwrap() > 1_300);
+        assert_eq!(m.choose(64), SoloWay::Inline);
     }
 }
