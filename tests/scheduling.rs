@@ -359,7 +359,32 @@ fn one_thread_runs_without_forks_stay_on_the_callers_thread() {
 fn runs_without_forks_measure_the_callers_thread_against_the_pool() {
     use ramify::sched::SoloWay;
     let _turn = QUIET.lock().unwrap_or_else(|p| p.into_inner());
-    let model = bytes(&relu_add_model());
+    // 200 cheap nodes: a pooled run stays far under the 50 µs per node
+    // below which the caller's thread is tried, even on a busy machine.
+    let chain: Vec<_> = (0..200)
+        .map(|i| {
+            let x = if i == 0 {
+                "x".to_string()
+            } else {
+                format!("v{}", i - 1)
+            };
+            let y = if i == 199 {
+                "y".to_string()
+            } else {
+                format!("v{i}")
+            };
+            node(if i % 2 == 0 { "Neg" } else { "Relu" }, &[&x], &[&y])
+        })
+        .collect();
+    let model = bytes(&model(
+        graph(
+            chain,
+            vec![value_info("x", 1, &[1, 4])],
+            vec![value_info("y", 1, &[1, 4])],
+            vec![],
+        ),
+        13,
+    ));
     let runs = |mode: Mode| {
         let model = model.clone();
         std::thread::Builder::new()
@@ -402,12 +427,13 @@ fn runs_without_forks_measure_the_callers_thread_against_the_pool() {
     for (way, on_app, _) in &adaptive {
         assert_eq!(*on_app, *way == Some(SoloWay::Inline), "{way:?}");
     }
-    // Then runs take the faster way, and the other at most every eighth
-    // run and at least every 64th.
+    // Then runs take the faster way (which may change as the times move)
+    // and now and then the other, so both keep being taken.
     let later = &ways[5..];
-    let inline = later.iter().filter(|&&w| w == SoloWay::Inline).count();
-    let fewer = inline.min(later.len() - inline);
-    assert!((1..=later.len() / 8 + 1).contains(&fewer), "{ways:?}");
+    assert!(
+        later.contains(&Inline) && later.contains(&Pooled),
+        "{ways:?}"
+    );
     let first = &adaptive[0].2;
     assert!(adaptive.iter().all(|(_, _, out)| out == first));
     let parallel = runs(Mode::Parallel);

@@ -186,7 +186,7 @@ fn solo_way(plan: &Plan, sched: &Scheduler, threads: usize) -> Option<SoloWay> {
         && threads > 1
         && !plan.structure.forks_any()
         && sched.placement_now() != Placement::Power;
-    free.then(|| plan.solo.choose(plan.forks.runs()))
+    free.then(|| plan.solo.choose(plan.forks.runs(), plan.graph.nodes.len()))
 }
 
 /// Runs `steps` on `lane`; its spinners are paused while a fork hands its
