@@ -1,23 +1,23 @@
-//! Whether a plan without parallel forks runs on the caller's thread or on
-//! its pool.
+//! Whether a plan without parallel forks runs on the caller's thread or on its
+//! pool.
 //!
 //! Such a plan has no siblings to spread: more threads can only split its
-//! operators, and each split wakes the pool's threads and waits for them.
-//! For a small model that costs more than it saves. So, in `adaptive` mode,
-//! where a run on the pool takes under [`POOL_COST_BOUND`] per node (a
-//! generous bound on what the pool's wake-ups and waits cost one node,
-//! beyond which they cannot be what makes the run slow and a run on one
-//! thread would only be slower), the scheduler times whole runs both ways (the caller's thread alone, and
-//! the pool the load band allows), taking them in turn until each has
-//! [`FIRST_RUNS`] runs (one cold run must not decide), then keeps the
-//! faster; the caller's thread counts as faster only by more than a tenth
-//! (the pool is what the caller asked for, and a noisy pair of runs should
-//! not turn it down). Every [`EXPLORE_EVERY`]-th run takes the other way so that both
-//! times stay current, except where the caller's thread is the slower by
-//! more than a quarter (a large model on one thread): it is retried only
-//! every [`EXPLORE_RARELY`]-th run, so that exploring costs little. The
-//! outputs do not depend on the choice: every kernel gives the same bits
-//! on any number of threads.
+//! operators, and each split wakes the pool's threads and waits for them. For a
+//! small model that costs more than it saves. So, in `adaptive` mode, where a
+//! run on the pool takes under [`POOL_COST_BOUND`] per node (a generous bound
+//! on what the pool's wake-ups and waits cost one node, beyond which they
+//! cannot be what makes the run slow and a run on one thread would only be
+//! slower), the scheduler times whole runs both ways (the caller's thread
+//! alone, and the pool the load band allows), taking them in turn until each
+//! has [`FIRST_RUNS`] runs (one cold run must not decide), then keeps the
+//! faster; the caller's thread counts as faster only by more than a tenth (the
+//! pool is what the caller asked for, and a noisy pair of runs should not turn
+//! it down). Every [`EXPLORE_EVERY`]-th run takes the other way so that both
+//! times stay current, except where the caller's thread is the slower by more
+//! than a quarter (a large model on one thread): it is retried only every
+//! [`EXPLORE_RARELY`]-th run, so that exploring costs little. The outputs do
+//! not depend on the choice: every kernel gives the same bits on any number of
+//! threads.
 
 use super::fork::{smooth_into, EXPLORE_EVERY};
 use std::sync::atomic::{AtomicU64, Ordering};
