@@ -277,6 +277,9 @@ fn direction(d: &Dims, dir: Dir) -> DirOut<f32> {
         }
         let xrow = |t: usize, bi: usize| dir.xrow(d, t, bi);
         match dir.rec {
+            Recurrence::F32(packs) if s % 2 == 1 => {
+                packs[0].mul_backward(&hs, b, h, &mut rec, rec_w)
+            }
             Recurrence::F32(packs) => packs[0].mul(&hs, b, h, &mut rec, rec_w),
             Recurrence::Int8(w, di) => w.step(di, &hs, b, &mut rec, rec_w, &mut scratch),
         }
