@@ -2,8 +2,10 @@
 //! projection of every time step and direction is one product through the
 //! GEMM engine that MatMul uses (W transposed once, the biases folded into
 //! its epilogue); each time step multiplies the hidden state by R packed in
-//! panels ([`Packed`]) and runs one fused gate kernel per batch row
-//! ([`gates`]). W and R are prepared once at build when they are constants
+//! panels ([`Packed`]), taking the panels in the opposite order on
+//! alternate steps (the same sums; the panels read last are still cached
+//! when the next step starts), and runs one fused gate kernel per batch
+//! row ([`gates`]). W and R are prepared once at build when they are constants
 //! (as in exported models), else on every run. The projection is cut into
 //! blocks by size alone and each direction's time loop runs on one thread,
 //! so results are bit-identical whatever the number of threads; directions
