@@ -257,17 +257,19 @@ fn one_cpu_pools_run_as_tasks_of_the_runs_pool() {
 }
 
 #[test]
-fn every_eighth_run_explores_the_option_turned_down() {
+fn the_eighth_run_explores_the_option_turned_down() {
     // One run in eight takes, at every fork, the option the makespan check
     // turned down (on 2 CPUs: serial on both, or one CPU each), so that
-    // its times stay measured. Which one the check picks depends on the
-    // times measured here (a busy CPU made it fork); which runs explore,
-    // and that they take the other option, does not.
+    // its times stay measured; one in 64 once exploring was measured more
+    // than a tenth slower than the other runs. Which option the check
+    // picks depends on the times measured here (a busy CPU made it fork),
+    // and so does whether run 15 explores; that run 7 does, and that
+    // exploring runs take the other option, does not.
     let (reports, outputs) = fork_reports(&chains_model(1, 9), Mode::Adaptive, true, 17);
     let explored: Vec<usize> = (0..reports.len())
         .filter(|&i| reports[i].explored_from.is_some())
         .collect();
-    assert_eq!(explored, [7, 15], "{reports:?}");
+    assert!(explored == [7] || explored == [7, 15], "{reports:?}");
     let serial = Decision::Serial { threads: 2 };
     for i in explored {
         let (taken, checked) = (&reports[i].decision, reports[i].explored_from.as_ref());

@@ -160,9 +160,11 @@ pub fn run(
             run_steps(&run, &plan.structure.steps, &lane)
         })?;
     }
+    let nanos = started.elapsed().as_nanos() as u64;
     if let (Some(way), true) = (way, plan.forks.warmed()) {
-        plan.solo.record(way, started.elapsed().as_nanos() as u64);
+        plan.solo.record(way, nanos);
     }
+    plan.forks.record_run(run.explores, nanos);
     plan.forks.finish_run();
     let outputs = collect_outputs(plan, &run.store)?;
     let forks = run.reports.into_inner().unwrap_or_else(|p| p.into_inner());

@@ -26,15 +26,24 @@ pub struct Observation {
 /// One run in this many explores (see [`ForkMemory::explores`]).
 pub const EXPLORE_EVERY: u64 = 8;
 
+/// One run in this many explores where exploring was measured to cost
+/// (see [`ForkMemory::explores`]).
+pub const EXPLORE_RARELY: u64 = 64;
+
 /// What the scheduler remembers of one plan's forks across its runs: how
-/// many runs have finished (which decides the exploring runs) and each
-/// fork's measured overhead. Times count only once the first run has
-/// finished (the first pays for lazy set-up).
+/// many runs have finished (which decides the exploring runs), each
+/// fork's measured overhead, and the smoothed wall time of exploring and
+/// of other runs. Times count only once the first run has finished (the
+/// first pays for lazy set-up).
 #[derive(Debug)]
 pub struct ForkMemory {
     runs: AtomicU64,
     warmed: AtomicBool,
     overheads: Vec<AtomicU64>,
+    /// Smoothed nanoseconds of runs that did not explore.
+    usual: AtomicU64,
+    /// Smoothed nanoseconds of runs that explored.
+    explored: AtomicU64,
 }
 
 impl ForkMemory {
@@ -44,7 +53,30 @@ impl ForkMemory {
             runs: AtomicU64::new(0),
             warmed: AtomicBool::new(false),
             overheads: (0..forks).map(|_| AtomicU64::new(0)).collect(),
+            usual: AtomicU64::new(0),
+            explored: AtomicU64::new(0),
         }
+    }
+
+    /// Records a whole run's wall time, `explored` or not (not kept before
+    /// the first run has finished).
+    pub fn record_run(&self, explored: bool, nanos: u64) {
+        if self.warmed() {
+            let slot = if explored {
+                &self.explored
+            } else {
+                &self.usual
+            };
+            smooth_into(slot, nanos.max(1));
+        }
+    }
+
+    /// Whether exploring runs were measured more than a tenth slower than
+    /// the others.
+    fn exploring_costs(&self) -> bool {
+        let usual = self.usual.load(Ordering::Relaxed);
+        let explored = self.explored.load(Ordering::Relaxed);
+        usual > 0 && explored.saturating_mul(10) > usual.saturating_mul(11)
     }
 
     /// Marks a run as finished: times are kept from the next run on.
@@ -66,10 +98,19 @@ impl ForkMemory {
     /// Whether a run starting now explores: every [`EXPLORE_EVERY`]-th
     /// run after the first, each fork takes the option the makespan check
     /// turned down, so that its times stay measured. All forks explore in
-    /// the same run, which leaves the other runs untouched.
+    /// the same run, which leaves the other runs untouched. Where the
+    /// exploring runs were measured more than a tenth slower than the
+    /// others, only every [`EXPLORE_RARELY`]-th run explores: each of
+    /// them is a slow run the application waits for (one in eight made
+    /// a long-running app's 95th percentile an exploring run's time).
     pub fn explores(&self) -> bool {
         let runs = self.runs.load(Ordering::Relaxed);
-        runs > 0 && runs % EXPLORE_EVERY == EXPLORE_EVERY - 1
+        let every = if self.exploring_costs() {
+            EXPLORE_RARELY
+        } else {
+            EXPLORE_EVERY
+        };
+        runs > 0 && runs % every == every - 1
     }
 
     /// Records the overhead of a parallel run of fork `f`: `nanos` of its
@@ -241,6 +282,48 @@ mod tests {
             m.finish_run();
         }
         assert_eq!(exploring, [7, 15]);
+    }
+
+    #[test]
+    fn costly_exploring_runs_come_every_sixty_fourth_run() {
+        let m = ForkMemory::new(1);
+        let mut exploring = Vec::new();
+        for run in 0..200u64 {
+            let explores = m.explores();
+            if explores {
+                exploring.push(run);
+            }
+            // Exploring runs take 1.5 ms against 1 ms, from the first.
+            m.record_run(explores, if explores { 1_500_000 } else { 1_000_000 });
+            m.finish_run();
+        }
+        // The first exploring run is measured, then only every 64th run
+        // explores.
+        assert_eq!(exploring, [7, 63, 127, 191]);
+    }
+
+    #[test]
+    fn exploring_runs_a_tenth_slower_or_less_stay_every_eighth() {
+        let m = ForkMemory::new(1);
+        let mut exploring = 0;
+        for _ in 0..64 {
+            let explores = m.explores();
+            exploring += usize::from(explores);
+            m.record_run(explores, if explores { 1_090_000 } else { 1_000_000 });
+            m.finish_run();
+        }
+        assert_eq!(exploring, 8);
+        // Once they take more than a tenth longer, they come rarely.
+        m.record_run(true, 2_000_000);
+        m.record_run(true, 2_000_000);
+        let later = (0..64)
+            .filter(|_| {
+                let e = m.explores();
+                m.finish_run();
+                e
+            })
+            .count();
+        assert_eq!(later, 1);
     }
 
     #[test]

@@ -19,7 +19,7 @@
 //! not depend on the choice: every kernel gives the same bits on any number of
 //! threads.
 
-use super::fork::{smooth_into, EXPLORE_EVERY};
+use super::fork::{smooth_into, EXPLORE_EVERY, EXPLORE_RARELY};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Runs timed each way before the faster is kept.
@@ -28,10 +28,6 @@ pub const FIRST_RUNS: u64 = 2;
 /// Nanoseconds per node under which a pooled run may be slower than a run
 /// on the caller's thread (see the module's header).
 pub const POOL_COST_BOUND: u64 = 50_000;
-
-/// One run in this many retries the caller's thread where it is more than
-/// a quarter slower than the pool.
-pub const EXPLORE_RARELY: u64 = 64;
 
 /// How a fork-free run is placed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
