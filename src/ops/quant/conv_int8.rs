@@ -26,7 +26,7 @@ pub(super) enum Prepared {
     /// K = input channels of the group × kernel height × width.
     Gemm(Vec<PackedS8>),
     /// One input channel per group: `w − zw` per output channel and tap.
-    Depthwise(depthwise::Weights),
+    Depthwise(Box<depthwise::Weights>),
 }
 
 /// Packs 4-D 8-bit weights `[m, c/g, kh, kw]` with their zero point (scalar
@@ -56,12 +56,8 @@ pub(super) fn prepare(w: &Tensor, zw: Option<&Tensor>, group: usize) -> Result<O
     }
     let (m, cg, taps) = (s[0], s[1], s[2] * s[3]);
     if cg == 1 && group > 1 {
-        return Ok(Some(Prepared::Depthwise(depthwise::Weights::new(
-            bytes,
-            signed,
-            &zero,
-            m,
-            [s[2], s[3]],
+        return Ok(Some(Prepared::Depthwise(Box::new(
+            depthwise::Weights::new(bytes, signed, &zero, m, [s[2], s[3]]),
         ))));
     }
     let (mg, k) = (m / group, cg * taps);

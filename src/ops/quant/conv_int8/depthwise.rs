@@ -82,6 +82,9 @@ thread_local! {
 
 impl Job<'_> {
     pub(super) fn run(&self, w: &Weights, x: &[u8], dest: Dest) {
+        let Some(dest) = self.run_in_windows(w, x, dest) else {
+            return;
+        };
         let plane_out = self.win.out_len();
         let ow = self.win.output[1];
         let plan = w.dot.as_ref().and_then(|q| q.plan(self.win));
@@ -135,6 +138,47 @@ impl Job<'_> {
                 });
             }
         }
+    }
+
+    /// Requantized small planes on the dot-product kernel's window form,
+    /// whole chunks of planes per call; hands `dest` back where that does
+    /// not apply.
+    fn run_in_windows<'a>(&self, w: &Weights, x: &[u8], dest: Dest<'a>) -> Option<Dest<'a>> {
+        let Dest::Quant {
+            out,
+            scale,
+            zero,
+            range,
+        } = dest
+        else {
+            return Some(dest);
+        };
+        let window = w
+            .dot
+            .as_ref()
+            .and_then(|q| Some((q, q.window_tables(self.win, self.zero_x, self.x_signed)?)));
+        let Some((quads, tables)) = window else {
+            return Some(Dest::Quant {
+                out,
+                scale,
+                zero,
+                range,
+            });
+        };
+        let planes = dot::Planes {
+            x,
+            channels: self.channels,
+            signed: self.x_signed,
+            bias: self.bias,
+            scale,
+            zero,
+            lo: (range.0 - zero) as f32,
+            hi: (range.1 - zero) as f32,
+        };
+        par_rows(out, self.win.out_len(), |first, chunk| {
+            planes.run(quads, &tables, first, chunk)
+        });
+        None
     }
 
     /// Output plane `p` (image p / m, channel p % m): hands `emit` the

@@ -16,6 +16,10 @@
 #![cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 
 use crate::ops::conv::geom::Window;
+use std::sync::{Arc, Mutex};
+
+mod window;
+pub(super) use window::{Planes, Tables};
 
 /// Outputs per vector.
 const LANES: usize = 16;
@@ -33,6 +37,9 @@ pub(crate) struct Quads {
     /// Quads per kernel row.
     per_row: usize,
     kernel: [usize; 2],
+    /// The window kernel's tables for the last geometry and zero point
+    /// asked for (`None` inside: it does not apply there).
+    window: Mutex<Option<(window::Key, Option<Arc<Tables>>)>>,
 }
 
 impl Quads {
@@ -65,7 +72,28 @@ impl Quads {
             sums,
             per_row,
             kernel,
+            window: Mutex::new(None),
         })
+    }
+
+    /// The [`window`] kernel's tables for this convolution and input zero
+    /// point `zx` (of s8 data when `signed`), built on first use and kept
+    /// for the runs that follow; `None` where that kernel does not apply.
+    pub(super) fn window_tables(&self, win: &Window, zx: i32, signed: bool) -> Option<Arc<Tables>> {
+        if !has_dot() {
+            return None;
+        }
+        let fill = u8::try_from(zx + if signed { 128 } else { 0 }).ok()?;
+        let key = window::Key::new(win, self.kernel, fill)?;
+        let mut cached = self.window.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((k, tables)) = &*cached {
+            if *k == key {
+                return tables.clone();
+            }
+        }
+        let tables = Tables::new(key, self.per_row).map(Arc::new);
+        *cached = Some((key, tables.clone()));
+        tables
     }
 
     /// Output channels.
