@@ -23,6 +23,10 @@ struct QConv {
     linear: bool,
     /// The weights packed for the fast path, when constant at build.
     prepared: Option<Prepared>,
+    /// QLinearConv's requantization scales, when constant at build.
+    scale: Option<Vec<f32>>,
+    /// QLinearConv's bias, when constant at build.
+    bias: Option<Vec<i32>>,
 }
 
 fn build(ctx: &BuildContext, name: &'static str, linear: bool) -> Result<Box<dyn Operator>> {
@@ -37,12 +41,25 @@ fn build(ctx: &BuildContext, name: &'static str, linear: bool) -> Result<Box<dyn
         Some(w) if wz_known => conv_int8::prepare(w, ctx.constant(wz_at), group)?,
         _ => None,
     };
+    // Per-channel constants converted once here instead of every run; a
+    // malformed one is left to the run, which reports it.
+    let constants: Vec<Option<&Tensor>> = (0..ctx.num_inputs).map(|i| ctx.constant(i)).collect();
+    let m = ctx.constant(w_at).and_then(|w| w.shape().first().copied());
+    let (scale, bias) = match m {
+        Some(m) if linear => (
+            output_scales(name, &constants, m).ok(),
+            bias_of(name, &constants, m).ok().flatten(),
+        ),
+        _ => (None, None),
+    };
     Ok(Box::new(QConv {
         name,
         window: WindowAttrs::parse(ctx.attrs, true)?,
         group,
         linear,
         prepared,
+        scale,
+        bias,
     }))
 }
 
@@ -84,15 +101,29 @@ impl QConv {
             Some(z) => scalar_i32(op, z, "x zero point")?,
         };
         let m = w.shape()[0];
+        let (scale_now, bias_now);
         let (bias, output) = if self.linear {
-            let scale = output_scales(op, inputs, m)?;
+            let scale = match &self.scale {
+                Some(s) => s,
+                None => {
+                    scale_now = output_scales(op, inputs, m)?;
+                    &scale_now
+                }
+            };
+            let bias = match &self.bias {
+                Some(b) => Some(&b[..]),
+                None => {
+                    bias_now = bias_of(op, inputs, m)?;
+                    bias_now.as_deref()
+                }
+            };
             let yz = input(op, inputs, 7)?;
             let output = conv_int8::Output::Quant {
                 scale,
                 zero: scalar_i32(op, yz, "y zero point")?,
                 signed: yz.dtype() == DType::I8,
             };
-            (bias_of(op, inputs, m)?, output)
+            (bias, output)
         } else {
             (None, conv_int8::Output::Wide)
         };
@@ -100,7 +131,7 @@ impl QConv {
             win,
             group: self.group,
             zero_x,
-            bias: bias.as_deref(),
+            bias,
             output,
         };
         conv.run(prep, x, out_shape).map(Some)

@@ -88,13 +88,13 @@ pub(super) fn prepare(w: &Tensor, zw: Option<&Tensor>, group: usize) -> Result<O
 }
 
 /// What the convolution produces.
-pub(super) enum Output {
+pub(super) enum Output<'a> {
     /// i32 sums (ConvInteger).
     Wide,
     /// 8-bit values: per-output-channel (or single) f32 scale, zero point,
     /// and whether the type is int8.
     Quant {
-        scale: Vec<f32>,
+        scale: &'a [f32],
         zero: i32,
         signed: bool,
     },
@@ -114,7 +114,7 @@ pub(super) struct Conv<'a> {
     pub zero_x: i32,
     /// Per output channel, added to the sums.
     pub bias: Option<&'a [i32]>,
-    pub output: Output,
+    pub output: Output<'a>,
 }
 
 impl Conv<'_> {
@@ -214,7 +214,7 @@ impl Conv<'_> {
                             )),
                             Output::Quant { scale, zero, .. } => {
                                 let s = if scale.len() == 1 {
-                                    &scale[..]
+                                    scale
                                 } else {
                                     &scale[g * mg..][..mg]
                                 };

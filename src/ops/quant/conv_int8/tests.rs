@@ -125,7 +125,7 @@ fn case(
         zero_x: zx,
         bias: Some(&bias),
         output: Output::Quant {
-            scale: scale.clone(),
+            scale: &scale,
             zero: 7,
             signed: true,
         },
