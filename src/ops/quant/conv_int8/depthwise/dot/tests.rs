@@ -105,7 +105,7 @@ fn short_rows_share_vectors_only_while_their_bytes_fit_one_load() {
 
 /// The naive sums of one depthwise plane: taps past the input read `zx`.
 #[allow(clippy::too_many_arguments)]
-fn naive_plane(
+pub(super) fn naive_plane(
     win: &Window,
     taps: &[i16],
     src: &[u8],

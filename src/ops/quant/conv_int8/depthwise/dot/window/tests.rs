@@ -1,49 +1,30 @@
-//! The window kernel's tables against a naive depthwise sum (on every
+//! The window kernel's tables against the naive depthwise sum (on every
 //! architecture, by emulating the permutation), the geometries they
 //! refuse, and the AVX-512 kernel against the padded-plane kernel's bytes.
 
+use super::super::tests::naive_plane;
 use super::*;
+use crate::ops::conv::geom::Window;
 use crate::ops::testutil::xorshift32;
 
-/// A key for a `k`×`k` kernel over `h`×`w` with stride, dilation and pad
-/// on every side.
-fn key(h: usize, w: usize, k: usize, stride: usize, dil: usize, pad: usize, fill: u8) -> Key {
+/// The window of a `k`×`k` kernel over `h`×`w` with stride, dilation
+/// and pad on every side.
+fn window(h: usize, w: usize, k: usize, stride: usize, dil: usize, pad: usize) -> Window {
     let out = |d: usize| (d + 2 * pad - dil * (k - 1) - 1) / stride + 1;
-    Key {
-        input: [h, w],
-        output: [out(h), out(w)],
-        kernel: [k, k],
-        strides: [stride; 2],
-        dilations: [dil; 2],
-        pad_begin: [pad; 2],
-        fill,
+    Window {
+        input: vec![h, w],
+        kernel: vec![k, k],
+        strides: vec![stride; 2],
+        dilations: vec![dil; 2],
+        pad_begin: vec![pad; 2],
+        pad_end: vec![pad; 2],
+        output: vec![out(h), out(w)],
     }
 }
 
-/// The sums output by output and tap, padding reading `fill`.
-fn naive(key: &Key, plane: &[u8], quads: &[i32], per_row: usize, start: i32) -> Vec<i32> {
-    let ([ih, iw], [oh, ow], [kh, kw]) = (key.input, key.output, key.kernel);
-    let mut sums = vec![start; oh * ow];
-    for oy in 0..oh {
-        for ox in 0..ow {
-            for ky in 0..kh {
-                for kx in 0..kw {
-                    let iy = (oy * key.strides[0] + ky * key.dilations[0]) as isize
-                        - key.pad_begin[0] as isize;
-                    let ix = (ox * key.strides[1] + kx * key.dilations[1]) as isize
-                        - key.pad_begin[1] as isize;
-                    let x = if (0..ih as isize).contains(&iy) && (0..iw as isize).contains(&ix) {
-                        plane[iy as usize * iw + ix as usize]
-                    } else {
-                        key.fill
-                    };
-                    let w = quads[ky * per_row + kx / 4].to_le_bytes()[kx % 4] as i8;
-                    sums[oy * ow + ox] += x as i32 * w as i32;
-                }
-            }
-        }
-    }
-    sums
+/// Its key with a zero fill byte.
+fn key(h: usize, w: usize, k: usize, stride: usize, dil: usize, pad: usize) -> Key {
+    Key::new(&window(h, w, k, stride, dil, pad), [k, k], 0).unwrap()
 }
 
 /// The sums as the kernel forms them, with the permutation emulated.
@@ -95,50 +76,47 @@ const KEYS: &[(usize, usize, usize, usize, usize, usize)] = &[
 fn the_tables_gather_every_tap_and_the_padding() {
     let mut next = xorshift32(99);
     for &(h, w, k, s, d, p) in KEYS {
-        let key = key(h, w, k, s, d, p, next() as u8);
-        let per_row = k.div_ceil(4);
-        let t = Tables::new(key, per_row).unwrap_or_else(|| panic!("{key:?} fits"));
+        let win = window(h, w, k, s, d, p);
+        let fill = next() as u8;
+        let key = Key::new(&win, [k, k], fill).unwrap();
+        let taps: Vec<i16> = (0..k * k).map(|_| (next() % 255) as i16 - 127).collect();
+        let quads = Quads::new(&taps, 1, [k, k]).unwrap();
+        let t = Tables::new(key, quads.per_row).unwrap_or_else(|| panic!("{key:?} fits"));
         let plane: Vec<u8> = (0..h * w).map(|_| next() as u8).collect();
-        let quads: Vec<i32> = (0..k * per_row)
-            .map(|i| {
-                // Taps past a row's end have zero weights, as in `Quads`.
-                let mut b = (next() as i32).to_le_bytes();
-                for (x, byte) in b.iter_mut().enumerate() {
-                    if (i % per_row) * 4 + x >= k {
-                        *byte = 0;
-                    }
-                }
-                i32::from_le_bytes(b)
-            })
-            .collect();
-        assert_eq!(
-            emulated(&t, &plane, &quads, -55),
-            naive(&key, &plane, &quads, per_row, -55),
-            "{key:?}"
+        // Σ x·w with padding reading `fill` is the naive Σ (x − fill)·w
+        // plus fill · Σ w.
+        let sum_w: i32 = taps.iter().map(|&t| t as i32).sum();
+        let want = naive_plane(
+            &win,
+            &taps,
+            &plane,
+            false,
+            fill as i32,
+            -55 + fill as i32 * sum_w,
         );
+        assert_eq!(emulated(&t, &plane, &quads.quads, -55), want, "{key:?}");
     }
 }
 
 #[test]
 fn wide_windows_and_large_planes_are_refused() {
     // Three rows of 56 bytes exceed one window of 128.
-    assert!(Tables::new(key(56, 56, 3, 1, 1, 1, 0), 1).is_none());
+    assert!(Tables::new(key(56, 56, 3, 1, 1, 1), 1).is_none());
     // 28×28 at stride 2 reads three rows of 28: fits.
-    assert!(Tables::new(key(28, 28, 3, 2, 1, 1, 0), 1).is_some());
+    assert!(Tables::new(key(28, 28, 3, 2, 1, 1), 1).is_some());
     // 40×40 fits a window per vector but needs 40·3·3 permutations.
-    assert!(Tables::new(key(40, 40, 3, 1, 1, 1, 0), 1).is_none());
+    assert!(Tables::new(key(40, 40, 3, 1, 1, 1), 1).is_none());
     // Short rows share a vector only while their bytes fit: 7-wide rows
     // of a 7×7 kernel need 13 input rows for two output rows.
-    let t = Tables::new(key(4, 7, 7, 1, 1, 3, 0), 2).unwrap();
+    let t = Tables::new(key(4, 7, 7, 1, 1, 3), 2).unwrap();
     assert_eq!(t.vectors.len(), 2, "two output rows per vector");
-    let t = Tables::new(key(20, 60, 7, 1, 1, 3, 0), 2);
+    let t = Tables::new(key(20, 60, 7, 1, 1, 3), 2);
     assert!(t.is_none(), "seven rows of 60 bytes do not fit");
 }
 
 #[cfg(target_arch = "x86_64")]
 #[test]
 fn the_vnni_kernel_gives_the_padded_plane_kernels_bytes() {
-    use crate::ops::conv::geom::Window;
     if !super::super::has_dot() {
         return;
     }
@@ -150,16 +128,7 @@ fn the_vnni_kernel_gives_the_padded_plane_kernels_bytes() {
                 .map(|_| (next() % 255) as i16 - 127)
                 .collect();
             let quads = Quads::new(&taps, m, [k, k]).unwrap();
-            let out = |x: usize| (x + 2 * p - d * (k - 1) - 1) / s + 1;
-            let win = Window {
-                input: vec![h, w],
-                kernel: vec![k, k],
-                strides: vec![s; 2],
-                dilations: vec![d; 2],
-                pad_begin: vec![p; 2],
-                pad_end: vec![p; 2],
-                output: vec![out(h), out(w)],
-            };
+            let win = window(h, w, k, s, d, p);
             let zx = if signed { -7 } else { 131 };
             let t = quads.window_tables(&win, zx, signed).expect("applies");
             let x: Vec<u8> = (0..n * channels * h * w).map(|_| next() as u8).collect();
