@@ -81,10 +81,10 @@ thread_local! {
 }
 
 impl Job<'_> {
-    pub(super) fn run(&self, w: &Weights, x: &[u8], dest: Dest) {
-        let Some(dest) = self.run_in_windows(w, x, dest) else {
+    pub(super) fn run(&self, w: &Weights, x: &[u8], mut dest: Dest) {
+        if self.run_in_windows(w, x, &mut dest) {
             return;
-        };
+        }
         let plane_out = self.win.out_len();
         let ow = self.win.output[1];
         let plan = w.dot.as_ref().and_then(|q| q.plan(self.win));
@@ -141,9 +141,9 @@ impl Job<'_> {
     }
 
     /// Requantized small planes on the dot-product kernel's window form,
-    /// whole chunks of planes per call; hands `dest` back where that does
-    /// not apply.
-    fn run_in_windows<'a>(&self, w: &Weights, x: &[u8], dest: Dest<'a>) -> Option<Dest<'a>> {
+    /// whole chunks of planes per call; false (`dest` untouched) where
+    /// that does not apply.
+    fn run_in_windows(&self, w: &Weights, x: &[u8], dest: &mut Dest) -> bool {
         let Dest::Quant {
             out,
             scale,
@@ -151,19 +151,14 @@ impl Job<'_> {
             range,
         } = dest
         else {
-            return Some(dest);
+            return false;
         };
         let window = w
             .dot
             .as_ref()
             .and_then(|q| Some((q, q.window_tables(self.win, self.zero_x, self.x_signed)?)));
         let Some((quads, tables)) = window else {
-            return Some(Dest::Quant {
-                out,
-                scale,
-                zero,
-                range,
-            });
+            return false;
         };
         let planes = dot::Planes {
             x,
@@ -171,14 +166,14 @@ impl Job<'_> {
             signed: self.x_signed,
             bias: self.bias,
             scale,
-            zero,
-            lo: (range.0 - zero) as f32,
-            hi: (range.1 - zero) as f32,
+            zero: *zero,
+            lo: (range.0 - *zero) as f32,
+            hi: (range.1 - *zero) as f32,
         };
         par_rows(out, self.win.out_len(), |first, chunk| {
             planes.run(quads, &tables, first, chunk)
         });
-        None
+        true
     }
 
     /// Output plane `p` (image p / m, channel p % m): hands `emit` the

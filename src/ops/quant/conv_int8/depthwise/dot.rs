@@ -428,21 +428,25 @@ struct Cover {
     count: usize,
 }
 
-impl Geometry {
-    /// Short rows share a vector when the bytes they read lie within one
-    /// load: lane `r·ow + c` then reads row `oy + r`, column `c`.
-    fn cover(&self) -> Cover {
-        let mut rows = if self.ow < LANES { LANES / self.ow } else { 1 };
-        while rows > 1
-            && (rows - 1) * self.sh * self.pw + (self.ow - 1) * self.sw + 3 * self.dw >= SPAN
-        {
-            rows -= 1;
-        }
-        let per_row = if rows > 1 { 1 } else { self.ow.div_ceil(LANES) };
-        let count = if rows > 1 {
-            self.oh.div_ceil(rows)
+impl Cover {
+    /// The most whole rows of `ow` outputs one vector can hold.
+    fn most_rows(ow: usize) -> usize {
+        if ow < LANES {
+            LANES / ow.max(1)
         } else {
-            self.oh * per_row
+            1
+        }
+    }
+
+    /// `rows` whole rows per vector (1: each row split into vectors) over
+    /// an `output` plane.
+    fn new(rows: usize, output: [usize; 2]) -> Cover {
+        let [oh, ow] = output;
+        let per_row = if rows > 1 { 1 } else { ow.div_ceil(LANES) };
+        let count = if rows > 1 {
+            oh.div_ceil(rows)
+        } else {
+            oh * per_row
         };
         Cover {
             rows,
@@ -452,12 +456,26 @@ impl Geometry {
     }
 
     /// Vector `v`'s first output `(oy, ox)`.
-    fn start(&self, cover: Cover, v: usize) -> (usize, usize) {
-        if cover.rows > 1 {
-            (v * cover.rows, 0)
+    fn first(&self, v: usize) -> (usize, usize) {
+        if self.rows > 1 {
+            (v * self.rows, 0)
         } else {
-            (v / cover.per_row, (v % cover.per_row) * LANES)
+            (v / self.per_row, (v % self.per_row) * LANES)
         }
+    }
+}
+
+impl Geometry {
+    /// Short rows share a vector when the bytes they read lie within one
+    /// load: lane `r·ow + c` then reads row `oy + r`, column `c`.
+    fn cover(&self) -> Cover {
+        let mut rows = Cover::most_rows(self.ow);
+        while rows > 1
+            && (rows - 1) * self.sh * self.pw + (self.ow - 1) * self.sw + 3 * self.dw >= SPAN
+        {
+            rows -= 1;
+        }
+        Cover::new(rows, [self.oh, self.ow])
     }
 
     /// The permutation's indices: byte `4j + b` of the gathered vector is
@@ -604,7 +622,7 @@ unsafe fn vectors<const N: usize>(
     let mut base = [0usize; N];
     let mut dst = [0usize; N];
     for i in 0..N {
-        let (oy, ox) = g.start(cover, v + i);
+        let (oy, ox) = cover.first(v + i);
         base[i] = g.at(oy, ox, 0, 0);
         dst[i] = oy * g.ow + ox;
     }

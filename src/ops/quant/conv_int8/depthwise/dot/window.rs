@@ -94,17 +94,9 @@ impl Tables {
         }
         // Whole short rows share a vector where their bytes fit; fewer
         // rows per vector when they do not.
-        let mut rows = if ow < LANES { LANES / ow } else { 1 };
+        let mut rows = Cover::most_rows(ow);
         loop {
-            let cover = Cover {
-                rows,
-                per_row: if rows > 1 { 1 } else { ow.div_ceil(LANES) },
-                count: if rows > 1 {
-                    oh.div_ceil(rows)
-                } else {
-                    oh * ow.div_ceil(LANES)
-                },
-            };
+            let cover = Cover::new(rows, key.output);
             if cover.count * key.kernel[0] * per_row > MAX_PERMUTATIONS {
                 return None;
             }
@@ -161,7 +153,7 @@ impl Tables {
             }
             let rest = plane_in - start.min(plane_in);
             let bits = |n: usize| if n >= 64 { u64::MAX } else { (1u64 << n) - 1 };
-            let (oy, ox) = key.first_of(cover, v);
+            let (oy, ox) = cover.first(v);
             t.vectors.push(Vector {
                 start,
                 load: [bits(rest), bits(rest.saturating_sub(SPAN))],
@@ -187,19 +179,10 @@ impl Tables {
 }
 
 impl Key {
-    /// Vector `v`'s first output `(oy, ox)`.
-    fn first_of(&self, cover: Cover, v: usize) -> (usize, usize) {
-        if cover.rows > 1 {
-            (v * cover.rows, 0)
-        } else {
-            (v / cover.per_row, (v % cover.per_row) * LANES)
-        }
-    }
-
     /// The output lane `j` of vector `v` computes, `None` past its rows.
     fn lane(&self, cover: Cover, v: usize, j: usize) -> Option<(usize, usize)> {
         let [oh, ow] = self.output;
-        let (oy, ox) = self.first_of(cover, v);
+        let (oy, ox) = cover.first(v);
         let (oy, ox) = if cover.rows > 1 {
             (oy + j / ow, j % ow)
         } else {
