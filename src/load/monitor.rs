@@ -441,7 +441,15 @@ impl LoadMonitor {
     /// sampler wakes and samples at once, and the monitor parks again
     /// [`idle_after`](LoadConfig::idle_after) once no run is in flight.
     pub fn activity(&self) -> Activity<'_> {
-        if self.shared.active.fetch_add(1, Ordering::SeqCst) == 0 {
+        // Only a parked sampler is woken: waking a sampler that sleeps out
+        // its period would cost a system call and a context switch per run.
+        // The sampler sets `parked` before it reads `active`, and this reads
+        // `parked` after it raised `active` (both SeqCst), so one of the two
+        // sees the other; the notification is sent under the lock the
+        // sampler holds from its check to its wait.
+        if self.shared.active.fetch_add(1, Ordering::SeqCst) == 0
+            && self.shared.parked.load(Ordering::SeqCst)
+        {
             let _stop = lock(&self.shared.stop);
             self.shared.wake.notify_all();
         }
