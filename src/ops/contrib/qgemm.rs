@@ -5,12 +5,17 @@
 //! `alpha · a_scale · b_scale / y_scale` (f32, round half to even,
 //! saturated, as onnxruntime's requantizing output processor does);
 //! without it Y is float32 `acc · alpha · a_scale · b_scale`.
+//!
+//! Where C is one value per column of Y (or absent), it joins the engine's
+//! exact sums and the engine's sink writes Y directly (requantized or
+//! scaled, in registers where it can); a C of any other broadcastable shape
+//! is added to the sums in a second pass.
 
-use super::{check8, range8, requantize, scalar_scale, scales, tensor8, zero_points};
+use super::{check8, range8, requantize, scalar_scale, scales, zero_points};
 use crate::error::{Error, Result};
 use crate::ir::{BuildContext, Fact, InferInput, OpClass, Operator};
 use crate::ops::quant::engine::matrix::{self, pack_right, LeftOperand};
-use crate::ops::quant::engine::PackedS8;
+use crate::ops::quant::engine::{FloatSink, PackedS8, QuantSink, Sink, WideSink};
 use crate::ops::quant::Bcast;
 use crate::ops::util::{fact, input, opt_fact, opt_input};
 use crate::tensor::{DType, Tensor};
@@ -24,6 +29,8 @@ struct QGemm {
     alpha: f32,
     /// B packed for the int8 engine, when B and its zero point are constant.
     packed_b: Option<PackedS8>,
+    /// A constant C as one value per column of Y (see [`column_bias`]).
+    bias: Option<Vec<i32>>,
 }
 
 pub(super) fn build(ctx: &BuildContext) -> Result<Box<dyn Operator>> {
@@ -33,12 +40,33 @@ pub(super) fn build(ctx: &BuildContext) -> Result<Box<dyn Operator>> {
         (Some(b), Some(bz)) => pack_b(b, bz, trans_b)?,
         _ => None,
     };
+    let bias = match (&packed_b, ctx.constant(6)) {
+        (Some(b), Some(c)) => column_bias(c, b.rows),
+        _ => None,
+    };
     Ok(Box::new(QGemm {
         trans_a: a.int("transA", 0)? != 0,
         trans_b,
         alpha: a.float("alpha", 1.0)?,
         packed_b,
+        bias,
     }))
+}
+
+/// An int32 C that broadcasts along Y's rows (shape `[]`, `[1]`, `[n]`,
+/// `[1, 1]` or `[1, n]`) as one value per column of Y's `n`; `None` for
+/// any other C.
+fn column_bias(c: &Tensor, n: usize) -> Option<Vec<i32>> {
+    let Tensor::I32(arr) = c else {
+        return None;
+    };
+    let s = c.shape();
+    let last = s.last().copied().unwrap_or(1);
+    if s.len() > 2 || s.iter().rev().skip(1).any(|&d| d != 1) || !(last == 1 || last == n) {
+        return None;
+    }
+    let v: Vec<i32> = arr.iter().copied().collect();
+    Some(if last == n { v } else { vec![v[0]; n] })
 }
 
 /// B (2-D, 8-bit, contiguous) packed with its zero points, else `None`.
@@ -181,22 +209,6 @@ impl Operator for QGemm {
             trans: self.trans_a,
             signed: a.dtype() == DType::I8,
         };
-        let mut acc = matrix::product(&left, za, packed);
-        if let Some(c) = opt_input(inputs, 6) {
-            let cv = match c {
-                Tensor::I32(arr) => arr.iter().copied().collect::<Vec<i32>>(),
-                other => {
-                    return Err(Error::op(
-                        OP,
-                        format!("C must be int32, found {}", other.dtype()),
-                    ))
-                }
-            };
-            let map = Bcast::new(OP, c.shape(), &[m, n])?;
-            for (i, e) in acc.iter_mut().enumerate() {
-                *e = e.wrapping_add(cv[map.index(i)]);
-            }
-        }
         let y_scale = match opt_input(inputs, 7) {
             Some(_) => Some(scalar_scale(OP, inputs, 7, "y_scale")?),
             None => None,
@@ -209,7 +221,30 @@ impl Operator for QGemm {
                 y_scale.map_or(v, |ys| v / ys)
             })
             .collect();
-        let scale = |i: usize| out_scales[if out_scales.len() == 1 { 0 } else { i % n }];
+        let c = opt_input(inputs, 6);
+        if let Some(c) = c {
+            if c.dtype() != DType::I32 {
+                return Err(Error::op(
+                    OP,
+                    format!("C must be int32, found {}", c.dtype()),
+                ));
+            }
+            Bcast::new(OP, c.shape(), &[m, n])?;
+        }
+        let bias_now;
+        let bias = match (&self.bias, c) {
+            (Some(b), Some(_)) => Some(b.as_slice()),
+            (_, Some(c)) => {
+                bias_now = column_bias(c, n);
+                bias_now.as_deref()
+            }
+            (_, None) => None,
+        };
+        // Tensors other than a column bias join the sums in a second pass.
+        let rest = c.filter(|_| bias.is_none());
+        let product = |sink: &dyn Sink| matrix::product_to_sink(&left, za, packed, bias, sink);
+        // The engine's C is Y transposed; one row of Y is contiguous either way.
+        let strides = (1, if m == 1 { 1 } else { n });
         match opt_input(inputs, 8) {
             Some(yz) => {
                 let t = yz.dtype();
@@ -224,21 +259,58 @@ impl Operator for QGemm {
                     return Err(Error::op(OP, "y_zero_point is given without y_scale"));
                 }
                 let zy = super::scalar_zp(OP, inputs, 8, t, "y_zero_point")?;
-                let out: Vec<i32> = acc
-                    .iter()
-                    .enumerate()
-                    .map(|(i, &v)| requantize(v, scale(i), zy, lo, hi))
-                    .collect();
-                Ok(vec![tensor8(OP, t, &[m, n], out)?])
+                let mut out = vec![0u8; m * n];
+                match rest {
+                    None => product(&QuantSink::new(
+                        &mut out,
+                        strides,
+                        &out_scales,
+                        zy,
+                        (lo, hi),
+                    )),
+                    Some(c) => {
+                        let acc = with_added(c, m, n, &product)?;
+                        for (i, (o, &v)) in out.iter_mut().zip(&acc).enumerate() {
+                            let s = out_scales[if out_scales.len() == 1 { 0 } else { i % n }];
+                            *o = requantize(v, s, zy, lo, hi) as u8;
+                        }
+                    }
+                }
+                Ok(vec![Tensor::from_bytes(&[m, n], out, t == DType::I8)?])
             }
             None => {
-                let out: Vec<f32> = acc
-                    .iter()
-                    .enumerate()
-                    .map(|(i, &v)| v as f32 * scale(i))
-                    .collect();
+                let mut out = vec![0f32; m * n];
+                match rest {
+                    None => product(&FloatSink::new(&mut out, strides, &out_scales, None)),
+                    Some(c) => {
+                        let acc = with_added(c, m, n, &product)?;
+                        for (i, (o, &v)) in out.iter_mut().zip(&acc).enumerate() {
+                            *o = v as f32
+                                * out_scales[if out_scales.len() == 1 { 0 } else { i % n }];
+                        }
+                    }
+                }
                 Ok(vec![Tensor::from_vec(&[m, n], out)?])
             }
         }
     }
+}
+
+/// The product's exact sums as `[m][n]` with C (int32, broadcast to
+/// `[m, n]`) added.
+fn with_added(c: &Tensor, m: usize, n: usize, product: &dyn Fn(&dyn Sink)) -> Result<Vec<i32>> {
+    let mut acc = vec![0i32; m * n];
+    product(&WideSink::new(&mut acc, (1, n)));
+    let Tensor::I32(cv) = c else {
+        return Err(Error::op(
+            OP,
+            format!("C must be int32, found {}", c.dtype()),
+        ));
+    };
+    let cv: Vec<i32> = cv.iter().copied().collect();
+    let map = Bcast::new(OP, c.shape(), &[m, n])?;
+    for (i, e) in acc.iter_mut().enumerate() {
+        *e = e.wrapping_add(cv[map.index(i)]);
+    }
+    Ok(acc)
 }

@@ -10,6 +10,15 @@ use crate::ops::{registry, MS_DOMAIN};
 use crate::tensor::{DType, Tensor};
 
 fn build(op: &str, attrs: &[(&str, Attribute)]) -> crate::Result<Box<dyn Operator>> {
+    build_with(op, attrs, &[])
+}
+
+/// [`build`] with the inputs in `consts` known as constants.
+fn build_with(
+    op: &str,
+    attrs: &[(&str, Attribute)],
+    consts: &[Option<&Tensor>],
+) -> crate::Result<Box<dyn Operator>> {
     let map = attrs
         .iter()
         .map(|(k, v)| (k.to_string(), v.clone()))
@@ -18,7 +27,7 @@ fn build(op: &str, attrs: &[(&str, Attribute)]) -> crate::Result<Box<dyn Operato
     let ctx = BuildContext {
         attrs: &attrs,
         opset: 1,
-        consts: &[],
+        consts,
         num_inputs: 0,
         num_outputs: 1,
         fusion: &crate::ir::Fusion::NONE,
@@ -899,6 +908,87 @@ fn qgemm_per_column_bias_and_transposes() {
             let j = i % n;
             let v = alpha as f64 * (yf[i] + bias[j] as f64 * sa as f64 * bsf[j]);
             assert_eq!(g as f64, v, "float {adt}x{bdt} at {i}");
+        }
+    }
+}
+
+/// C's value at row i, column j of Y.
+type BiasAt = Box<dyn Fn(usize, usize) -> i32>;
+
+#[test]
+fn qgemm_every_bias_shape_one_row_or_more_constant_or_not() {
+    // One row takes the engine's matrix-vector kernel; C per column joins
+    // the engine's sums, any other C a second pass; constants are packed
+    // (and C folded) at build.
+    let (k, n) = (70, 21);
+    for m in [1, 3] {
+        let av = codes(m * k, 41, DType::U8);
+        let bv = codes(k * n, 42, DType::I8);
+        let a = q(DType::U8, &[m, k], &av);
+        let b = q(DType::I8, &[n, k], &bv);
+        let bs: Vec<f32> = (0..n).map(|j| 1.0 / (1 << (j % 4)) as f32).collect();
+        let bz: Vec<i32> = (0..n as i32).map(|j| j % 3 - 1).collect();
+        let (bst, bzt) = (t(&[n], bs.clone()), q(DType::I8, &[n], &bz));
+        let (sat, zat, yst, yzt) = (f(0.5), zp(DType::U8, 100), f(32.0), zp(DType::U8, 120));
+        let full: Vec<i32> = (0..(m * n) as i32).map(|i| i * 37 % 501 - 250).collect();
+        let cs: [(Option<Tensor>, BiasAt); 5] = [
+            (None, Box::new(|_, _| 0)),
+            (Some(t(&[], vec![-90i32])), Box::new(|_, _| -90)),
+            (
+                Some(t(&[1, n], (0..n as i32).map(|j| 9 * j - 60).collect())),
+                Box::new(|_, j| 9 * j as i32 - 60),
+            ),
+            (Some(t(&[m, 1], vec![33i32; m])), Box::new(|_, _| 33)),
+            (
+                Some(t(&[m, n], full.clone())),
+                Box::new(move |i, j| full[i * n + j]),
+            ),
+        ];
+        let attrs = [("transB", Attribute::Int(1))];
+        let ad = deq(&av, m, k, false, &[0.5], &[100]);
+        let bsf: Vec<f64> = bs.iter().map(|&s| s as f64).collect();
+        let bd = deq(&bv, k, n, true, &bsf, &bz);
+        let yf = mm(&ad, &bd, m, k, n);
+        for (c, bias) in &cs {
+            let ins = [
+                Some(&a),
+                Some(&sat),
+                Some(&zat),
+                Some(&b),
+                Some(&bst),
+                Some(&bzt),
+                c.as_ref(),
+                Some(&yst),
+                Some(&yzt),
+            ];
+            let consts = [
+                None,
+                Some(&sat),
+                Some(&zat),
+                Some(&b),
+                Some(&bst),
+                Some(&bzt),
+                c.as_ref(),
+            ];
+            for known in [&[][..], &consts[..]] {
+                let op = build_with("QGemm", &attrs, known).unwrap();
+                let got = codes_of(&run_op(op.as_ref(), &ins).unwrap());
+                for i in 0..m * n {
+                    let (r, j) = (i / n, i % n);
+                    let v = yf[i] + bias(r, j) as f64 * 0.5 * bsf[j];
+                    let shape = c.as_ref().map(|c| c.shape().to_vec());
+                    assert_eq!(
+                        got[i],
+                        quant(v, 32.0, 120, DType::U8),
+                        "m {m} C {shape:?} at {i}"
+                    );
+                }
+                let float = run_op(op.as_ref(), &ins[..7]).unwrap();
+                for (i, &g) in float.view::<f32>().unwrap().iter().enumerate() {
+                    let v = yf[i] + bias(i / n, i % n) as f64 * 0.5 * bsf[i % n];
+                    assert_eq!(g as f64, v, "float, m {m} at {i}");
+                }
+            }
         }
     }
 }

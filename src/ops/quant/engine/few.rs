@@ -56,11 +56,13 @@ pub(crate) fn tile(w: &[i8], pairs: &[u8], k4: usize, n: usize, out: &mut Tile) 
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
 unsafe fn tile_vnni512(w: &[i8], pairs: &[u8], k4: usize, n: usize, out: &mut Tile) {
     use std::arch::x86_64::*;
+    const CHAINS: usize = 4;
     const _: () = assert!(MR == 8, "a 64-byte load holds two groups of MR = 8 rows");
     let per = k4.div_ceil(2);
-    // Two sums per column, even and odd pairs, so that consecutive
-    // multiply-adds do not wait on each other.
-    let mut acc = [[_mm512_setzero_si512(); 2]; FEW];
+    // Four sums per column, pairs taken in turn, so that consecutive
+    // multiply-adds do not wait on each other (one column alone would
+    // otherwise wait on `vpdpbusd`'s latency).
+    let mut acc = [[_mm512_setzero_si512(); CHAINS]; FEW];
     let (wp, xp) = (w.as_ptr(), pairs.as_ptr());
     for p in 0..per {
         // SAFETY: pair p's groups 2p and (if it exists) 2p + 1 lie in `w`:
@@ -75,11 +77,11 @@ unsafe fn tile_vnni512(w: &[i8], pairs: &[u8], k4: usize, n: usize, out: &mut Ti
         for (c, a) in acc.iter_mut().enumerate().take(n) {
             // SAFETY: column c < n's pair p lies in `pairs` (the contract).
             let xv = unsafe { _mm512_loadu_si512(xp.add((c * per + p) * 64).cast()) };
-            a[p % 2] = _mm512_dpbusd_epi32(a[p % 2], xv, wv);
+            a[p % CHAINS] = _mm512_dpbusd_epi32(a[p % CHAINS], xv, wv);
         }
     }
     for (c, a) in acc.iter().enumerate().take(n) {
-        let s = _mm512_add_epi32(a[0], a[1]);
+        let s = _mm512_add_epi32(_mm512_add_epi32(a[0], a[1]), _mm512_add_epi32(a[2], a[3]));
         // Lanes 8..16 (the odd groups) onto lanes 0..8.
         let s = _mm512_add_epi32(s, _mm512_shuffle_i64x2::<0b01_00_11_10>(s, s));
         let mut rows = [0i32; 16];

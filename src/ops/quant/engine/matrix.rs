@@ -3,7 +3,7 @@
 //! rows, and the result lands as `[m][n]` (C transposed on store).
 
 use super::panel::{flip_mask, pack_columns, pack_k_rows};
-use super::{FloatSink, PackedS8, PanelSource, Product, WideSink};
+use super::{FloatSink, PackedS8, PanelSource, Product, Sink, WideSink};
 
 /// The u8 side of `A · B`: A's rows as C's columns.
 pub(crate) struct LeftOperand<'a> {
@@ -44,16 +44,10 @@ pub(crate) fn pack_right(
     PackedS8::pack(b, n, k, strides, !signed, zero)
 }
 
-/// `(A − za) · (B − zb)` as i32 `[m][n]`, exact.
-pub(crate) fn product(a: &LeftOperand, zero_a: i32, b: &PackedS8) -> Vec<i32> {
-    let mut out = vec![0i32; a.m * b.rows];
-    product_into(a, zero_a, b, &mut out);
-    out
-}
-
-/// [`product`] into `out` (`m·n` elements, every one written).
+/// `(A − za) · (B − zb)` as i32 `[m][n]`, exact, into `out` (`m·n`
+/// elements, every one written).
 pub(crate) fn product_into(a: &LeftOperand, zero_a: i32, b: &PackedS8, out: &mut [i32]) {
-    product_of(a, zero_a, b).run(a, &WideSink::new(out, (1, b.rows)));
+    product_of(a, zero_a, b, None).run(a, &WideSink::new(out, (1, b.rows)));
 }
 
 /// `f32((A − za) · (B − zb)) · scale[j] + bias[j]` into `out` (`[m][n]`,
@@ -67,15 +61,33 @@ pub(crate) fn product_scaled_into(
     (scale, bias): (&[f32], Option<&[f32]>),
 ) {
     let sink = FloatSink::new(out, (1, b.rows), scale, bias);
-    product_of(a, zero_a, b).run(a, &sink);
+    product_of(a, zero_a, b, None).run(a, &sink);
+}
+
+/// `(A − za) · (B − zb) + bias[j]` (one i32 per column j of B) handed to
+/// `sink` as C transposed: the sink's rows are B's columns, its columns
+/// A's rows, so `[m][n]` output takes strides `(1, n)`.
+pub(crate) fn product_to_sink(
+    a: &LeftOperand,
+    zero_a: i32,
+    b: &PackedS8,
+    bias: Option<&[i32]>,
+    sink: &dyn Sink,
+) {
+    product_of(a, zero_a, b, bias).run(a, sink);
 }
 
 /// The engine's product for `A · B` (A's rows as C's columns).
-fn product_of<'a>(a: &LeftOperand, zero_a: i32, b: &'a PackedS8) -> Product<'a> {
+fn product_of<'a>(
+    a: &LeftOperand,
+    zero_a: i32,
+    b: &'a PackedS8,
+    bias: Option<&'a [i32]>,
+) -> Product<'a> {
     Product {
         w: b,
         cols: a.m,
         zero_x: zero_a + if a.signed { 128 } else { 0 },
-        bias: None,
+        bias,
     }
 }
