@@ -129,51 +129,94 @@ impl Product<'_> {
             }
             sink.store(r0, c0 + pc, nr, nc, tile);
         };
+        // One panel split by rows (a matrix-vector product, as a rule) is
+        // packed once here rather than by every task.
+        let shared = (panels == 1 && row_tasks > 1)
+            .then(|| PackedPanel::new(src, w.k4, self.cols, col_sums_needed, few_columns));
         let task = |t: usize| {
             let (ct, rt) = (t / row_tasks, t % row_tasks);
             let (p0, p1) = split(panels, col_tasks, ct);
             let (b0, b1) = split(blocks, row_tasks, rt);
-            let mut buf = vec![0u8; w.k4 * NR * 4];
+            let mut own = None;
             let mut tile: Tile = [0; MR * NR];
-            let mut sums = [0i32; NR];
-            let mut pairs = Vec::new();
             for p in p0..p1 {
                 let c0 = p * NR;
                 let n = NR.min(self.cols - c0);
-                src.pack(&mut buf, c0, n);
-                if col_sums_needed {
-                    panel::column_sums(&buf, w.k4, &mut sums);
-                }
-                if few_columns {
-                    few::pairs(&buf, w.k4, n, &mut pairs);
-                }
+                let packed = match &shared {
+                    Some(packed) => packed,
+                    None => {
+                        let packed = own.get_or_insert_with(|| PackedPanel::empty(w.k4));
+                        packed.pack(src, c0, n, col_sums_needed, few_columns);
+                        packed
+                    }
+                };
+                let (buf, sums, pairs) = (&packed.buf, &packed.sums, &packed.pairs);
                 if lanes && !few_columns && kind == guard::Resolved::Vnni && lanes::takes(n, w.rows)
                 {
-                    self.lanes_panel(&buf, (b0, b1), (c0, n), &requant, &row_add, &sums, &finish);
+                    self.lanes_panel(buf, (b0, b1), (c0, n), &requant, &row_add, sums, &finish);
                     continue;
                 }
                 for b in b0..b1 {
                     let r0 = b * MR;
                     let nr = MR.min(w.rows - r0);
-                    if few_columns && few::tile(w.block(b), &pairs, w.k4, n, &mut tile) {
+                    if few_columns && few::tile(w.block(b), pairs, w.k4, n, &mut tile) {
                         // Exact sums (VNNI); the rows' additions and the
                         // sink follow as for any tile.
                     } else if let Some(dst) = &requant {
                         let add = &row_add[r0..r0 + nr];
-                        if kernel::tile_requant(w.block(b), &buf, w.k4, add, dst, (r0, c0), (nr, n))
+                        if kernel::tile_requant(w.block(b), buf, w.k4, add, dst, (r0, c0), (nr, n))
                         {
                             continue;
                         }
-                        self.full_tile(kind, guarded, b, &buf, &mut tile, &recomputed);
+                        self.full_tile(kind, guarded, b, buf, &mut tile, &recomputed);
                     } else {
-                        self.full_tile(kind, guarded, b, &buf, &mut tile, &recomputed);
+                        self.full_tile(kind, guarded, b, buf, &mut tile, &recomputed);
                     }
-                    finish(&mut tile, &sums, (r0, nr), c0, 0, n);
+                    finish(&mut tile, sums, (r0, nr), c0, 0, n);
                 }
             }
         };
         crate::ops::parallel::par_for(col_tasks * row_tasks, task);
         guard::record(recomputed.into_inner());
+    }
+}
+
+/// One packed panel of the u8 operand with what the kernels read beside it.
+struct PackedPanel {
+    /// The panel, `k4 · NR · 4` bytes.
+    buf: Vec<u8>,
+    /// Per column, the sum of its bytes (when some weight zero point is set).
+    sums: [i32; NR],
+    /// The columns' four-k groups in pairs (for the few-columns kernel).
+    pairs: Vec<u8>,
+}
+
+impl PackedPanel {
+    fn empty(k4: usize) -> PackedPanel {
+        PackedPanel {
+            buf: vec![0u8; k4 * NR * 4],
+            sums: [0; NR],
+            pairs: Vec::new(),
+        }
+    }
+
+    /// Columns `0 .. cols` (at most [`NR`]) packed.
+    fn new(src: &dyn PanelSource, k4: usize, cols: usize, sums: bool, few: bool) -> PackedPanel {
+        let mut p = PackedPanel::empty(k4);
+        p.pack(src, 0, cols.min(NR), sums, few);
+        p
+    }
+
+    /// Packs columns `c0 .. c0 + n`, with their sums and pairs where asked.
+    fn pack(&mut self, src: &dyn PanelSource, c0: usize, n: usize, sums: bool, few: bool) {
+        let k4 = self.buf.len() / (NR * 4);
+        src.pack(&mut self.buf, c0, n);
+        if sums {
+            panel::column_sums(&self.buf, k4, &mut self.sums);
+        }
+        if few {
+            few::pairs(&self.buf, k4, n, &mut self.pairs);
+        }
     }
 }
 
