@@ -7,9 +7,10 @@
 //! without it Y is float32 `acc · alpha · a_scale · b_scale`.
 //!
 //! Where C is one value per column of Y (or absent), it joins the engine's
-//! exact sums and the engine's sink writes Y directly (requantized or
-//! scaled, in registers where it can); a C of any other broadcastable shape
-//! is added to the sums in a second pass.
+//! exact sums and the engine's sink writes Y directly, requantized or
+//! scaled (a single row of Y tile by tile with vector code, more rows one
+//! element at a time); a C of any other broadcastable shape is added to the
+//! sums in a second pass.
 
 use super::{check8, range8, requantize, scalar_scale, scales, zero_points};
 use crate::error::{Error, Result};
@@ -19,6 +20,7 @@ use crate::ops::quant::engine::{FloatSink, PackedS8, QuantSink, Sink, WideSink};
 use crate::ops::quant::Bcast;
 use crate::ops::util::{fact, input, opt_fact, opt_input};
 use crate::tensor::{DType, Tensor};
+use ndarray::ArrayD;
 
 const OP: &str = "QGemm";
 
@@ -221,27 +223,30 @@ impl Operator for QGemm {
                 y_scale.map_or(v, |ys| v / ys)
             })
             .collect();
-        let c = opt_input(inputs, 6);
-        if let Some(c) = c {
-            if c.dtype() != DType::I32 {
+        let c = match opt_input(inputs, 6) {
+            Some(t @ Tensor::I32(values)) => Some((t, values, Bcast::new(OP, t.shape(), &[m, n])?)),
+            Some(t) => {
                 return Err(Error::op(
                     OP,
-                    format!("C must be int32, found {}", c.dtype()),
-                ));
+                    format!("C must be int32, found {}", t.dtype()),
+                ))
             }
-            Bcast::new(OP, c.shape(), &[m, n])?;
-        }
+            None => None,
+        };
         let bias_now;
-        let bias = match (&self.bias, c) {
+        let bias = match (&self.bias, &c) {
             (Some(b), Some(_)) => Some(b.as_slice()),
-            (_, Some(c)) => {
-                bias_now = column_bias(c, n);
+            (_, Some((t, ..))) => {
+                bias_now = column_bias(t, n);
                 bias_now.as_deref()
             }
             (_, None) => None,
         };
         // Tensors other than a column bias join the sums in a second pass.
-        let rest = c.filter(|_| bias.is_none());
+        let rest = c
+            .filter(|_| bias.is_none())
+            .map(|(_, values, map)| (values, map));
+        let scale_at = |i: usize| out_scales[if out_scales.len() == 1 { 0 } else { i % n }];
         let product = |sink: &dyn Sink| matrix::product_to_sink(&left, za, packed, bias, sink);
         // The engine's C is Y transposed; one row of Y is contiguous either way.
         let strides = (1, if m == 1 { 1 } else { n });
@@ -268,11 +273,10 @@ impl Operator for QGemm {
                         zy,
                         (lo, hi),
                     )),
-                    Some(c) => {
-                        let acc = with_added(c, m, n, &product)?;
+                    Some((values, map)) => {
+                        let acc = with_added(values, &map, m, n, &product);
                         for (i, (o, &v)) in out.iter_mut().zip(&acc).enumerate() {
-                            let s = out_scales[if out_scales.len() == 1 { 0 } else { i % n }];
-                            *o = requantize(v, s, zy, lo, hi) as u8;
+                            *o = requantize(v, scale_at(i), zy, lo, hi) as u8;
                         }
                     }
                 }
@@ -282,11 +286,10 @@ impl Operator for QGemm {
                 let mut out = vec![0f32; m * n];
                 match rest {
                     None => product(&FloatSink::new(&mut out, strides, &out_scales, None)),
-                    Some(c) => {
-                        let acc = with_added(c, m, n, &product)?;
+                    Some((values, map)) => {
+                        let acc = with_added(values, &map, m, n, &product);
                         for (i, (o, &v)) in out.iter_mut().zip(&acc).enumerate() {
-                            *o = v as f32
-                                * out_scales[if out_scales.len() == 1 { 0 } else { i % n }];
+                            *o = v as f32 * scale_at(i);
                         }
                     }
                 }
@@ -296,21 +299,20 @@ impl Operator for QGemm {
     }
 }
 
-/// The product's exact sums as `[m][n]` with C (int32, broadcast to
-/// `[m, n]`) added.
-fn with_added(c: &Tensor, m: usize, n: usize, product: &dyn Fn(&dyn Sink)) -> Result<Vec<i32>> {
+/// The product's exact sums as `[m][n]` with C (its values and its
+/// broadcast to `[m, n]`, both checked by the caller) added.
+fn with_added(
+    c: &ArrayD<i32>,
+    map: &Bcast,
+    m: usize,
+    n: usize,
+    product: &dyn Fn(&dyn Sink),
+) -> Vec<i32> {
     let mut acc = vec![0i32; m * n];
     product(&WideSink::new(&mut acc, (1, n)));
-    let Tensor::I32(cv) = c else {
-        return Err(Error::op(
-            OP,
-            format!("C must be int32, found {}", c.dtype()),
-        ));
-    };
-    let cv: Vec<i32> = cv.iter().copied().collect();
-    let map = Bcast::new(OP, c.shape(), &[m, n])?;
+    let c: Vec<i32> = c.iter().copied().collect();
     for (i, e) in acc.iter_mut().enumerate() {
-        *e = e.wrapping_add(cv[map.index(i)]);
+        *e = e.wrapping_add(c[map.index(i)]);
     }
-    Ok(acc)
+    acc
 }
