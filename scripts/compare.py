@@ -7,7 +7,10 @@ model and input. ramify runs as `BIN bench MODEL --runs K --warmup W --threads N
 this process (intra_op_num_threads=N, inter_op_num_threads=1, sequential execution,
 default graph optimisations) with W warm-up and K timed runs per round. All samples
 of a series are pooled across rounds; the table gives medians, 95th percentiles and
-the ratios ramify/ORT (below 1: ramify is faster).
+the ratios ramify/ORT (below 1: ramify is faster), and the ratio of the two medians
+of each round taken back to back: the median of these per-round ratios, their
+quartiles and extremes (the spread shows how much the machine moved meanwhile).
+The JSON file keeps every sample, per round.
 
 Inputs: test_data_set_0/input_*.pb beside the model (or in the directory named after
 the model, as for models/inception_mini.onnx) when present, else seeded random
@@ -260,9 +263,10 @@ def summary(samples: list[float]) -> dict:
 
 
 def measure_series(args, model: pathlib.Path, session, feeds, threads: int, load: int) -> dict:
-    """Runs all rounds for one (model, threads, load); returns samples per series label."""
+    """Runs all rounds for one (model, threads, load); returns, per series label, the
+    samples of each round (a list of rounds, each a list of samples)."""
     labels = [v.label for v in args.ramify_variants] + ["ort"]
-    samples: dict[str, list[float]] = {label: [] for label in labels}
+    rounds: dict[str, list[list[float]]] = {label: [] for label in labels}
     for round_index in range(args.rounds):
         order = [*args.ramify_variants, None]
         if round_index % 2:
@@ -270,32 +274,49 @@ def measure_series(args, model: pathlib.Path, session, feeds, threads: int, load
         for v in order:
             with BackgroundLoad(load, args.timeout):
                 if v is None:
-                    samples["ort"] += measure_ort(session, feeds, args.runs_per_round, args.warmup)
+                    rounds["ort"].append(
+                        measure_ort(session, feeds, args.runs_per_round, args.warmup))
                 else:
-                    samples[v.label] += measure_ramify(
+                    rounds[v.label].append(measure_ramify(
                         args.ramify, model, args.runs_per_round, args.warmup, threads,
-                        [*args.ramify_args, *v.args], args.timeout)
-    return samples
+                        [*args.ramify_args, *v.args], args.timeout))
+    return rounds
 
 
-def print_table(title: str, samples: dict[str, list[float]], variants: list[Variant]) -> list[dict]:
-    ort_stats = summary(samples["ort"])
+def round_ratios(ours: list[list[float]], theirs: list[list[float]]) -> dict:
+    """The per-round ratios of median latencies (round r of one series against round r
+    of the other, measured back to back): their median, quartiles and extremes."""
+    ratios = [float(np.median(a) / np.median(b)) for a, b in zip(ours, theirs)]
+    return {"ratios": ratios, "median": float(np.median(ratios)),
+            "p25": float(np.percentile(ratios, 25)), "p75": float(np.percentile(ratios, 75)),
+            "min": min(ratios), "max": max(ratios)}
+
+
+def print_table(title: str, rounds: dict[str, list[list[float]]],
+                variants: list[Variant]) -> list[dict]:
+    pooled = {label: [x for r in rs for x in r] for label, rs in rounds.items()}
+    ort_stats = summary(pooled["ort"])
     print(f"\n== {title} ==")
     print(f"{'variant':<14}{'ramify med':>11}{'p95':>9}{'ORT med':>10}{'p95':>9}"
-          f"{'ratio med':>11}{'ratio p95':>11}")
+          f"{'ratio med':>11}{'ratio p95':>11}{'round ratios: median [p25-p75] (min-max)':>44}")
     ort_cells = f"{ort_stats['median_ms']:>10.2f}{ort_stats['p95_ms']:>9.2f}"
     rows = []
     for v in variants:
-        stats = summary(samples[v.label])
+        stats = summary(pooled[v.label])
         ratio_median = stats["median_ms"] / ort_stats["median_ms"]
         ratio_p95 = stats["p95_ms"] / ort_stats["p95_ms"]
+        per_round = round_ratios(rounds[v.label], rounds["ort"])
+        spread = (f"{per_round['median']:.3f} [{per_round['p25']:.3f}-{per_round['p75']:.3f}]"
+                  f" ({per_round['min']:.3f}-{per_round['max']:.3f})")
         print(f"{v.label:<14}{stats['median_ms']:>11.2f}{stats['p95_ms']:>9.2f}{ort_cells}"
-              f"{ratio_median:>11.3f}{ratio_p95:>11.3f}")
+              f"{ratio_median:>11.3f}{ratio_p95:>11.3f}{spread:>44}")
         rows.append({"variant": v.label, "ramify_args": v.args, "ramify": stats,
-                     "ratio_median": ratio_median, "ratio_p95": ratio_p95})
+                     "ratio_median": ratio_median, "ratio_p95": ratio_p95,
+                     "round_ratios": per_round})
     if not variants:
         print(f"{'(ORT only)':<14}{'-':>11}{'-':>9}{ort_cells}{'-':>11}{'-':>11}")
-    print(f"(all times in ms; {ort_stats['n']} samples per runtime)")
+    print(f"(all times in ms; {ort_stats['n']} samples per runtime; ratio med and p95 are of "
+          f"the pooled samples, round ratios compare the medians of each pair of rounds)")
     return rows
 
 
@@ -319,12 +340,13 @@ def main() -> None:
                 title = (f"{model_label(model)}, {threads} thread(s), background load {load} "
                          f"(input: {source})")
                 print(f"measuring {title} ...", file=sys.stderr, flush=True)
-                samples = measure_series(args, model, session, feeds, threads, load)
-                rows = print_table(title, samples, args.ramify_variants)
+                rounds = measure_series(args, model, session, feeds, threads, load)
+                rows = print_table(title, rounds, args.ramify_variants)
                 sys.stdout.flush()
                 results.append({"model": str(model), "threads": threads, "background_load": load,
-                                "input": source, "ort": summary(samples["ort"]), "rows": rows,
-                                "samples_ms": samples})
+                                "input": source,
+                                "ort": summary([x for r in rounds["ort"] for x in r]),
+                                "rows": rows, "samples_ms": rounds})
             del session
     if args.json:
         settings = {k: (str(v) if isinstance(v, pathlib.Path) else v) for k, v in vars(args).items()

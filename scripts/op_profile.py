@@ -1,4 +1,4 @@
-"""Time per operator type, ramify against onnxruntime, on one model and one thread count.
+"""Time per operator type (or per node), ramify against onnxruntime, on one model and one thread count.
 
 ramify: K calls of `BIN bench MODEL --runs R --threads N --trace FILE`; each trace
 holds one warm run's spans (category = the operator type after ramify's fusions,
@@ -13,8 +13,12 @@ Both columns are per-operator times of one run in ms; the rows are sorted by the
 difference ramify - onnxruntime. Operator types rarely match one to one, because
 each runtime fuses differently: read the rows together with the totals.
 
+With --by node the rows are nodes instead (ramify's span name, onnxruntime's node
+name without its `_kernel_time` suffix): a node that one runtime fused into another
+appears in one column only; its --top largest differences are shown.
+
 Usage: .venv/bin/python scripts/op_profile.py MODEL [--threads 1] [--traces 5]
-           [--runs 20] [--bin target/release/ramify]
+           [--runs 20] [--bin target/release/ramify] [--by type|node] [--top 25]
 """
 
 import argparse
@@ -33,7 +37,7 @@ REPO = pathlib.Path(__file__).resolve().parent.parent
 
 
 def ramify_profile(binary: pathlib.Path, model: pathlib.Path, threads: int, traces: int,
-                   runs: int) -> dict[str, float]:
+                   runs: int, by_node: bool = False) -> dict[str, float]:
     per_trace: list[dict[str, float]] = []
     with tempfile.TemporaryDirectory() as tmp:
         path = pathlib.Path(tmp) / "trace.json"
@@ -44,12 +48,13 @@ def ramify_profile(binary: pathlib.Path, model: pathlib.Path, threads: int, trac
             sums: dict[str, float] = collections.defaultdict(float)
             for e in json.loads(path.read_text())["traceEvents"]:
                 if e.get("ph") == "X" and e.get("cat") != "fork":
-                    sums[e["cat"]] += e["dur"] / 1e3
+                    sums[e["name"] if by_node else e["cat"]] += e["dur"] / 1e3
             per_trace.append(sums)
     return median_per_key(per_trace)
 
 
-def ort_profile(model: pathlib.Path, threads: int, runs: int, warmup: int) -> dict[str, float]:
+def ort_profile(model: pathlib.Path, threads: int, runs: int, warmup: int,
+                by_node: bool = False) -> dict[str, float]:
     options = ort.SessionOptions()
     options.intra_op_num_threads = threads
     options.inter_op_num_threads = 1
@@ -72,7 +77,8 @@ def ort_profile(model: pathlib.Path, threads: int, runs: int, warmup: int) -> di
             continue
         i = int(np.searchsorted(starts, e["ts"], side="right")) - 1
         if i >= 0 and e["ts"] <= run_spans[i][1]:
-            per_run[i][e["args"]["op_name"]] += e["dur"] / 1e3
+            key = e["name"].removesuffix("_kernel_time") if by_node else e["args"]["op_name"]
+            per_run[i][key] += e["dur"] / 1e3
     return median_per_key(per_run[warmup:])
 
 
@@ -89,13 +95,20 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=20, help="runs per bench call and ORT runs")
     ap.add_argument("--warmup", type=int, default=3, help="onnxruntime warm-up runs")
     ap.add_argument("--bin", type=pathlib.Path, default=REPO / "target/release/ramify")
+    ap.add_argument("--by", choices=["type", "node"], default="type",
+                    help="one row per operator type (default) or per node")
+    ap.add_argument("--top", type=int, default=25,
+                    help="with --by node: rows shown, largest differences first")
     a = ap.parse_args()
     ort.set_default_logger_severity(3)
-    r = ramify_profile(a.bin, a.model, a.threads, a.traces, a.runs)
-    o = ort_profile(a.model, a.threads, a.runs, a.warmup)
+    by_node = a.by == "node"
+    r = ramify_profile(a.bin, a.model, a.threads, a.traces, a.runs, by_node)
+    o = ort_profile(a.model, a.threads, a.runs, a.warmup, by_node)
     rows = sorted(set(r) | set(o), key=lambda k: o.get(k, 0.0) - r.get(k, 0.0))
+    if by_node:
+        rows = rows[:a.top]
     print(f"{a.model}, {a.threads} thread(s): summed op time per run, ms (median)")
-    print(f"{'op type':<28}{'ramify':>10}{'ORT':>10}{'diff':>10}")
+    print(f"{'node' if by_node else 'op type':<28}{'ramify':>10}{'ORT':>10}{'diff':>10}")
     for k in rows:
         print(f"{k:<28}{r.get(k, 0.0):>10.3f}{o.get(k, 0.0):>10.3f}"
               f"{r.get(k, 0.0) - o.get(k, 0.0):>10.3f}")
