@@ -237,16 +237,21 @@ impl Source<'_> {
                     let base = g * ph * pw + tap;
                     for &(j0, at, run) in &segments[..count] {
                         let from = base + at;
-                        if sw == 1 {
-                            runs.copy(&mut dst[j0 * 4..][..run * 4], &words[from * 4..][..run * 4]);
-                        } else {
-                            for t in 0..run {
-                                let w = (from + t * sw) * 4;
-                                dst[(j0 + t) * 4..][..4].copy_from_slice(&words[w..w + 4]);
+                        let out = &mut dst[j0 * 4..][..run * 4];
+                        match sw {
+                            1 => runs.copy(out, &words[from * 4..][..run * 4]),
+                            2 => runs.copy_evens(out, &words[from * 4..][..(2 * run - 1) * 4]),
+                            _ => {
+                                for (t, d) in out.chunks_exact_mut(4).enumerate() {
+                                    let w = (from + t * sw) * 4;
+                                    d.copy_from_slice(&words[w..w + 4]);
+                                }
                             }
                         }
                     }
-                    dst[n * 4..].fill(0);
+                    if n < NR {
+                        dst[n * 4..].fill(0);
+                    }
                 }
             }
         }

@@ -182,6 +182,59 @@ impl RunCopier {
         }
         dst.copy_from_slice(src);
     }
+
+    /// Every other 4-byte word of `src` into `dst`: word t of `dst` is word
+    /// 2t of `src` (a stride-2 run of staged pixels). `src` must hold the
+    /// `2·(dst.len() / 4) − 1` words read, `dst` whole words, at most
+    /// [`NR`] of them.
+    #[inline]
+    pub(crate) fn copy_evens(self, dst: &mut [u8], src: &[u8]) {
+        let words = dst.len() / 4;
+        debug_assert!(dst.len().is_multiple_of(4) && words <= NR);
+        debug_assert!(words == 0 || src.len() >= 4 * (2 * words - 1));
+        #[cfg(target_arch = "x86_64")]
+        if self.wide && dst.len().is_multiple_of(4) && words <= NR {
+            // SAFETY: the features were checked when the copier was made;
+            // the moves stay inside `dst` and the whole words of `src`.
+            unsafe { copy_evens_avx512(dst, src) };
+            return;
+        }
+        for (t, d) in dst.chunks_exact_mut(4).enumerate() {
+            d.copy_from_slice(&src[8 * t..][..4]);
+        }
+    }
+}
+
+/// [`RunCopier::copy_evens`]'s moves: sixteen words at a time, the even
+/// words of two masked 16-word loads picked by one permutation.
+///
+/// # Safety
+/// The CPU must have AVX-512 F and BW; `dst.len()` must be a multiple of
+/// four.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw")]
+unsafe fn copy_evens_avx512(dst: &mut [u8], src: &[u8]) {
+    use std::arch::x86_64::*;
+    let words = dst.len() / 4;
+    let avail = src.len() / 4;
+    let mask = |n: usize| if n >= 16 { 0xFFFF } else { (1u16 << n) - 1 };
+    let evens = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    for t in (0..words).step_by(16) {
+        let first = 2 * t;
+        let low = mask(avail.saturating_sub(first));
+        let high = mask(avail.saturating_sub(first + 16));
+        // SAFETY: the masks keep both loads inside the whole words of
+        // `src` (a masked-off lane is not read), and the store inside the
+        // words of `dst` from t; the addresses are formed without going
+        // past either slice's end by more than the masked-off lanes.
+        unsafe {
+            let at = src.as_ptr().wrapping_add(4 * first);
+            let lo = _mm512_maskz_loadu_epi32(low, at.cast());
+            let hi = _mm512_maskz_loadu_epi32(high, at.wrapping_add(64).cast());
+            let v = _mm512_permutex2var_epi32(lo, evens, hi);
+            _mm512_mask_storeu_epi32(dst.as_mut_ptr().add(4 * t).cast(), mask(words - t), v);
+        }
+    }
 }
 
 /// [`RunCopier::copy`]'s moves.
@@ -337,6 +390,33 @@ mod tests {
         interleave4(short, &mut dst, 0x80);
         assert_eq!(dst[4 * 4 + 3], rows[3][4] ^ 0x80);
         assert!(dst[5 * 4..].iter().all(|&b| b == 0));
+    }
+
+    #[test]
+    fn even_words_are_copied_and_no_more() {
+        let src: Vec<u8> = (0..8 * NR + 8).map(|i| (i * 7 + 1) as u8).collect();
+        for words in [0usize, 1, 2, 15, 16, 17, 24, 31, NR] {
+            // The source exactly as long as the words read, so that a read
+            // past them would fall outside the slice (and out of the
+            // vector path's masks).
+            let need = if words == 0 { 0 } else { 4 * (2 * words - 1) };
+            for offset in [0usize, 4, 12] {
+                let from = &src[offset..][..need];
+                let mut dst = [0xEEu8; 4 * NR + 4];
+                RunCopier::new().copy_evens(&mut dst[..4 * words], from);
+                for t in 0..words {
+                    assert_eq!(
+                        dst[4 * t..][..4],
+                        from[8 * t..][..4],
+                        "words {words}, word {t}"
+                    );
+                }
+                assert!(
+                    dst[4 * words..].iter().all(|&b| b == 0xEE),
+                    "words {words}: wrote past the run"
+                );
+            }
+        }
     }
 
     #[test]
