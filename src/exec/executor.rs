@@ -135,8 +135,9 @@ pub fn run(
     for (id, t) in inputs {
         run.store.put(id, t);
     }
-    let cpus = sched.cpus_for(threads, obs.pin && !inline);
-    let pool = sched.pool(0, 0, threads, obs.pin, &cpus)?;
+    let pin = obs.pin || sched.pins_whole_set(threads, obs.band);
+    let cpus = sched.cpus_for(threads, pin && !inline);
+    let pool = sched.pool(0, 0, threads, pin, &cpus)?;
     let started = Instant::now();
     if inline && cpus.is_empty() {
         let lane = Lane {

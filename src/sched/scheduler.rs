@@ -143,6 +143,36 @@ fn idle(n: f64, device_cpus: Option<usize>) -> bool {
     device_cpus.is_some_and(|c| n * (c as f64) < IDLE_CPUS)
 }
 
+/// What [`Scheduler::pins_whole_set`] decides from.
+#[derive(Debug, Clone, Copy)]
+struct EarlyPin {
+    /// Pinning is on for the session.
+    pin_threads: bool,
+    /// The load band now.
+    band: Band,
+    /// The monitor has its per-CPU loads (or is fixed): [`Scheduler::pins`] decides.
+    sampled: bool,
+    /// Threads of the pool.
+    threads: usize,
+    /// CPUs the session may use.
+    allowed: usize,
+    /// Other processes' runnable threads per CPU, if read.
+    others_runnable: Option<f64>,
+    /// CPUs `others_runnable` is a fraction of.
+    device_cpus: usize,
+}
+
+/// See [`Scheduler::pins_whole_set`].
+fn early_pin(e: EarlyPin) -> bool {
+    e.pin_threads
+        && e.band == Band::Low
+        && !e.sampled
+        && e.threads > 1
+        && e.threads == e.allowed
+        && e.others_runnable
+            .is_some_and(|r| idle(r, Some(e.device_cpus)))
+}
+
 impl Scheduler {
     /// A scheduler reading load from `monitor`.
     pub fn new(config: SchedulerConfig, monitor: Arc<LoadMonitor>) -> Result<Scheduler> {
@@ -423,6 +453,27 @@ impl Scheduler {
         self.config.pin_threads && band == Band::Low && idle(n, device_cpus)
     }
 
+    /// Whether a run's own pool of `k` threads is pinned although the
+    /// monitor has no per-CPU sample yet ([`pins`](Self::pins) waits for
+    /// one): only where the pool takes every CPU the session may use, so
+    /// that one thread goes to each and nothing is chosen blind, and the
+    /// latest reading of other processes' runnable threads says the device
+    /// is idle. Unpinned, the two threads of a 2-CPU session at times ran
+    /// as one for the first 200 ms of the process (BERT tiny: 0.75 ms a run
+    /// on two threads, as on one; 0.46 ms once pinned), which is all of a
+    /// short benchmark and of an app's first inferences.
+    pub fn pins_whole_set(&self, k: usize, band: Band) -> bool {
+        early_pin(EarlyPin {
+            pin_threads: self.config.pin_threads,
+            band,
+            sampled: self.monitor.is_fixed() || self.monitor.cpus_seen().is_some(),
+            threads: k,
+            allowed: self.cpu_set().len(),
+            others_runnable: self.monitor.last_sample().runnable,
+            device_cpus: num_cpus::get(),
+        })
+    }
+
     /// The pool for slot `position` under `parent`, pinned to `cpus` when
     /// `pin` (see [`pins`](Self::pins)), else confined to `cpus` where
     /// there are any (see [`cpus_for`](Self::cpus_for)), else given the
@@ -680,6 +731,78 @@ mod tests {
         assert!(s.cpus_for(4, false).is_empty());
         let allowed = crate::load::allowed::allowed_cpus();
         assert_eq!(s.cpus_for(4, true), allowed[..allowed.len().min(4)]);
+    }
+
+    /// Before the per-CPU sample, a pool is pinned only where it takes
+    /// every CPU of the session, pinning is on, the band is low and other
+    /// processes' runnable threads were read and leave the device idle.
+    #[test]
+    fn a_pool_on_every_allowed_cpu_is_pinned_before_the_first_sample() {
+        let base = EarlyPin {
+            pin_threads: true,
+            band: Band::Low,
+            sampled: false,
+            threads: 2,
+            allowed: 2,
+            others_runnable: Some(0.0),
+            device_cpus: 2,
+        };
+        assert!(early_pin(base));
+        assert!(
+            early_pin(EarlyPin {
+                others_runnable: Some(0.25),
+                ..base
+            }),
+            "half a runnable thread on 2 CPUs"
+        );
+        for (e, why) in [
+            (
+                EarlyPin {
+                    sampled: true,
+                    ..base
+                },
+                "the per-CPU sample decides",
+            ),
+            (
+                EarlyPin {
+                    threads: 1,
+                    allowed: 1,
+                    ..base
+                },
+                "one thread",
+            ),
+            (EarlyPin { allowed: 4, ..base }, "a choice among 4 CPUs"),
+            (
+                EarlyPin {
+                    others_runnable: Some(0.5),
+                    ..base
+                },
+                "a busy process",
+            ),
+            (
+                EarlyPin {
+                    others_runnable: None,
+                    ..base
+                },
+                "unread",
+            ),
+            (
+                EarlyPin {
+                    band: Band::Mid,
+                    ..base
+                },
+                "not the low band",
+            ),
+            (
+                EarlyPin {
+                    pin_threads: false,
+                    ..base
+                },
+                "pinning off",
+            ),
+        ] {
+            assert!(!early_pin(e), "{why}");
+        }
     }
 
     /// Idleness counts other processes' load in CPUs of the whole device,
