@@ -407,6 +407,12 @@ impl LoadMonitor {
         lock(&self.shared.last).clone()
     }
 
+    /// Other processes' runnable threads per CPU at the last sample
+    /// ([`Sample::runnable`]), without copying the rest of it.
+    pub fn last_runnable(&self) -> Option<f64> {
+        lock(&self.shared.last).runnable
+    }
+
     /// How many samples were taken (the synchronous baseline included).
     pub fn samples(&self) -> u64 {
         self.shared.samples.load(Ordering::Relaxed)

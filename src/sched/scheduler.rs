@@ -462,14 +462,22 @@ impl Scheduler {
     /// as one for the first 200 ms of the process (BERT tiny: 0.75 ms a run
     /// on two threads, as on one; 0.46 ms once pinned), which is all of a
     /// short benchmark and of an app's first inferences.
+    ///
+    /// Called on every run: once the per-CPU sample is in (or for one
+    /// thread) it answers before the system calls that read the CPU mask,
+    /// the CPU count and the runnable reading.
     pub fn pins_whole_set(&self, k: usize, band: Band) -> bool {
+        let sampled = self.monitor.is_fixed() || self.monitor.cpus_seen().is_some();
+        if sampled || k < 2 {
+            return false;
+        }
         early_pin(EarlyPin {
             pin_threads: self.config.pin_threads,
             band,
-            sampled: self.monitor.is_fixed() || self.monitor.cpus_seen().is_some(),
+            sampled,
             threads: k,
             allowed: self.cpu_set().len(),
-            others_runnable: self.monitor.last_sample().runnable,
+            others_runnable: self.monitor.last_runnable(),
             device_cpus: num_cpus::get(),
         })
     }

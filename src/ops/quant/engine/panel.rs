@@ -193,7 +193,7 @@ impl RunCopier {
         debug_assert!(dst.len().is_multiple_of(4) && words <= NR);
         debug_assert!(words == 0 || src.len() >= 4 * (2 * words - 1));
         #[cfg(target_arch = "x86_64")]
-        if self.wide && dst.len().is_multiple_of(4) && words <= NR {
+        if self.wide {
             // SAFETY: the features were checked when the copier was made;
             // the moves stay inside `dst` and the whole words of `src`.
             unsafe { copy_evens_avx512(dst, src) };
@@ -209,8 +209,8 @@ impl RunCopier {
 /// words of two masked 16-word loads picked by one permutation.
 ///
 /// # Safety
-/// The CPU must have AVX-512 F and BW; `dst.len()` must be a multiple of
-/// four.
+/// The CPU must have AVX-512 F and BW. The masks keep every move inside
+/// the whole words of both slices, whatever their lengths.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512bw")]
 unsafe fn copy_evens_avx512(dst: &mut [u8], src: &[u8]) {
