@@ -1,7 +1,8 @@
 //! Register-level pieces shared by the x86-64 kernels: the 8×8 f32
 //! transpose in AVX registers (patch embeddings, the channel-blocked
 //! depthwise kernel's layout changes, the int8 engine's transposing float
-//! store).
+//! store) and the 16×16 one in AVX-512 registers (the depthwise layout
+//! change on wide rows).
 
 use std::arch::x86_64::*;
 
@@ -38,6 +39,53 @@ pub(crate) fn transpose8(r: [__m256; 8]) -> [__m256; 8] {
     ]
 }
 
+/// Transposes the 16×16 block `r` (row j = 16 values) in AVX-512
+/// registers: pairs of rows interleaved within 128-bit lanes, then pairs of
+/// pairs (each lane then holds one column of 4 rows), then the lanes of
+/// two groups of 4 rows, then of the two halves.
+#[inline]
+#[target_feature(enable = "avx512f")]
+pub(crate) fn transpose16(r: [__m512; 16]) -> [__m512; 16] {
+    let a: [__m512d; 16] = std::array::from_fn(|i| {
+        let (x, y) = (r[i & !1], r[i | 1]);
+        _mm512_castps_pd(if i & 1 == 0 {
+            _mm512_unpacklo_ps(x, y)
+        } else {
+            _mm512_unpackhi_ps(x, y)
+        })
+    });
+    // b[4g + c]: lane l holds column 4l + c of rows 4g .. 4g + 4.
+    let b: [__m512; 16] = std::array::from_fn(|i| {
+        let (g, c) = (i / 4, i % 4);
+        let (x, y) = (a[4 * g + c / 2], a[4 * g + 2 + c / 2]);
+        _mm512_castpd_ps(if c & 1 == 0 {
+            _mm512_unpacklo_pd(x, y)
+        } else {
+            _mm512_unpackhi_pd(x, y)
+        })
+    });
+    // d[8h + c]: columns c and 8 + c (lanes 0, 2 of each group), and e[8h + c]:
+    // columns 4 + c and 12 + c, of rows 8h .. 8h + 8.
+    let d: [__m512; 16] = std::array::from_fn(|i| {
+        let (h, c) = (i / 8, i % 8);
+        let (x, y) = (b[8 * h + c % 4], b[8 * h + 4 + c % 4]);
+        if c < 4 {
+            _mm512_shuffle_f32x4::<0x88>(x, y)
+        } else {
+            _mm512_shuffle_f32x4::<0xDD>(x, y)
+        }
+    });
+    std::array::from_fn(|col| {
+        let (c, e, hi) = (col % 4, (col / 4) % 2, col >= 8);
+        let (x, y) = (d[4 * e + c], d[8 + 4 * e + c]);
+        if hi {
+            _mm512_shuffle_f32x4::<0xDD>(x, y)
+        } else {
+            _mm512_shuffle_f32x4::<0x88>(x, y)
+        }
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -60,6 +108,30 @@ mod tests {
         for i in 0..8 {
             for j in 0..8 {
                 assert_eq!(got[8 * i + j], m[8 * j + i], "({i}, {j})");
+            }
+        }
+    }
+
+    #[test]
+    fn transpose16_swaps_rows_and_columns() {
+        if !crate::ops::gemm::simd::has_avx512() {
+            eprintln!("skipped: no AVX-512");
+            return;
+        }
+        let m: Vec<f32> = (0..256).map(|v| v as f32).collect();
+        let mut got = [0f32; 256];
+        // SAFETY: AVX-512F was checked; every row is 16 floats inside
+        // `m`/`got`.
+        unsafe {
+            let rows: [__m512; 16] =
+                std::array::from_fn(|i| _mm512_loadu_ps(m.as_ptr().add(16 * i)));
+            for (i, v) in transpose16(rows).into_iter().enumerate() {
+                _mm512_storeu_ps(got.as_mut_ptr().add(16 * i), v);
+            }
+        }
+        for i in 0..16 {
+            for j in 0..16 {
+                assert_eq!(got[16 * i + j], m[16 * j + i], "({i}, {j})");
             }
         }
     }

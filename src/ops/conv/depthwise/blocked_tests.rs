@@ -227,6 +227,10 @@ fn blocked_matches_direct_sums() {
         check(l(1, 19, 1, 56, 56, [5, 5], 2, [2, 2]), swish);
         check(l(1, 3, 1, 21, 64, [5, 5], 1, [2, 2]), clip);
         check(l(1, 5, 1, 33, 37, [7, 7], 1, [3, 3]), sigmoid);
+        // Unpadded stride 2 whose taps never read the last input row and
+        // column (the 16-column layout change skips them), 16 channels
+        // and 2 more.
+        check(l(1, 18, 1, 34, 38, [5, 5], 2, [0, 0]), relu);
     }
 }
 
