@@ -1,10 +1,11 @@
 //! The channel-blocked depthwise kernel's layout changes: channel planes
 //! into `[pixel][channel]` rows (zero-padded, as the taps read them) and
 //! back, by transposes in registers (gathers cost several times more):
-//! 16×16 in AVX-512 registers for blocks of 16 channels on rows (or planes)
-//! of 16 values or more, else 8×8 in AVX registers. The input is walked row
-//! by row, a row's pixels being one run of the padded layout; planes under
-//! 8 columns wide go 8 pixels at a time across rows, and a plane of fewer
+//! 16×16 in AVX-512 registers for blocks of 16 channels (rows under 16
+//! columns in masked loads; planes of 16 pixels or more on the way back),
+//! else 8×8 in AVX registers. The input is walked row by row, a row's
+//! pixels being one run of the padded layout; with 8 lanes, planes under 8
+//! columns wide go 8 pixels at a time across rows, and a plane of fewer
 //! than 8 pixels lane by lane.
 
 use crate::ops::conv::regs::{transpose16, transpose8};
@@ -58,11 +59,11 @@ pub(super) unsafe fn to_pixels(
 ) {
     // SAFETY: passed on (the contract).
     unsafe {
+        if n == 16 && crate::ops::gemm::simd::has_avx512() {
+            return to_pixels_wide(s, x, starts, input);
+        }
         if s.x_end < 8 {
             return to_pixels_narrow(s, x, starts, n, input);
-        }
-        if n == 16 && s.x_end >= 16 && crate::ops::gemm::simd::has_avx512() {
-            return to_pixels_wide(s, x, starts, input);
         }
         // Row by row, 8 columns at a time (the last 8 of a row overlap the
         // previous ones where the row is not a multiple of 8), each group
@@ -89,20 +90,35 @@ pub(super) unsafe fn to_pixels(
     }
 }
 
-/// [`to_pixels`] for 16 lanes on rows of at least 16 readable columns: 16
-/// columns of the 16 planes at a time, transposed in AVX-512 registers
-/// (a third fewer shuffles per value than two 8×8 transposes, and one
-/// store per pixel instead of two).
+/// [`to_pixels`] for 16 lanes: 16 columns of the 16 planes at a time (a
+/// row under 16 in one masked load per plane), transposed in AVX-512
+/// registers (a third fewer shuffles per value than two 8×8 transposes,
+/// one store per pixel instead of two, and no destination table for rows
+/// under 8).
 ///
 /// # Safety
-/// As [`to_pixels`], with AVX-512F, `n` = 16 and `x_end` ≥ 16.
+/// As [`to_pixels`], with AVX-512F and `n` = 16.
 #[inline]
 #[target_feature(enable = "avx512f")]
 unsafe fn to_pixels_wide(s: &Spread, x: *const f32, starts: &[usize], input: *mut f32) {
     const N: usize = 16;
-    // SAFETY: as in `to_pixels`: c + 16 ≤ x_end ≤ wd, pixels ≤ trash.
+    // SAFETY: as in `to_pixels`: c + 16 ≤ x_end ≤ wd (a masked load reads
+    // only x_end < 16 values), pixels ≤ trash.
     unsafe {
         let planes: [*const f32; N] = std::array::from_fn(|j| x.add(starts[j]));
+        if s.x_end < N {
+            // The lanes past x_end are neither read nor stored.
+            let mask: __mmask16 = (1 << s.x_end) - 1;
+            for iy in 0..s.y_end {
+                let src = iy * s.wd;
+                let dst = input.add(((iy + s.pt) * s.wp + s.pl) * N);
+                let rows = std::array::from_fn(|j| _mm512_maskz_loadu_ps(mask, planes[j].add(src)));
+                for (j, v) in transpose16(rows).into_iter().enumerate().take(s.x_end) {
+                    _mm512_storeu_ps(dst.add(j * N), v);
+                }
+            }
+            return;
+        }
         for iy in 0..s.y_end {
             let src = iy * s.wd;
             let dst = input.add(((iy + s.pt) * s.wp + s.pl) * N);
