@@ -1,5 +1,6 @@
 //! A depthwise Conv read only by a Transpose(0, 2, 3, 1) writes NHWC
-//! itself (ConvNeXt's blocks): the fused graph gives the unfused graph's
+//! itself (ConvNeXt's blocks), as does a patch-embedding Conv (kernel =
+//! stride, ConvNeXt's and Swin's stems): the fused graph gives the unfused graph's
 //! bits, on one thread and on two, over edge sizes (channels past a
 //! vector, odd widths, asymmetric pads, strides, two images); the fusion
 //! does not fire where the Conv's output has another reader or is a graph
@@ -240,5 +241,73 @@ fn other_readers_outputs_and_perms_keep_the_transpose() {
     // Other permutations.
     for perm in [[0, 3, 2, 1], [0, 2, 1, 3], [0, 1, 3, 2], [1, 2, 3, 0]] {
         assert!(!check(Layer { perm, ..l }, &[], &[]), "{perm:?}");
+    }
+}
+
+/// Whether the patch kernel (whose product is position-major) runs here:
+/// x86-64 with AVX2 and FMA.
+fn patches_here() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    false
+}
+
+/// A patch-embedding Conv (`m` outputs, kernel `k` = stride, no pads) on
+/// `[n, c, h, w]`, optionally a Relu, then Transpose(0, 2, 3, 1).
+fn patch_model(n: i64, c: i64, h: i64, w: i64, m: i64, k: i64, relu: bool) -> Vec<u8> {
+    let mut conv = node("Conv", &["x", "w", "b"], &["c"]);
+    conv.attribute.push(ints_attr("kernel_shape", &[k, k]));
+    conv.attribute.push(ints_attr("strides", &[k, k]));
+    let mut nodes = vec![conv];
+    if relu {
+        nodes.push(node("Relu", &["c"], &["a"]));
+    }
+    let mut t = node("Transpose", &[if relu { "a" } else { "c" }], &["y"]);
+    t.attribute.push(ints_attr("perm", &[0, 2, 3, 1]));
+    nodes.push(t);
+    let (kk, mm) = ((c * k * k) as usize, m as usize);
+    bytes(&model(
+        graph(
+            nodes,
+            vec![value_info("x", 1, &[n, c, h, w])],
+            vec![value_info("y", 1, &[n, h / k, w / k, m])],
+            vec![
+                initializer("w", &[m, c, k, k], &seq(mm * kk, 5)),
+                initializer("b", &[m], &seq(mm, 9)),
+            ],
+        ),
+        13,
+    ))
+}
+
+#[test]
+fn fused_patch_embedding_writes_nhwc_with_the_unfused_bits() {
+    // ConvNeXt's and Swin's 4×4/4 stem (smaller), ViT's 16×16/16 with an
+    // output count off the GEMM's panel width, a 2×2/2 layer over two
+    // images whose input rows are not a multiple of the kernel, and a Relu.
+    let cases = [
+        (1, 3, 32, 32, 96, 4, false),
+        (1, 3, 48, 48, 19, 16, false),
+        (2, 5, 13, 11, 24, 2, false),
+        (1, 3, 32, 32, 40, 4, true),
+    ];
+    for (n, c, h, w, m, k, relu) in cases {
+        let bytes = patch_model(n, c, h, w, m, k, relu);
+        let x = {
+            let d = [n, c, h, w].map(|v| v as usize);
+            Tensor::from_vec(&d, seq(d.iter().product(), 3)).unwrap()
+        };
+        let (plain, n_plain, _) = run(&bytes, &x, false, 1);
+        for cpus in [1, 2] {
+            let (got, nodes, fused) = run(&bytes, &x, true, cpus);
+            assert_eq!(got, plain, "{:?} on {cpus} threads", (n, c, h, w, m, k));
+            assert_eq!(fused, patches_here(), "{:?}", (n, c, h, w, m, k));
+            if fused {
+                assert_eq!(nodes + 1 + usize::from(relu), n_plain);
+            }
+        }
     }
 }

@@ -1,8 +1,10 @@
 //! A Conv whose output only a Transpose(0, 2, 3, 1) reads (NCHW → NHWC, as
-//! ConvNeXt's blocks do after their depthwise 7×7, before the LayerNorm
-//! over channels) becomes one Conv writing NHWC itself: the channel-blocked
-//! depthwise kernel sums `[pixel][channel]` anyway, so neither its
-//! transpose back into planes nor the Transpose node's pass is run. The
+//! ConvNeXt's blocks do after their depthwise 7×7, and ConvNeXt's and
+//! Swin's 4×4/4 patch stems, before the LayerNorm over channels) becomes
+//! one Conv writing NHWC itself: the channel-blocked depthwise kernel sums
+//! `[pixel][channel]` anyway, and the patch kernel's product is
+//! position-major, so neither their transpose back into planes nor the
+//! Transpose node's pass is run. The
 //! Conv's hook (`accepts_fusion` with [`FusionKind::ChannelsLast`]) says
 //! where its kernel writes that layout; the bits are those of the two nodes.
 

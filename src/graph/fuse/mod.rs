@@ -10,8 +10,9 @@
 //! linear layer's bias Add folds into its MatMul ([`bias`]), which can then
 //! take the activation (GELU included) too. Dynamically quantized linear
 //! layers (`MatMulInteger → Cast → Mul [→ Add]`) become one
-//! MatMulIntegerToFloat ([`int_matmul`]). A depthwise Conv read only by
-//! a Transpose(0, 2, 3, 1) writes NHWC itself ([`channels_last`]).
+//! MatMulIntegerToFloat ([`int_matmul`]). A depthwise or patch-embedding
+//! Conv read only by a Transpose(0, 2, 3, 1) writes NHWC itself
+//! ([`channels_last`]).
 //! Apart from that, only float32 data is fused.
 
 mod affine;

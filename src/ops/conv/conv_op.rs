@@ -387,9 +387,10 @@ impl Conv {
     }
 
     /// Whether the node may write Y channels last for these inputs: a 2-D
-    /// depthwise f32 layer of known shapes and constant W, without a
-    /// residual, whose kernel writes that layout directly (see
-    /// `depthwise::takes_pixels`); elsewhere the planes would be
+    /// f32 layer of known shapes and constant W, without a residual, whose
+    /// kernel writes that layout directly: the channel-blocked depthwise
+    /// kernel (see `depthwise::takes_pixels`) or the patch kernel (whose
+    /// product is position-major); elsewhere the planes would be
     /// transposed after all, as a Transpose node would.
     fn writes_pixels(&self, inputs: &[InferInput]) -> bool {
         if self.channels_last || self.residual || !is_f32_constant(inputs, 1) || inputs.len() > 3 {
@@ -416,8 +417,11 @@ impl Conv {
             return false;
         };
         x.len() == 4
-            && choose(&p, true) == Algorithm::Depthwise
-            && super::depthwise::takes_pixels(&p, self.act)
+            && match choose(&p, true) {
+                Algorithm::Depthwise => super::depthwise::takes_pixels(&p, self.act),
+                Algorithm::Patches => true,
+                _ => false,
+            }
     }
 
     /// Runs on X and W (whose shape is `w_shape`: W is empty when only
@@ -534,11 +538,14 @@ impl ConvKernel<'_> {
     /// writes that layout where it can; elsewhere the planes are computed
     /// as without the fusion and transposed, as the Transpose node did.
     fn compute_pixels<T: GemmFloat>(&self, a: &ConvArgs<T>, mut y: Vec<T>) -> Result<Vec<T>> {
-        if self.algo == Algorithm::Depthwise {
-            if let (Some(a32), Some(y32)) = (a.as_f32(), as_f32_mut(&mut y)) {
-                if super::depthwise::depthwise_pixels(&a32, y32) {
-                    return Ok(y);
-                }
+        if let (Some(a32), Some(y32)) = (a.as_f32(), as_f32_mut(&mut y)) {
+            let written = match self.algo {
+                Algorithm::Depthwise => super::depthwise::depthwise_pixels(&a32, y32),
+                Algorithm::Patches => super::patches::run_pixels(&a32, y32),
+                _ => false,
+            };
+            if written {
+                return Ok(y);
             }
         }
         let mut planes = T::take_buffer(y.len());

@@ -67,8 +67,34 @@ pub(super) fn takes(p: &ConvPlan) -> bool {
 }
 
 /// Runs a layer this kernel [`takes`], with W packed once into the node's
-/// patch cache when W is constant.
+/// patch cache when W is constant: Y channel-major (`[N, M, H, W]`).
 pub(super) fn run(a: &ConvArgs<f32>, y: &mut [f32]) {
+    run_into(a, Layout::Planes, y);
+}
+
+/// [`run`] writing Y position-major (`[N, H, W, M]`: the output's
+/// Transpose to channels last absorbed), the product's own order, so Y is
+/// written once, without the transpose into planes. Layers with a
+/// residual (given in planes) are not taken: false, and nothing is
+/// written.
+pub(super) fn run_pixels(a: &ConvArgs<f32>, y: &mut [f32]) -> bool {
+    if a.z.is_some() {
+        return false;
+    }
+    run_into(a, Layout::Pixels, y);
+    true
+}
+
+/// How Y is laid out.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Layout {
+    /// Channel-major planes.
+    Planes,
+    /// Position-major rows of channels (no residual).
+    Pixels,
+}
+
+fn run_into(a: &ConvArgs<f32>, layout: Layout, y: &mut [f32]) {
     #[cfg(target_arch = "x86_64")]
     {
         use crate::ops::gemm::packed::PackedWeights;
@@ -83,25 +109,24 @@ pub(super) fn run(a: &ConvArgs<f32>, y: &mut [f32]) {
             fresh.as_ref()
         };
         let packed = packed.expect("chosen only where W packs");
-        patches(p, a.x, packed, a.b, a.z, a.act, y);
+        patches(p, a.x, packed, (a.b, a.z, a.act), layout, y);
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
-        let _ = (a, y);
+        let _ = (a, layout, y);
         unreachable!("the patch kernel is chosen on x86-64 only");
     }
 }
 
-/// The whole layer: patches, their product by the packed W, and the
-/// transpose into Y.
+/// The whole layer: patches, their product by the packed W, and (for
+/// planes) the transpose into Y.
 #[cfg(target_arch = "x86_64")]
 fn patches(
     p: &ConvPlan,
     x: &[f32],
     packed: &crate::ops::gemm::packed::PackedWeights,
-    b: Option<&[f32]>,
-    z: Option<&[f32]>,
-    act: Option<Activation>,
+    (b, z, act): (Option<&[f32]>, Option<&[f32]>, Option<Activation>),
+    layout: Layout,
     y: &mut [f32],
 ) {
     use crate::ops::gemm::engine::GemmFloat;
@@ -116,12 +141,21 @@ fn patches(
         bias: b,
         act: if z.is_some() { None } else { act },
     };
+    let product = |a: &[f32], t: &mut [f32]| {
+        packed
+            .matmul("Conv", a, rows, epi, t)
+            .expect("the patch matrices have the product's sizes")
+    };
+    if layout == Layout::Pixels {
+        return f32::with_scratch(rows * k, |a| {
+            gather(p, x, a);
+            product(a, y);
+        });
+    }
     f32::with_scratch(rows * (k + m), |scratch| {
         let (a, t) = scratch.split_at_mut(rows * k);
         gather(p, x, a);
-        packed
-            .matmul("Conv", a, rows, epi, t)
-            .expect("the patch matrices have the product's sizes");
+        product(a, t);
         scatter(p, t, m, y);
         if let Some(z) = z {
             crate::ops::util::par_spans(y, |start, span| {
