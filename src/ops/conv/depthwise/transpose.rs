@@ -42,8 +42,8 @@ impl Spread {
 
 /// Writes channel `l`'s plane (`x + starts[l]`, `h·wd` values) to lanes
 /// `l` of `input`'s pixels (`n` lanes each, `n` a multiple of 8). Pixels
-/// no tap reads are skipped, or (planes under 8 columns wide) written to
-/// `trash`.
+/// no tap reads are skipped, except with 8 lanes on planes under 8
+/// columns wide, which write them to `trash`.
 ///
 /// # Safety
 /// The CPU must support AVX2; every plane must be readable and `input`
