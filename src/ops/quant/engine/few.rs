@@ -47,7 +47,8 @@ pub(crate) fn tile(w: &[i8], pairs: &[u8], k4: usize, n: usize, out: &mut Tile) 
     false
 }
 
-/// [`tile`]'s kernel.
+/// [`tile`]'s kernel: the column count as a constant, so that every
+/// accumulator stays in a register.
 ///
 /// # Safety
 /// The CPU must have AVX-512 F, BW and VNNI; `w` must hold k4 groups and
@@ -55,32 +56,68 @@ pub(crate) fn tile(w: &[i8], pairs: &[u8], k4: usize, n: usize, out: &mut Tile) 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
 unsafe fn tile_vnni512(w: &[i8], pairs: &[u8], k4: usize, n: usize, out: &mut Tile) {
+    // SAFETY: the caller's contract, passed on.
+    unsafe {
+        match n {
+            1 => columns_vnni512::<1>(w, pairs, k4, out),
+            2 => columns_vnni512::<2>(w, pairs, k4, out),
+            3 => columns_vnni512::<3>(w, pairs, k4, out),
+            _ => columns_vnni512::<FEW>(w, pairs, k4, out),
+        }
+    }
+}
+
+/// [`tile_vnni512`] for `N` columns.
+///
+/// # Safety
+/// As [`tile_vnni512`]'s, with n = `N`.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+unsafe fn columns_vnni512<const N: usize>(w: &[i8], pairs: &[u8], k4: usize, out: &mut Tile) {
     use std::arch::x86_64::*;
     const CHAINS: usize = 4;
     const _: () = assert!(MR == 8, "a 64-byte load holds two groups of MR = 8 rows");
     let per = k4.div_ceil(2);
-    // Four sums per column, pairs taken in turn, so that consecutive
+    // Pairs whose two groups both exist: every pair but a last odd one.
+    let whole = k4 / 2;
+    // Four sums per column, consecutive pairs in turn, so that consecutive
     // multiply-adds do not wait on each other (one column alone would
-    // otherwise wait on `vpdpbusd`'s latency).
-    let mut acc = [[_mm512_setzero_si512(); CHAINS]; FEW];
+    // otherwise wait on `vpdpbusd`'s latency). Constant indices keep them
+    // in registers.
+    let mut acc = [[_mm512_setzero_si512(); CHAINS]; N];
     let (wp, xp) = (w.as_ptr(), pairs.as_ptr());
-    for p in 0..per {
+    let mut p = 0;
+    while p + CHAINS <= whole {
+        for j in 0..CHAINS {
+            // SAFETY: pair p + j < whole: both its groups lie in `w`, and
+            // each column's pair in `pairs` (the contract).
+            unsafe {
+                let wv = _mm512_loadu_si512(wp.add((p + j) * 64).cast());
+                for (c, a) in acc.iter_mut().enumerate() {
+                    let xv = _mm512_loadu_si512(xp.add((c * per + p + j) * 64).cast());
+                    a[j] = _mm512_dpbusd_epi32(a[j], xv, wv);
+                }
+            }
+        }
+        p += CHAINS;
+    }
+    while p < per {
         // SAFETY: pair p's groups 2p and (if it exists) 2p + 1 lie in `w`:
         // the mask drops the second when k4 is odd.
-        let wv = unsafe {
-            if 2 * p + 1 < k4 {
+        unsafe {
+            let wv = if 2 * p + 1 < k4 {
                 _mm512_loadu_si512(wp.add(p * 64).cast())
             } else {
                 _mm512_maskz_loadu_epi32(0x00FF, wp.add(p * 64).cast())
+            };
+            for (c, a) in acc.iter_mut().enumerate() {
+                let xv = _mm512_loadu_si512(xp.add((c * per + p) * 64).cast());
+                a[0] = _mm512_dpbusd_epi32(a[0], xv, wv);
             }
-        };
-        for (c, a) in acc.iter_mut().enumerate().take(n) {
-            // SAFETY: column c < n's pair p lies in `pairs` (the contract).
-            let xv = unsafe { _mm512_loadu_si512(xp.add((c * per + p) * 64).cast()) };
-            a[p % CHAINS] = _mm512_dpbusd_epi32(a[p % CHAINS], xv, wv);
         }
+        p += 1;
     }
-    for (c, a) in acc.iter().enumerate().take(n) {
+    for (c, a) in acc.iter().enumerate() {
         let s = _mm512_add_epi32(_mm512_add_epi32(a[0], a[1]), _mm512_add_epi32(a[2], a[3]));
         // Lanes 8..16 (the odd groups) onto lanes 0..8.
         let s = _mm512_add_epi32(s, _mm512_shuffle_i64x2::<0b01_00_11_10>(s, s));
@@ -101,8 +138,9 @@ mod tests {
     #[test]
     fn few_columns_give_the_portable_kernel_s_sums() {
         let mut next = crate::ops::testutil::xorshift32(99);
-        // Odd and even group counts, one group, every column count.
-        for k4 in [1, 2, 7, 320] {
+        // Odd and even group counts, one group, whole runs of four pairs
+        // with and without a tail, every column count.
+        for k4 in [1, 2, 7, 9, 11, 18, 320] {
             for n in 1..=FEW {
                 let w: Vec<i8> = (0..k4 * MR * 4).map(|_| next() as i8).collect();
                 let panel: Vec<u8> = (0..k4 * NR * 4).map(|_| next() as u8).collect();
