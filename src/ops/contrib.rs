@@ -75,7 +75,9 @@ fn check_scalar(op: &str, what: &str, t: &Tensor) -> Result<()> {
 /// The f32 values of a float32 scale tensor.
 pub(super) fn scales(op: &str, what: &str, t: &Tensor) -> Result<Vec<f32>> {
     match t {
-        Tensor::F32(a) => Ok(a.iter().copied().collect()),
+        Tensor::F32(a) => Ok(a
+            .as_slice()
+            .map_or_else(|| a.iter().copied().collect(), <[f32]>::to_vec)),
         other => Err(Error::op(
             op,
             format!("{what} must be float32, found {}", other.dtype()),

@@ -56,12 +56,20 @@ pub(crate) fn int_range(op: &str, t: DType) -> Result<(i64, i64)> {
 
 /// The values of a quantized integer tensor (8/16/32-bit) as i32, row-major.
 pub(crate) fn to_i32(op: &str, t: &Tensor) -> Result<Vec<i32>> {
+    // Contiguous data (the rule: scales and zero points are initializers)
+    // is read as a slice, without ndarray's per-element index walk.
+    fn widen<T: Copy + Into<i32>, D: ndarray::Dimension>(a: &ndarray::Array<T, D>) -> Vec<i32> {
+        match a.as_slice() {
+            Some(s) => s.iter().map(|&v| v.into()).collect(),
+            None => a.iter().map(|&v| v.into()).collect(),
+        }
+    }
     Ok(match t {
-        Tensor::U8(a) => a.iter().map(|&v| v as i32).collect(),
-        Tensor::I8(a) => a.iter().map(|&v| v as i32).collect(),
-        Tensor::U16(a) => a.iter().map(|&v| v as i32).collect(),
-        Tensor::I16(a) => a.iter().map(|&v| v as i32).collect(),
-        Tensor::I32(a) => a.iter().copied().collect(),
+        Tensor::U8(a) => widen(a),
+        Tensor::I8(a) => widen(a),
+        Tensor::U16(a) => widen(a),
+        Tensor::I16(a) => widen(a),
+        Tensor::I32(a) => widen(a),
         other => {
             return Err(Error::op(
                 op,
