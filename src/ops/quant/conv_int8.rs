@@ -172,41 +172,20 @@ impl Conv<'_> {
                 let strided = !direct && im2col::is_strided_pointwise(self.win, cg);
                 // The staged input, in this thread's buffer kept across runs.
                 let mut staged = STAGED.with(|s| std::mem::take(&mut *s.borrow_mut()));
+                // Stride 1 with a requantized output: the engine reads the
+                // staged input in place (no panels), where it can.
+                let in_place = match self.output {
+                    Output::Quant { .. } if !direct => im2col::InPlacePlan::new(self.win, cg),
+                    _ => None,
+                };
+                let zero_x = self.zero_x + if x_signed { 128 } else { 0 };
                 for img in 0..n {
                     for (g, packed) in groups.iter().enumerate() {
                         let mg = packed.rows;
                         let x_at = (img * c + g * cg) * plane_in;
                         let x = &bytes[x_at..][..cg * plane_in];
-                        let src = if direct {
-                            im2col::Source::Direct {
-                                x,
-                                channels: cg,
-                                pixels: plane_in,
-                                flip: flip_mask(x_signed),
-                            }
-                        } else if strided {
-                            im2col::subsample(x, cg, self.win, &mut staged);
-                            im2col::Source::Direct {
-                                x: &staged,
-                                channels: cg,
-                                pixels: plane_out,
-                                flip: flip_mask(x_signed),
-                            }
-                        } else {
-                            im2col::stage(x, cg, self.win, self.zero_x, x_signed, &mut staged);
-                            im2col::Source::Staged {
-                                words: &staged,
-                                channels: cg,
-                                win: self.win,
-                            }
-                        };
                         let out_at = (img * m + g * mg) * plane_out;
-                        let product = Product {
-                            w: packed,
-                            cols: plane_out,
-                            zero_x: self.zero_x + if x_signed { 128 } else { 0 },
-                            bias: self.bias.map(|b| &b[g * mg..][..mg]),
-                        };
+                        let bias = self.bias.map(|b| &b[g * mg..][..mg]);
                         let sink: Box<dyn Sink + '_> = match &self.output {
                             Output::Wide => Box::new(WideSink::new(
                                 &mut wide[out_at..][..mg * plane_out],
@@ -226,6 +205,46 @@ impl Conv<'_> {
                                     range,
                                 ))
                             }
+                        };
+                        let src = if direct {
+                            im2col::Source::Direct {
+                                x,
+                                channels: cg,
+                                pixels: plane_in,
+                                flip: flip_mask(x_signed),
+                            }
+                        } else if strided {
+                            im2col::subsample(x, cg, self.win, &mut staged);
+                            im2col::Source::Direct {
+                                x: &staged,
+                                channels: cg,
+                                pixels: plane_out,
+                                flip: flip_mask(x_signed),
+                            }
+                        } else {
+                            im2col::stage(x, cg, self.win, self.zero_x, x_signed, &mut staged);
+                            if let Some(plan) = &in_place {
+                                let product = Product {
+                                    w: packed,
+                                    cols: plan.cols(),
+                                    zero_x,
+                                    bias,
+                                };
+                                if product.run_in_place(&plan.operand(&mut staged), sink.as_ref()) {
+                                    continue;
+                                }
+                            }
+                            im2col::Source::Staged {
+                                words: &staged,
+                                channels: cg,
+                                win: self.win,
+                            }
+                        };
+                        let product = Product {
+                            w: packed,
+                            cols: plane_out,
+                            zero_x,
+                            bias,
                         };
                         product.run(&src, sink.as_ref());
                     }

@@ -18,6 +18,7 @@
 
 mod few;
 mod float_sink;
+mod in_place;
 mod kernel;
 mod lanes;
 pub(crate) mod matrix;
@@ -28,6 +29,7 @@ pub(crate) mod sink;
 mod weights;
 
 pub(crate) use float_sink::FloatSink;
+pub(crate) use in_place::InPlace;
 #[cfg(target_arch = "x86_64")]
 pub(crate) use kernel::has_vnni512;
 #[cfg(target_arch = "aarch64")]
@@ -76,28 +78,11 @@ impl Product<'_> {
     /// partial panels where it takes them and `lanes` allows it.
     pub(crate) fn run_with(&self, src: &dyn PanelSource, sink: &dyn Sink, lanes: bool) {
         let w = self.w;
-        let k = w.k as i32;
-        let zx = self.zero_x;
-        let row_add: Vec<i32> = (0..w.rows)
-            .map(|r| {
-                let b = self.bias.map_or(0, |b| b[r]);
-                b.wrapping_sub(zx.wrapping_mul(w.row_sums[r]))
-                    .wrapping_add(k.wrapping_mul(zx).wrapping_mul(w.zero[r]))
-            })
-            .collect();
+        let row_add = self.row_add();
         let col_sums_needed = w.zero.iter().any(|&z| z != 0);
         let panels = self.cols.div_ceil(NR);
         let blocks = w.blocks();
-        let threads = op_threads();
-        // Split columns first (each panel is packed once per task), then rows
-        // when there are too few panels to keep every thread busy.
-        let want = threads * crate::ops::util::TASKS_PER_THREAD;
-        let col_tasks = panels.min(want).max(1);
-        let row_tasks = if panels >= threads * 2 {
-            1
-        } else {
-            blocks.min(want.div_ceil(col_tasks)).max(1)
-        };
+        let (col_tasks, row_tasks) = self.task_split(panels);
         // The run's kernel and guard, read on the operator's thread.
         let settings = guard::current();
         let (kind, guarded) = (settings.kernel.resolve(), settings.guard);
@@ -178,6 +163,38 @@ impl Product<'_> {
         };
         crate::ops::parallel::par_for(col_tasks * row_tasks, task);
         guard::record(recomputed.into_inner());
+    }
+}
+
+impl Product<'_> {
+    /// Per row of C, what its exact sums add: the bias, less the x zero
+    /// point's share (`zx·Σw`), plus `K·zx·zw`.
+    fn row_add(&self) -> Vec<i32> {
+        let w = self.w;
+        let (k, zx) = (w.k as i32, self.zero_x);
+        (0..w.rows)
+            .map(|r| {
+                let b = self.bias.map_or(0, |b| b[r]);
+                b.wrapping_sub(zx.wrapping_mul(w.row_sums[r]))
+                    .wrapping_add(k.wrapping_mul(zx).wrapping_mul(w.zero[r]))
+            })
+            .collect()
+    }
+
+    /// How [`Product::run`] splits `panels` column panels and the row
+    /// blocks into tasks: (column tasks, row tasks).
+    fn task_split(&self, panels: usize) -> (usize, usize) {
+        let threads = op_threads();
+        // Split columns first (each panel is packed once per task), then rows
+        // when there are too few panels to keep every thread busy.
+        let want = threads * crate::ops::util::TASKS_PER_THREAD;
+        let col_tasks = panels.min(want).max(1);
+        let row_tasks = if panels >= threads * 2 {
+            1
+        } else {
+            self.w.blocks().min(want.div_ceil(col_tasks)).max(1)
+        };
+        (col_tasks, row_tasks)
     }
 }
 

@@ -9,6 +9,9 @@
 //! moved to u8. A panel group is then one run of words per output row
 //! segment: a plain copy at stride 1, every `stride`-th word otherwise.
 //!
+//! At stride 1 the engine can read the staged words in place instead
+//! ([`InPlacePlan`]): one offset per panel group, no panels.
+//!
 //! A 1×1, stride-1, unpadded convolution whose channel count is a multiple
 //! of four reads its input directly: its K order is the channel order. At
 //! a larger stride it reads the pixels it needs, copied out once per image
@@ -17,7 +20,7 @@
 use crate::ops::conv::geom::Window;
 use crate::ops::parallel::par_rows;
 use crate::ops::quant::engine::panel::{flip_mask, interleave_rows, pack_k_rows, RunCopier};
-use crate::ops::quant::engine::{PanelSource, NR};
+use crate::ops::quant::engine::{InPlace, PanelSource, NR};
 
 /// Where k of the packed weights comes from: `(channel, kernel tap)` of
 /// the `[m][c][kh·kw]` weights for each of `taps · c4 · 4` values of K,
@@ -186,6 +189,81 @@ pub(super) fn stage(
             }
         }
     });
+}
+
+/// A stride-1 convolution's staged input read in place by the engine
+/// (`engine::in_place`): output pixel (y, x) is column `y·pw + x` of the
+/// staged planes' width `pw`, and K group (tap, channel group) one offset
+/// from it, in [`k_order`]'s order.
+pub(super) struct InPlacePlan {
+    offsets: Vec<usize>,
+    row: usize,
+    width: usize,
+    cols: usize,
+}
+
+impl InPlacePlan {
+    /// For a 2-D stride-1 convolution that stages its input, on planes
+    /// wide enough that the unstored columns cost little; `None` for
+    /// others.
+    pub(super) fn new(win: &Window, channels: usize) -> Option<InPlacePlan> {
+        let (oh, ow) = (*win.output.first()?, *win.output.get(1)?);
+        if win.input.len() != 2
+            || win.strides.iter().any(|&s| s != 1)
+            || is_direct(win, channels)
+            || oh == 0
+            || ow == 0
+        {
+            return None;
+        }
+        let (ph, pw) = padded(win);
+        let cols = (oh - 1) * pw + ow;
+        // The unstored columns cost their share of the product: in place
+        // only where that is a sixteenth or less of the packed panels'
+        // (56 × 56 planes padded by one: 102 panels for 98; on 28 × 28 the
+        // 10 % more is about what the packing saves, on smaller planes
+        // more than it).
+        if cols.div_ceil(NR) * 16 > (oh * ow).div_ceil(NR) * 17 {
+            return None;
+        }
+        let (kh, kw) = (win.kernel[0], win.kernel[1]);
+        let (dh, dw) = (win.dilations[0], win.dilations[1]);
+        let groups = channels.div_ceil(4);
+        let mut offsets = Vec::with_capacity(kh * kw * groups);
+        for ky in 0..kh {
+            for kx in 0..kw {
+                offsets.extend((0..groups).map(|g| ((g * ph + ky * dh) * pw + kx * dw) * 4));
+            }
+        }
+        Some(InPlacePlan {
+            offsets,
+            row: pw,
+            width: ow,
+            cols,
+        })
+    }
+
+    /// The product's columns: every output row at the staged width, the
+    /// last one cut at the output width.
+    pub(super) fn cols(&self) -> usize {
+        self.cols
+    }
+
+    /// The operand over `staged` (one image-group's, from [`stage`]),
+    /// grown where needed to hold the unstored columns the last panel
+    /// reads (their values do not matter).
+    pub(super) fn operand<'a>(&'a self, staged: &'a mut Vec<u8>) -> InPlace<'a> {
+        let need = InPlace::bytes_read(&self.offsets, self.cols);
+        if staged.len() < need {
+            staged.resize(need, 0);
+        }
+        InPlace {
+            words: staged,
+            offsets: &self.offsets,
+            row: self.row,
+            width: self.width,
+        }
+    }
 }
 
 /// One image-group's u8 operand.

@@ -367,3 +367,77 @@ fn depthwise_dot_products_match_the_naive_kernel() {
         }
     }
 }
+
+/// Stride-1 convolutions on planes wide enough for the in-place product:
+/// the requantized bytes equal the engine's scalar requantization of the
+/// naive kernel's sums, element for element; the unstored columns (past
+/// each output row, and past the last one in the last panel) are never
+/// written over a neighbour.
+#[test]
+fn in_place_convolutions_give_the_naive_sums_requantized() {
+    use crate::ops::quant::engine::sink::requantize;
+    let mut seed = 500;
+    // (images, channels, output channels, group, window)
+    let cases = [
+        (1, 8, 16, 1, window([56, 56], [3, 3], 1, 1, [1; 4])),
+        (2, 6, 9, 1, window([45, 61], [3, 3], 1, 1, [1; 4])),
+        (1, 8, 12, 2, window([50, 128], [3, 3], 1, 2, [2; 4])),
+        (1, 4, 8, 1, window([40, 70], [5, 5], 1, 1, [2, 1, 2, 3])),
+        (1, 3, 8, 1, window([33, 97], [3, 3], 1, 1, [0, 1, 0, 1])),
+    ];
+    for (x_signed, w_signed, out_signed) in [(false, true, false), (true, false, true)] {
+        for (n, c, m, group, win) in cases.clone() {
+            seed += 1;
+            assert!(
+                im2col::InPlacePlan::new(&win, c / group).is_some(),
+                "{win:?} should read its input in place"
+            );
+            let (kh, kw) = (win.kernel[0], win.kernel[1]);
+            let xs = [n, c, win.input[0], win.input[1]];
+            let ws = [m, c / group, kh, kw];
+            let x = tensor(&xs, bytes(xs.iter().product(), seed), x_signed);
+            let w = tensor(&ws, bytes(ws.iter().product(), seed + 1), w_signed);
+            let zx = if x_signed { 5 } else { 120 };
+            // No weight zero point (in the s8 domain): the in-place path.
+            let zw = vec![if w_signed { 0 } else { 128 }];
+            let zw_t = tensor(&[], zw.iter().map(|&v| v as u8).collect(), w_signed);
+            let sums = naive_i32(
+                &win,
+                group,
+                &shifted(&x, zx),
+                &xs,
+                &shifted_w(&w, &zw, m),
+                m,
+            );
+            let prep = prepare(&w, Some(&zw_t), group).unwrap().unwrap();
+            let bias: Vec<i32> = (0..m as i32).map(|i| i * 53 - 300).collect();
+            let scale: Vec<f32> = (0..m).map(|i| 0.002 + i as f32 * 3e-4).collect();
+            let (zy, range) = if out_signed {
+                (-4, (-128, 127))
+            } else {
+                (9, (0, 255))
+            };
+            let conv = Conv {
+                win: &win,
+                group,
+                zero_x: zx,
+                bias: Some(&bias),
+                output: Output::Quant {
+                    scale: &scale,
+                    zero: zy,
+                    signed: out_signed,
+                },
+            };
+            let out_shape = [n, m, win.output[0], win.output[1]];
+            let got = conv.run(&prep, &x, &out_shape).unwrap();
+            let got = got.as_bytes().unwrap();
+            let plane = win.out_len();
+            let (lo, hi) = ((range.0 - zy) as f32, (range.1 - zy) as f32);
+            for (i, (&g, &v)) in got.iter().zip(&sums).enumerate() {
+                let ch = (i / plane) % m;
+                let want = requantize(v + bias[ch], scale[ch], zy, lo, hi) as u8;
+                assert_eq!(g, want, "{xs:?} {ws:?} element {i}");
+            }
+        }
+    }
+}

@@ -58,6 +58,22 @@ impl Requant<'_> {
         })
     }
 
+    /// Rows `r0 .. r0 + nr` from their column 0: a pointer to each, after
+    /// checking that the first `end` bytes of every one are in bounds.
+    pub(crate) fn row_starts(&self, r0: usize, nr: usize, end: usize) -> [*mut u8; MR] {
+        assert!(
+            (1..=MR).contains(&nr) && (r0 + nr - 1) * self.row_stride + end <= self.len,
+            "int8 engine stored outside its output"
+        );
+        // SAFETY: every row's start is in bounds (checked above); rows past
+        // `nr` repeat the first and are not written.
+        std::array::from_fn(|r| unsafe {
+            self.out
+                .0
+                .add((r0 + if r < nr { r } else { 0 }) * self.row_stride)
+        })
+    }
+
     /// The scale of row `r`.
     pub(crate) fn scale_of(&self, r: usize) -> f32 {
         self.scale[if self.scale.len() == 1 { 0 } else { r }]
