@@ -219,11 +219,12 @@ impl InPlacePlan {
         let (ph, pw) = padded(win);
         let cols = (oh - 1) * pw + ow;
         // The unstored columns cost their share of the product: in place
-        // only where that is a sixteenth or less of the packed panels'
-        // (56 × 56 planes padded by one: 102 panels for 98; on 28 × 28 the
-        // 10 % more is about what the packing saves, on smaller planes
-        // more than it).
-        if cols.div_ceil(NR) * 16 > (oh * ow).div_ceil(NR) * 17 {
+        // only where its panels' columns exceed the output pixels by a
+        // sixteenth at most (the packed path computes a last partial panel
+        // at little more than its own columns). 56 × 56 planes padded by
+        // one: 3264 columns for 3136 pixels; on 28 × 28 the 10 % more is
+        // about what the packing saves, on smaller planes more than it.
+        if cols.div_ceil(NR) * NR * 16 > oh * ow * 17 {
             return None;
         }
         let (kh, kw) = (win.kernel[0], win.kernel[1]);

@@ -382,7 +382,7 @@ fn in_place_convolutions_give_the_naive_sums_requantized() {
         (1, 8, 16, 1, window([56, 56], [3, 3], 1, 1, [1; 4])),
         (2, 6, 9, 1, window([45, 61], [3, 3], 1, 1, [1; 4])),
         (1, 8, 12, 2, window([50, 128], [3, 3], 1, 2, [2; 4])),
-        (1, 4, 8, 1, window([40, 70], [5, 5], 1, 1, [2, 1, 2, 3])),
+        (1, 4, 8, 1, window([40, 90], [5, 5], 1, 1, [2, 1, 2, 3])),
         (1, 3, 8, 1, window([33, 97], [3, 3], 1, 1, [0, 1, 0, 1])),
     ];
     for (x_signed, w_signed, out_signed) in [(false, true, false), (true, false, true)] {
