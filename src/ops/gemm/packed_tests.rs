@@ -87,6 +87,8 @@ fn kernels_give_the_in_order_fma_chain_bits() {
         (5, 40, 1),
         (37, 64, 65),
         (24, 9, 96),
+        // Two passes over k, the second resuming the sums (also at the edge).
+        (5, 600, 40),
     ];
     let acts = [
         None,
@@ -119,10 +121,16 @@ fn kernels_give_the_in_order_fma_chain_bits() {
 
 #[test]
 fn pool_size_and_kernel_do_not_change_bits() {
-    // Transformer-like shapes, large enough to be split into many tasks.
-    for (s, &(m, k, n)) in [(197, 192, 768), (128, 128, 128), (50, 96, 70)]
-        .iter()
-        .enumerate()
+    // Transformer-like shapes, large enough to be split into many tasks;
+    // the last in three passes over k and several groups of panels.
+    for (s, &(m, k, n)) in [
+        (197, 192, 768),
+        (128, 128, 128),
+        (50, 96, 70),
+        (30, 1100, 1500),
+    ]
+    .iter()
+    .enumerate()
     {
         let seed = 500 + 10 * s as u64;
         let a = rand_vec(m * k, seed);
