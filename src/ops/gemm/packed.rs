@@ -6,6 +6,9 @@
 //! 12 rows × 32 columns in 24 `zmm` accumulators with AVX-512F, or
 //! 6 rows × 16 columns in 12 `ymm` with AVX2 and FMA.
 //!
+//! The products run in cache blocks (passes over k, groups of panels;
+//! see `PackedWeights::block`).
+//!
 //! Every output element is one in-order chain of fused multiply-adds over
 //! kk = 0..k from 0.0 (`acc = fma(a[i,kk], b[kk,j], acc)`), then `+ bias[j]`
 //! (after the full sum), then the fused activation through the same
@@ -439,14 +442,17 @@ impl PackedWeights {
                 padded[..cols].copy_from_slice(&b[pc0..pc0 + cols]);
                 tile.bias = Some(padded.as_ptr());
             }
-            for i in 0..r {
-                let row = &mut scratch.0[i * w..i * w + cols];
-                // SAFETY: the `cols` = n - pc0 last columns of row
-                // r0 + i < m of `out`, which this task alone writes.
-                let c = unsafe { out.0.add((r0 + i) * n + pc0) };
-                if resume {
-                    // SAFETY: as above, read before this pass.
-                    unsafe { std::ptr::copy_nonoverlapping(c, row.as_mut_ptr(), cols) };
+            if resume {
+                for (i, row) in scratch.0.chunks_exact_mut(w).take(r).enumerate() {
+                    // SAFETY: the `cols` = n - pc0 last columns of row
+                    // r0 + i < m of `out`, which this task alone writes.
+                    unsafe {
+                        std::ptr::copy_nonoverlapping(
+                            out.0.add((r0 + i) * n + pc0),
+                            row.as_mut_ptr(),
+                            cols,
+                        )
+                    };
                 }
             }
             tile.c = scratch.0.as_mut_ptr();
@@ -551,7 +557,8 @@ macro_rules! tile_kernel {
         /// The CPU must support the target features; `t.a` must hold R
         /// rows of k values at pitch `t.lda`, `t.b` k rows of
         #[doc = concat!(stringify!($lanes), "·2 values, `t.bias` (if any) as many, and `t.c` R")]
-        /// writable rows of that many at pitch `t.ldc`.
+        /// writable rows of that many at pitch `t.ldc` (read first, when
+        /// `t.resume`).
         #[target_feature(enable = $feature)]
         unsafe fn $name<const R: usize>(t: &Tile) {
             const W: usize = 2 * $lanes;
