@@ -113,7 +113,8 @@ fn layer(
 /// activation, bit for bit, and the same bits as the panel GEMM's; for
 /// planes of 1 to 196 positions (tiles of 1 to 8, leftovers), 16 to 72
 /// channels (panels of 16 and 32, short last panels), several images and
-/// groups, each activation kind in registers or after the tiles.
+/// groups, each activation kind in registers or after the tiles, and sums
+/// over k long enough to be taken in two or three passes.
 #[test]
 fn matches_naive_sums_and_the_panel_gemm_bit_for_bit() {
     let acts = [
@@ -131,6 +132,9 @@ fn matches_naive_sums_and_the_panel_gemm_bit_for_bit() {
         (2, 16, 64, (4, 4), 2),
         (1, 33, 57, (2, 3), 1),
         (1, 80, 200, (14, 14), 1),
+        // Sums over k in two and three passes (first, middle, last).
+        (1, 2 * K_PASS - 5, 40, (5, 5), 1),
+        (2, 6 * K_PASS + 8, 48, (3, 3), 2),
     ];
     for (ci, &(n_img, c, m, hw, group)) in cases.iter().enumerate() {
         for (ai, &act) in acts.iter().enumerate() {

@@ -2,7 +2,9 @@
 //! to 8 positions in as many registers per 16 channels, summed over k with
 //! W's vector of channels times a broadcast of X, then transposed in
 //! registers (16 channels × 8 positions into 16 rows of 8) and stored row
-//! by row under a mask of the tile's positions.
+//! by row under a mask of the tile's positions. A long sum over k may be
+//! taken in passes: each pass but the last stores its accumulators as
+//! they are, and the next resumes the chains from them (the same bits).
 
 use super::super::clamp::Clamp;
 use std::arch::x86_64::*;
@@ -26,6 +28,22 @@ pub(super) struct Tile<'a> {
     /// Y at the tile's first output.
     pub y: *mut f32,
     pub clamp: Clamp,
+    /// Which part of the sum over k this call computes.
+    pub pass: Pass,
+}
+
+/// The part of a tile's sums one call computes, with the tile's carry:
+/// `P·V·16` floats that hold its accumulators between passes.
+#[derive(Clone, Copy)]
+pub(super) enum Pass {
+    /// All of k: from zero to the stored outputs.
+    Whole,
+    /// From zero, leaving the sums in the carry.
+    First(*mut f32),
+    /// From the carry's sums back to it.
+    Middle(*mut f32),
+    /// From the carry's sums to the stored outputs.
+    Last(*mut f32),
 }
 
 /// Computes a tile of `positions` (1 to 8) positions.
@@ -33,7 +51,9 @@ pub(super) struct Tile<'a> {
 /// # Safety
 /// The CPU must have AVX-512F; `x` must hold `k` rows of `positions`
 /// readable floats at `pitch`, `w` `k` steps of its width (16 or 32), and
-/// `bias` (if any) `rows` values, and `y` (and `z`) `rows` rows at `pitch`, each with `positions` writable (readable) floats.
+/// `bias` (if any) `rows` values, and `y` (and `z`) `rows` rows at `pitch`, each with `positions` writable (readable) floats;
+/// a pass's carry `positions` × the panel's width floats, which nothing
+/// else uses meanwhile, holding the previous pass's sums where it resumes.
 pub(super) unsafe fn tile(positions: usize, t: Tile) {
     let wide = t.w.len() / t.k.max(1) > 16;
     macro_rules! by {
@@ -59,7 +79,11 @@ unsafe fn tile_of<const V: usize, const P: usize>(t: Tile) {
     assert!(t.w.len() >= k * 16 * V);
     let rows = t.rows.min(16 * V);
     assert!(t.bias.is_none_or(|b| b.len() >= rows));
-    let mut acc = [[_mm512_setzero_ps(); V]; P];
+    let mut acc = match t.pass {
+        // SAFETY: the carry holds P·V·16 floats (the caller's contract).
+        Pass::Middle(c) | Pass::Last(c) => unsafe { load_carry::<V, P>(c) },
+        Pass::Whole | Pass::First(_) => [[_mm512_setzero_ps(); V]; P],
+    };
     let wp = t.w.as_ptr();
     for kk in 0..k {
         // SAFETY: step kk < k of the panel (the assert above) and row kk
@@ -77,6 +101,11 @@ unsafe fn tile_of<const V: usize, const P: usize>(t: Tile) {
                 *s = _mm512_fmadd_ps(wv[v], xb, *s);
             }
         }
+    }
+    if let Pass::First(c) | Pass::Middle(c) = t.pass {
+        // SAFETY: as for the carry's load above.
+        unsafe { store_carry(c, acc) };
+        return;
     }
     let positions: __mmask16 = (1u16 << P) - 1;
     for v in 0..V {
@@ -128,6 +157,33 @@ unsafe fn tile_of<const V: usize, const P: usize>(t: Tile) {
                 _mm512_mask_storeu_ps(t.y.wrapping_add(at_lo), m_lo, r);
                 _mm512_mask_storeu_ps(t.y.wrapping_add(at_hi), m_hi, r);
             }
+        }
+    }
+}
+
+/// A tile's sums from its carry (`P·V·16` readable floats at `c`), as
+/// values, so the accumulators stay in registers through the loop over k.
+#[target_feature(enable = "avx512f")]
+#[inline]
+unsafe fn load_carry<const V: usize, const P: usize>(c: *const f32) -> [[__m512; V]; P] {
+    let mut acc = [[_mm512_setzero_ps(); V]; P];
+    for (j, a) in acc.iter_mut().enumerate() {
+        for (v, s) in a.iter_mut().enumerate() {
+            // SAFETY: j < P, v < V: within the caller's P·V·16 floats.
+            *s = unsafe { _mm512_loadu_ps(c.add((j * V + v) * 16)) };
+        }
+    }
+    acc
+}
+
+/// Stores a tile's sums into its carry (`P·V·16` writable floats at `c`).
+#[target_feature(enable = "avx512f")]
+#[inline]
+unsafe fn store_carry<const V: usize, const P: usize>(c: *mut f32, acc: [[__m512; V]; P]) {
+    for (j, a) in acc.iter().enumerate() {
+        for (v, &s) in a.iter().enumerate() {
+            // SAFETY: j < P, v < V: within the caller's P·V·16 floats.
+            unsafe { _mm512_storeu_ps(c.add((j * V + v) * 16), s) };
         }
     }
 }
