@@ -9,6 +9,10 @@
 //! is wasted; W is packed a panel of 32 output channels per step of k (16
 //! for a last panel of 16 or fewer rows, zero past the last row).
 //!
+//! A layer of many input channels sums k in passes (`K_PASS` steps at
+//! most), each over all of a task's tiles while the panel's slice of W
+//! stays in L1; the tiles carry their sums from pass to pass as stored f32.
+//!
 //! Each output is the in-order chain of fused multiply-adds from zero that
 //! the panel GEMM computes, plus the bias, plus the residual, then Relu,
 //! Clip or hard-swish in registers (other activations run over each task's
@@ -155,7 +159,7 @@ pub(in crate::ops::conv) fn run(a: &ConvArgs<f32>, y: &mut [f32]) {
 /// 10 alternating rounds: 1024→1024 on 14×14 3.30 → 2.78 ms, 2048→1024 on
 /// 7×7 1.85 → 1.61, 512→2048 on 7×7 0.90 → 0.80, 256→1024 on 14×14 0.78 →
 /// 0.71 (passes of 96 to 256 steps all gained, within noise of each other).
-#[cfg(target_arch = "x86_64")]
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 const K_PASS: usize = 192;
 
 #[cfg(target_arch = "x86_64")]
@@ -248,12 +252,7 @@ fn columns(
                             z: zt,
                             y: yp.offset(out).0,
                             clamp,
-                            pass: match (pass, passes) {
-                                (_, 1) => x86::Pass::Whole,
-                                (0, _) => x86::Pass::First(c),
-                                (p, ps) if p + 1 == ps => x86::Pass::Last(c),
-                                _ => x86::Pass::Middle(c),
-                            },
+                            pass: x86::Pass::nth(pass, passes, c),
                         };
                         // SAFETY: the CPU has AVX-512F (`suits`); the tile's
                         // rows k0..k1 of X at pitch n (sliced above), its

@@ -46,6 +46,19 @@ pub(super) enum Pass {
     Last(*mut f32),
 }
 
+impl Pass {
+    /// Pass `pass` of `passes` over k, with the tile's carry (unused when
+    /// there is one pass).
+    pub(super) fn nth(pass: usize, passes: usize, carry: *mut f32) -> Pass {
+        match (pass, passes) {
+            (_, 1) => Pass::Whole,
+            (0, _) => Pass::First(carry),
+            (p, ps) if p + 1 == ps => Pass::Last(carry),
+            _ => Pass::Middle(carry),
+        }
+    }
+}
+
 /// Computes a tile of `positions` (1 to 8) positions.
 ///
 /// # Safety
