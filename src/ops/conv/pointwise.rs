@@ -6,7 +6,7 @@
 //! the same packed W.
 
 #[cfg(target_arch = "x86_64")]
-mod clamp;
+pub(super) mod clamp;
 pub(super) mod columns;
 #[cfg(target_arch = "x86_64")]
 mod rows;

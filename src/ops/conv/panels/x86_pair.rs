@@ -6,6 +6,7 @@
 //! by the two vector loads a cycle of Intel's cores. Each output is the
 //! same in-order chain from zero as in the other blocks: the same bits.
 
+use super::super::pointwise::clamp::Clamp;
 use super::{BlockArgs, Epilogue, MR};
 use std::arch::x86_64::*;
 
@@ -75,13 +76,19 @@ unsafe fn block512_pair<const R: usize, const P: bool>(
             acc[1] = _mm512_fmadd_ps(wv, b, acc[1]);
         }
     }
+    let clamp = match *epi {
+        Epilogue::Relu => Clamp::Relu,
+        Epilogue::Clip(lo, hi) => Clamp::Clip(lo, hi),
+        Epilogue::HardSwish => Clamp::HardSwish,
+        Epilogue::None | Epilogue::Other(_) => Clamp::None,
+    };
     for (r, pair) in acc.iter().enumerate() {
         for (h, &v) in pair.iter().enumerate() {
             let at = r * n + h * second.dj;
             // SAFETY: row r < R of `z`, columns at..at + 16 within its
             // `second.dj + 16` readable ones (the caller's contract).
             let resid = z.map(|z| unsafe { _mm512_loadu_ps(z.add(at)) });
-            let v = finish(v, bias.map(|b| b[r]), resid, epi);
+            let v = finish(v, bias.map(|b| b[r]), resid, clamp);
             // SAFETY: the same columns of row r of `y`, writable.
             unsafe { _mm512_storeu_ps(y.add(at), v) };
             if let Epilogue::Other(a) = *epi {
@@ -93,11 +100,12 @@ unsafe fn block512_pair<const R: usize, const P: bool>(
     }
 }
 
-/// Bias, residual and the in-register activations, in the order of the
-/// other blocks (max/min with the bound first keep NaN).
+/// Bias, residual and the in-register activation (the pointwise kernels'
+/// [`Clamp`], the same operations as the other blocks' epilogues), in
+/// that order.
 #[target_feature(enable = "avx512f")]
 #[inline]
-fn finish(v: __m512, bias: Option<f32>, resid: Option<__m512>, epi: &Epilogue) -> __m512 {
+fn finish(v: __m512, bias: Option<f32>, resid: Option<__m512>, clamp: Clamp) -> __m512 {
     let mut v = v;
     if let Some(b) = bias {
         v = _mm512_add_ps(v, _mm512_set1_ps(b));
@@ -105,19 +113,7 @@ fn finish(v: __m512, bias: Option<f32>, resid: Option<__m512>, epi: &Epilogue) -
     if let Some(z) = resid {
         v = _mm512_add_ps(v, z);
     }
-    match *epi {
-        Epilogue::Relu => _mm512_max_ps(_mm512_setzero_ps(), v),
-        Epilogue::Clip(lo, hi) => {
-            let v = _mm512_max_ps(_mm512_set1_ps(lo), v);
-            _mm512_min_ps(_mm512_set1_ps(hi), v)
-        }
-        Epilogue::HardSwish => {
-            let g = _mm512_mul_ps(v, _mm512_set1_ps(1.0 / 6.0));
-            let g = _mm512_max_ps(_mm512_setzero_ps(), _mm512_add_ps(g, _mm512_set1_ps(0.5)));
-            _mm512_mul_ps(v, _mm512_min_ps(_mm512_set1_ps(1.0), g))
-        }
-        Epilogue::None | Epilogue::Other(_) => v,
-    }
+    clamp.apply(v)
 }
 
 /// Runs [`block512_pair`] for `rows` (1 to 12) rows.

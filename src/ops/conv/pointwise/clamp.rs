@@ -7,7 +7,7 @@ use std::arch::x86_64::*;
 
 /// An activation applied in registers.
 #[derive(Clone, Copy)]
-pub(super) enum Clamp {
+pub(in crate::ops::conv) enum Clamp {
     None,
     Relu,
     Clip(f32, f32),
@@ -33,7 +33,7 @@ impl Clamp {
     /// bound first so NaN stays NaN, as the panel GEMM's epilogue does.
     #[target_feature(enable = "avx512f")]
     #[inline]
-    pub(super) fn apply(self, r: __m512) -> __m512 {
+    pub(in crate::ops::conv) fn apply(self, r: __m512) -> __m512 {
         match self {
             Clamp::None => r,
             Clamp::Relu => _mm512_max_ps(_mm512_setzero_ps(), r),
