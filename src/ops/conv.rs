@@ -21,6 +21,8 @@ mod direct;
 pub(crate) mod geom;
 mod grouped;
 mod im2col;
+#[cfg(target_arch = "x86_64")]
+mod im2col_columns;
 mod implicit;
 mod lines;
 mod panels;

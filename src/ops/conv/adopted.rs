@@ -49,7 +49,9 @@ impl Form {
     pub(super) fn left_by(algo: Algorithm, p: &ConvPlan) -> Option<Form> {
         match algo {
             Algorithm::Pointwise => Some(Form::Panels { group: p.group }),
-            Algorithm::PointwiseColumns => Some(Form::Columns { group: p.group }),
+            Algorithm::PointwiseColumns | Algorithm::Im2colColumns => {
+                Some(Form::Columns { group: p.group })
+            }
             Algorithm::Im2col { panels: true } if im2col::reads_only_packed(p) => {
                 Some(Form::Panels { group: p.group })
             }

@@ -28,6 +28,11 @@ impl Weights {
                 let pack = || pointwise::columns::pack(p.group, p.mg(), p.cg(), w);
                 self.columns.with(true, pack, |_| ());
             }
+            #[cfg(target_arch = "x86_64")]
+            Algorithm::Im2colColumns => {
+                let pack = || super::im2col_columns::pack(p, w);
+                self.columns.with(true, pack, |_| ());
+            }
             Algorithm::Im2col { panels: true } => {
                 let Ok(kk) = checked_product("Conv", &[p.cg(), p.win.kernel_len()]) else {
                     return false;

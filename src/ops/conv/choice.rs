@@ -34,6 +34,9 @@ pub(super) enum Algorithm {
     Grouped(Isa),
     /// 3×3 stride 1 with enough channels and tiles, by Winograd.
     Winograd(winograd::Algo),
+    /// The implicit-GEMM kernel's layers on small output planes: im2col,
+    /// then the pointwise columns kernel (f32, x86-64 with AVX-512).
+    Im2colColumns,
     /// 2-D stride 1, on the implicit-GEMM kernel (f32, x86-64 with AVX2).
     Implicit,
     /// Everything else: im2col and a GEMM per group, on the panel GEMM
@@ -48,7 +51,8 @@ pub(super) enum Algorithm {
 /// The first that takes the layer, in this order: the bias alone,
 /// depthwise, 1×1 (panel GEMM, else the engine), patches, direct, grouped
 /// (after Winograd on groups of many channels), Winograd (unless the implicit-GEMM kernel is preferred, whatever the
-/// type), implicit GEMM, im2col.
+/// type), implicit GEMM (or, on the small planes where its blocks run
+/// mostly empty, im2col on the columns kernel), im2col.
 pub(super) fn choose(p: &ConvPlan, f32: bool) -> Algorithm {
     let win = &p.win;
     if p.cg() == 0 || win.kernel_len() == 0 {
@@ -74,11 +78,28 @@ pub(super) fn choose(p: &ConvPlan, f32: bool) -> Algorithm {
     } else if let Some(algo) = winograd::choose(p).filter(|_| !implicit::preferred(p)) {
         Algorithm::Winograd(algo)
     } else if f32 && implicit::suits(p) && implicit::cpu_has_kernel() {
-        Algorithm::Implicit
+        if im2col_columns_suits(p) {
+            Algorithm::Im2colColumns
+        } else {
+            Algorithm::Implicit
+        }
     } else {
         Algorithm::Im2col {
             panels: im2col::takes_panels(p, f32),
         }
+    }
+}
+
+/// Whether im2col on the columns kernel takes `p` (x86-64 only).
+fn im2col_columns_suits(p: &ConvPlan) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        super::im2col_columns::suits(p)
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = p;
+        false
     }
 }
 

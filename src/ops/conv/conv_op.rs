@@ -528,6 +528,10 @@ impl ConvKernel<'_> {
             Algorithm::Direct(isa) => y32(y, &|a, y| super::direct::run(a, isa, y)),
             Algorithm::Grouped(isa) => y32(y, &|a, y| super::grouped::run(a, isa, y)),
             Algorithm::Winograd(algo) => winograd::winograd(algo, a, y),
+            #[cfg(target_arch = "x86_64")]
+            Algorithm::Im2colColumns => y32(y, &super::im2col_columns::run),
+            #[cfg(not(target_arch = "x86_64"))]
+            Algorithm::Im2colColumns => unreachable!("chosen on x86-64 only"),
             Algorithm::Implicit => y32(y, &implicit::run),
             Algorithm::Im2col { panels } => super::im2col::im2col_gemm(a, panels, y)?,
         }

@@ -69,18 +69,7 @@ fn columns<T: GemmFloat>(a: &ConvArgs<T>, y: &mut [T], packed: Option<&[f32]>) -
     let col_len = checked_product(OP, &[rows, width])?;
     let kk = checked_product(OP, &[p.cg(), klen])?;
     let buf_len = if chunked { m * width } else { 0 };
-    let lines = Lines::new(win);
-    let step = lines.step();
-    // The input lines each kernel offset reads, the same for every channel
-    // and image: (output start, input start, length), in increasing output
-    // order.
-    let segments: Vec<Vec<(usize, usize, usize)>> = (0..klen)
-        .map(|k| {
-            let mut v = Vec::new();
-            lines.for_each(k, |oo, ii, len| v.push((oo, ii, len)));
-            v
-        })
-        .collect();
+    let segments = Segments::of(win);
     // One scratch for the column chunk and (when chunked) the GEMM's output
     // chunk; every element is written before it is read.
     T::with_scratch(col_len + buf_len, |scratch| {
@@ -90,13 +79,7 @@ fn columns<T: GemmFloat>(a: &ConvArgs<T>, y: &mut [T], packed: Option<&[f32]>) -
             for c0 in (0..plane).step_by(width) {
                 let cw = width.min(plane - c0);
                 let col = &mut col[..rows * cw];
-                par_rows(col, cw, |first, chunk| {
-                    for (r, row) in chunk.chunks_mut(cw).enumerate() {
-                        let (ch, k) = ((first + r) / klen, (first + r) % klen);
-                        let xc = &xi[ch * in_plane..(ch + 1) * in_plane];
-                        fill_row(row, xc, &segments[k], c0, step);
-                    }
-                });
+                segments.fill(col, xi, in_plane, c0, cw);
                 // Chunks take only the bias on the buffer; the residual and
                 // activation follow on the copy into Y.
                 let (zi, ep_act) = if chunked {
@@ -133,6 +116,52 @@ fn columns<T: GemmFloat>(a: &ConvArgs<T>, y: &mut [T], packed: Option<&[f32]>) -
         }
     });
     Ok(())
+}
+
+/// The input lines each kernel offset of a window reads, the same for
+/// every channel and image: (output start, input start, length), in
+/// increasing output order; and the input step between output positions.
+pub(super) struct Segments {
+    per_offset: Vec<Vec<(usize, usize, usize)>>,
+    step: usize,
+}
+
+impl Segments {
+    pub(super) fn of(win: &super::geom::Window) -> Segments {
+        let lines = Lines::new(win);
+        let per_offset = (0..win.kernel_len())
+            .map(|k| {
+                let mut v = Vec::new();
+                lines.for_each(k, |oo, ii, len| v.push((oo, ii, len)));
+                v
+            })
+            .collect();
+        Segments {
+            per_offset,
+            step: lines.step(),
+        }
+    }
+
+    /// The column chunk of output positions `c0..c0 + cw` (`col`: one row
+    /// of `cw` per input channel and kernel offset) from one image's input
+    /// planes `xi` (`in_plane` values each), rows split over the pool.
+    pub(super) fn fill<T: GemmFloat>(
+        &self,
+        col: &mut [T],
+        xi: &[T],
+        in_plane: usize,
+        c0: usize,
+        cw: usize,
+    ) {
+        let klen = self.per_offset.len();
+        par_rows(col, cw, |first, chunk| {
+            for (r, row) in chunk.chunks_mut(cw).enumerate() {
+                let (ch, k) = ((first + r) / klen, (first + r) % klen);
+                let xc = &xi[ch * in_plane..(ch + 1) * in_plane];
+                fill_row(row, xc, &self.per_offset[k], c0, self.step);
+            }
+        });
+    }
 }
 
 /// One column chunk's products `C = W·col` per group, with bias, residual

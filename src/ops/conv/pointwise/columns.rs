@@ -142,7 +142,7 @@ pub(in crate::ops::conv) fn run(a: &ConvArgs<f32>, y: &mut [f32]) {
         a.weights.columns.with(
             a.weights.constant,
             || pack(p.group, p.mg(), p.cg(), a.w),
-            |packed| columns(p, a.x, packed, a.b, a.z, a.act, y),
+            |packed| product(Layer::of(p), a.x, packed, a.b, a.z, a.act, y),
         );
     }
     #[cfg(not(target_arch = "x86_64"))]
@@ -181,11 +181,48 @@ pub(super) fn share(t: usize, tasks: usize, total: usize) -> std::ops::Range<usi
     t * total / tasks..(t + 1) * total / tasks
 }
 
-/// The whole layer: per image and group, tasks over ranges of panels and
-/// of tiles, each writing its own outputs.
+/// The sizes of a product the kernel runs as a pointwise layer: per image
+/// and group, `Y (m/group × positions) = W · X (c/group × positions)`.
+#[derive(Debug, Clone, Copy)]
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+pub(in crate::ops::conv) struct Layer {
+    pub images: usize,
+    pub group: usize,
+    /// Rows of X, all groups (input channels, or im2col's rows).
+    pub c: usize,
+    /// Rows of Y, all groups (output channels).
+    pub m: usize,
+    pub positions: usize,
+}
+
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+impl Layer {
+    /// A pointwise layer's sizes.
+    fn of(p: &ConvPlan) -> Layer {
+        Layer {
+            images: p.n,
+            group: p.group,
+            c: p.c,
+            m: p.m,
+            positions: p.win.out_len(),
+        }
+    }
+
+    fn mg(&self) -> usize {
+        self.m / self.group.max(1)
+    }
+
+    fn cg(&self) -> usize {
+        self.c / self.group.max(1)
+    }
+}
+
+/// The whole product: per image and group, tasks over ranges of panels and
+/// of tiles, each writing its own outputs. `packed` is W as [`pack`] lays
+/// it out for `l`'s groups, rows and k.
 #[cfg(target_arch = "x86_64")]
-fn columns(
-    p: &ConvPlan,
+pub(in crate::ops::conv) fn product(
+    p: Layer,
     x: &[f32],
     packed: &[f32],
     b: Option<&[f32]>,
@@ -195,12 +232,12 @@ fn columns(
 ) {
     use crate::ops::gemm::engine::scratch;
     use crate::ops::parallel::{op_threads, par_for, SendPtr, TASKS_PER_THREAD};
-    let (mg, cg, n) = (p.mg(), p.cg(), p.win.out_len());
-    let count = p.n * p.group;
+    let (mg, cg, n) = (p.mg(), p.cg(), p.positions);
+    let count = p.images * p.group;
     let (panels, tiles) = (mg.div_ceil(CW), n.div_ceil(PX));
     let len = matrix_len(mg, cg);
     // Every operand's extent, once: the tiles then read within these.
-    assert!(x.len() >= p.n * p.c * n && y.len() >= p.n * p.m * n);
+    assert!(x.len() >= p.images * p.c * n && y.len() >= p.images * p.m * n);
     assert!(packed.len() >= p.group * len);
     assert!(b.is_none_or(|b| b.len() >= p.m) && z.is_none_or(|z| z.len() >= y.len()));
     let per = (TASKS_PER_THREAD * op_threads()).div_ceil(count).max(1);
