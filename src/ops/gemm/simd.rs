@@ -1,8 +1,11 @@
 //! Run-time CPU-feature dispatch for the hand-written loops of the NN kernels:
 //! one generic body compiled twice, for the baseline target and with AVX2
-//! enabled, picked when called. Bodies use plain multiplies and adds (never
-//! fused multiply-add), so both builds give the same bits. Kernels that fuse
-//! multiply-adds check [`has_avx512`] themselves.
+//! and FMA enabled, picked when called. Bodies use plain multiplies and
+//! adds, which the compiler never fuses, or ask for a fused multiply-add
+//! by name (`mul_add`), which is exact everywhere (one instruction in the
+//! AVX2 and AVX-512 builds, the C library's `fmaf` in the baseline one),
+//! so every build gives the same bits. Kernels with intrinsics of their
+//! own check [`has_avx512`] themselves.
 
 /// True when the CPU supports AVX2 (std detects the features once and
 /// caches them, so this is a load and a bit test).
@@ -51,7 +54,7 @@ pub(crate) fn neon_kernels() -> bool {
 }
 
 /// Defines a function whose body is compiled both for the baseline target and
-/// with AVX2 enabled; the AVX2 build runs when the CPU has it. Written as
+/// with AVX2 and FMA enabled; that build runs when the CPU has both. Written as
 /// `multiversion! { wide fn ... }`, the body is also compiled with AVX-512
 /// (16 f32 lanes), for compute-bound loops such as the transcendental
 /// kernels (GELU, Softmax, normalisation rows): the same plain operations
@@ -76,7 +79,7 @@ macro_rules! multiversion {
                 unsafe fn avx512 $(<$($gen: $bound),*>)? ($($arg: $ty),*) $(-> $ret)? {
                     body($($arg),*)
                 }
-                #[target_feature(enable = "avx2")]
+                #[target_feature(enable = "avx2,fma")]
                 #[allow(clippy::too_many_arguments)]
                 unsafe fn avx2 $(<$($gen: $bound),*>)? ($($arg: $ty),*) $(-> $ret)? {
                     body($($arg),*)
@@ -85,8 +88,8 @@ macro_rules! multiversion {
                     // SAFETY: the CPU supports these AVX-512 subsets (checked just above).
                     return unsafe { avx512($($arg),*) };
                 }
-                if $crate::ops::gemm::simd::has_avx2() {
-                    // SAFETY: the CPU supports AVX2 (checked just above).
+                if $crate::ops::gemm::simd::has_avx2_fma() {
+                    // SAFETY: the CPU supports AVX2 and FMA (checked just above).
                     return unsafe { avx2($($arg),*) };
                 }
             }
@@ -106,13 +109,13 @@ macro_rules! multiversion {
             fn body $(<$($gen: $bound),*>)? ($($arg: $ty),*) $(-> $ret)? $body
             #[cfg(target_arch = "x86_64")]
             {
-                #[target_feature(enable = "avx2")]
+                #[target_feature(enable = "avx2,fma")]
                 #[allow(clippy::too_many_arguments)]
                 unsafe fn avx2 $(<$($gen: $bound),*>)? ($($arg: $ty),*) $(-> $ret)? {
                     body($($arg),*)
                 }
-                if $crate::ops::gemm::simd::has_avx2() {
-                    // SAFETY: the CPU supports AVX2 (checked just above).
+                if $crate::ops::gemm::simd::has_avx2_fma() {
+                    // SAFETY: the CPU supports AVX2 and FMA (checked just above).
                     return unsafe { avx2($($arg),*) };
                 }
             }
