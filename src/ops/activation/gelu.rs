@@ -27,6 +27,7 @@
 //! slower. A single value goes through the same steps with a block of one.
 
 use crate::ir::Activation;
+use crate::ops::unary::kernel::exp_normal;
 use crate::ops::util::par_spans;
 
 /// Elements the slice kernels compute together.
@@ -60,24 +61,6 @@ macro_rules! lanes {
 #[inline(always)]
 fn fma(a: f32, b: f32, c: f32) -> f32 {
     a.mul_add(b, c)
-}
-
-/// `e^x` for `x` in [−87, 0] (a normal result): `x = n·ln 2 + r` with
-/// `|r| ≤ ½ ln 2`, `e^r` by the unary family's polynomial, and `2^n` as a
-/// power of two built in the exponent bits, with fused multiply-adds.
-#[inline(always)]
-fn exp_normal(x: f32) -> f32 {
-    const MAGIC: f32 = 12_582_912.0; // 1.5 · 2^23: adding it rounds to an integer
-    const C1: f32 = 0.693_359_4; // ln 2, high part (exact in few bits)
-    const C2: f32 = -2.121_944_4e-4; // ln 2 - C1
-    let t = fma(x, std::f32::consts::LOG2_E, MAGIC);
-    let nf = t - MAGIC;
-    let n = (t.to_bits() as i32).wrapping_sub(MAGIC.to_bits() as i32);
-    let r = fma(nf, -C2, fma(nf, -C1, x));
-    let q = fma(fma(1.987_569_2e-4, r, 1.398_199_9e-3), r, 8.333_452e-3);
-    let q = fma(fma(q, r, 4.166_579_6e-2), r, 1.666_666_5e-1);
-    let p = fma(q, r, 0.5);
-    fma(p, r * r, r + 1.0) * f32::from_bits((n.wrapping_add(127) as u32) << 23)
 }
 
 /// The erf GELU of a block of `N` values, step by step over the block.
