@@ -29,6 +29,8 @@ mod panels;
 mod patches;
 mod phases;
 mod pointwise;
+#[cfg(test)]
+mod random_layer;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod regs;
 mod tap_kernel;

@@ -93,11 +93,11 @@ pub(super) fn run(a: &ConvArgs<f32>, y: &mut [f32]) {
 
 #[cfg(test)]
 mod tests {
-    use super::super::conv_op::{plan, Weights};
+    use super::super::conv_op::plan;
     use super::super::geom::{AutoPad, WindowAttrs};
+    use super::super::random_layer::RandomLayer;
     use super::*;
     use crate::ops::gemm::fused::Activation;
-    use crate::ops::testutil::rand_vec;
 
     /// A k×k layer's sizes: images, channels in and out, plane, kernel,
     /// stride, pad, groups.
@@ -138,20 +138,9 @@ mod tests {
             (h + 2 * pad - k) / stride + 1,
             (w_ + 2 * pad - k) / stride + 1,
         );
-        let x = rand_vec(xs.iter().product(), 1);
-        let w = rand_vec(ws.iter().product(), 2);
-        let b = rand_vec(m, 3);
-        let z = rand_vec(n_img * m * oh * ow, 4);
-        let weights = Weights::new(true);
-        let a = ConvArgs {
-            p: &p,
-            x: &x,
-            w: &w,
-            b: bias.then_some(&b[..]),
-            z: resid.then_some(&z[..]),
-            act,
-            weights: &weights,
-        };
+        let data = RandomLayer::new(&p, &xs, &ws);
+        let (x, w, b, z) = (&data.x, &data.w, &data.b, &data.z);
+        let a = data.args(&p, bias, resid, act);
         let mut got = vec![f32::NAN; z.len()];
         run(&a, &mut got);
         let (cg, mg) = (c / group, m / group);

@@ -3,9 +3,9 @@
 
 use super::super::super::conv_op::{plan, ConvArgs, Weights};
 use super::super::super::geom::WindowAttrs;
+use super::super::super::random_layer::RandomLayer;
 use super::*;
 use crate::ops::gemm::fused::Activation;
-use crate::ops::testutil::rand_vec;
 
 /// Unpacking gives back every weight bit for bit, and packing lays each
 /// weight at its panel's slot with zeros past the last row, for row counts
@@ -54,21 +54,10 @@ fn layer(
     let (xs, ws) = ([n_img, c, hw.0, hw.1], [m, c / group, 1, 1]);
     let (bias, resid, act) = with;
     let p = plan(&window, group, &xs, &ws, bias.then_some(&[m][..])).unwrap();
-    let x = rand_vec(xs.iter().product(), 1);
-    let w = rand_vec(ws.iter().product(), 2);
-    let b = rand_vec(m, 3);
-    let len: usize = p.out_shape.iter().product();
-    let z = rand_vec(len, 4);
-    let weights = Weights::new(true);
-    let a = ConvArgs {
-        p: &p,
-        x: &x,
-        w: &w,
-        b: bias.then_some(&b[..]),
-        z: resid.then_some(&z[..]),
-        act,
-        weights: &weights,
-    };
+    let data = RandomLayer::new(&p, &xs, &ws);
+    let (x, w, b, z) = (&data.x, &data.w, &data.b, &data.z);
+    let len = z.len();
+    let a = data.args(&p, bias, resid, act);
     // The naive sums, in the kernel's order.
     let (n, mg, cg) = (hw.0 * hw.1, m / group, c / group);
     let mut want = vec![0f32; len];
