@@ -219,6 +219,13 @@ pub(crate) fn exp_parts(x: f32) -> (f32, i32) {
     (p * z + r + 1.0, n)
 }
 
+/// `a · b + c` with one rounding. A function, not a closure: a closure is
+/// compiled apart from its caller's target features unless inlined.
+#[inline(always)]
+fn fma(a: f32, b: f32, c: f32) -> f32 {
+    a.mul_add(b, c)
+}
+
 /// `e^x` for `x` in [−87, 0] (a normal result; NaN propagates), in fused
 /// multiply-adds: the reduction and polynomial of [`exp_parts`], and
 /// `2^n` as one power of two built in the exponent bits. About 14
@@ -231,7 +238,6 @@ pub(crate) fn exp_normal(x: f32) -> f32 {
     const MAGIC: f32 = 12_582_912.0; // 1.5 · 2^23: adding it rounds to an integer
     const C1: f32 = 0.693_359_4; // ln 2, high part (exact in few bits)
     const C2: f32 = -2.121_944_4e-4; // ln 2 - C1
-    let fma = |a: f32, b: f32, c: f32| a.mul_add(b, c);
     let t = fma(x, std::f32::consts::LOG2_E, MAGIC);
     let nf = t - MAGIC;
     let n = (t.to_bits() as i32).wrapping_sub(MAGIC.to_bits() as i32);
