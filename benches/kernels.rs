@@ -8,6 +8,11 @@
 // `criterion_main!` below writes an undocumented `main`.
 #![allow(missing_docs)]
 
+/// Tensors start on a cache line, as in the command line and the C
+/// library (see `ramify::AlignedAllocator`).
+#[global_allocator]
+static ALLOCATOR: ramify::AlignedAllocator = ramify::AlignedAllocator;
+
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
 use model_builder::onnx_protobuf::{AttributeProto, TensorProto};
 use model_builder::{bytes, graph, initializer, ints_attr as ints, model, named_node, FLOAT};

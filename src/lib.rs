@@ -46,4 +46,4 @@ pub use session::{
     available_cpus, partition_model, BatchResult, EventCallback, IoInfo, Outputs, Partitioned,
     Pipeline, RunOptions, RunReport, Session, SessionBuilder,
 };
-pub use tensor::{DType, Element, Tensor};
+pub use tensor::{AlignedAllocator, DType, Element, Tensor};

@@ -7,11 +7,13 @@ use half::{bf16, f16};
 use ndarray::{ArrayD, ArrayViewD, IxDyn};
 use std::fmt;
 
+mod aligned_alloc;
 pub(crate) mod bits;
 pub mod budget;
 mod narrow;
 pub mod recycle;
 pub(crate) mod widths;
+pub use aligned_alloc::AlignedAllocator;
 pub use narrow::{
     RoundMode, F4E2M1, F8E4M3FN, F8E4M3FNUZ, F8E5M2, F8E5M2FNUZ, F8E8M0, I2, I4, U2, U4,
 };

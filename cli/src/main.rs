@@ -22,6 +22,10 @@ use anyhow::Result;
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
 
+/// Tensors start on a cache line (see `ramify::AlignedAllocator`).
+#[global_allocator]
+static ALLOCATOR: ramify::AlignedAllocator = ramify::AlignedAllocator;
+
 #[derive(Parser)]
 #[command(
     name = "ramify",

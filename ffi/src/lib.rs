@@ -138,6 +138,12 @@ pub extern "C" fn ramify_status_name(status: i32) -> *const c_char {
 #[path = "../tests/common/model.rs"]
 mod test_models;
 
+/// Tensors start on a cache line (see `ramify::AlignedAllocator`): the
+/// library's allocations, the outputs handed to the app included, go
+/// through it.
+#[global_allocator]
+static ALLOCATOR: ramify::AlignedAllocator = ramify::AlignedAllocator;
+
 #[cfg(test)]
 mod tests {
     use super::*;
