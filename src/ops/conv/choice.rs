@@ -75,7 +75,10 @@ pub(super) fn choose(p: &ConvPlan, f32: bool) -> Algorithm {
         .filter(|_| f32 && (grouped::before_winograd(p) || winograd::choose(p).is_none()))
     {
         Algorithm::Grouped(isa)
-    } else if let Some(algo) = winograd::choose(p).filter(|_| !implicit::preferred(p)) {
+    } else if let Some(algo) = winograd::choose(p)
+        .filter(|_| !implicit::preferred(p))
+        .filter(|&algo| !(f32 && f2_gives_way(p, algo)))
+    {
         Algorithm::Winograd(algo)
     } else if f32 && implicit::suits(p) && implicit::cpu_has_kernel() {
         if im2col_columns_suits(p) {
@@ -88,6 +91,29 @@ pub(super) fn choose(p: &ConvPlan, f32: bool) -> Algorithm {
             panels: im2col::takes_panels(p, f32),
         }
     }
+}
+
+/// Fewest input channels per group for which F(2×2, 3×3) keeps a layer
+/// that im2col on the columns kernel could take. Its transformed weights
+/// are 16/9 of W, re-read from outside L2 at every run of a whole model,
+/// and its transforms weigh more against thin products. Inside SqueezeNet
+/// (per-node trace, one thread, Sapphire Rapids-class Xeon) 64 -> 256 on
+/// 13×13 took 0.53-0.57 ms on F(2×2) against 0.45 on the columns kernel;
+/// inside Inception v1, 96 -> 208 and 112 -> 224 on 13×13 0.77 -> 0.67
+/// and 0.88 -> 0.81. Alone, with W in cache, F(2×2) won those layers, and
+/// it wins inside ResNet-50 at 256 channels (256 -> 256 on 14×14: 1.7 ms
+/// against 2.5).
+const F2_MIN_CHANNELS_BESIDE_COLUMNS: usize = 128;
+
+/// Whether Winograd's `algo` gives `p` (computed in f32) to im2col on the
+/// columns kernel: F(2×2, 3×3) with fewer than [`F2_MIN_CHANNELS_BESIDE_COLUMNS`] input
+/// channels per group, on a layer that kernel takes.
+fn f2_gives_way(p: &ConvPlan, algo: winograd::Algo) -> bool {
+    algo == winograd::Algo::F2x2
+        && p.cg() < F2_MIN_CHANNELS_BESIDE_COLUMNS
+        && implicit::suits(p)
+        && implicit::cpu_has_kernel()
+        && im2col_columns_suits(p)
 }
 
 /// Whether im2col on the columns kernel takes `p` (x86-64 only).
@@ -181,6 +207,7 @@ mod tests {
         let depthwise = layer([1, 32, 112, 112], [32, 1, 3, 3], 32, 1, 1);
         let wide_3x3 = layer([1, 64, 56, 56], [64, 64, 3, 3], 1, 1, 1);
         let small_3x3 = layer([1, 128, 12, 12], [128, 128, 3, 3], 1, 1, 1);
+        let small_thin_3x3 = layer([1, 64, 13, 13], [256, 64, 3, 3], 1, 1, 1);
         let narrow_3x3 = layer([1, 32, 56, 56], [32, 32, 3, 3], 1, 1, 1);
         let stem = layer([1, 3, 224, 224], [64, 3, 7, 7], 1, 2, 3);
         let stride_2 = layer([1, 64, 56, 56], [128, 64, 3, 3], 1, 2, 1);
@@ -221,6 +248,12 @@ mod tests {
             assert_eq!(choose(&grouped, true), Grouped(Isa::Avx512));
             assert_eq!(choose(&grouped_s2, true), Grouped(Isa::Avx512));
             assert_eq!(choose(&grouped_s2, false), Im2col { panels: false });
+            // F(2×2) gives thin layers to the columns kernel, not f64 ones.
+            assert_eq!(choose(&small_thin_3x3, true), Im2colColumns);
+            assert_eq!(
+                choose(&small_thin_3x3, false),
+                Winograd(winograd::Algo::F2x2)
+            );
         }
         // No implicit, direct or patch kernel here: Winograd keeps the
         // narrow layer, im2col the rest (on the panel GEMM where NEON runs).
@@ -236,10 +269,21 @@ mod tests {
             assert_eq!(choose(&patch, false), Im2col { panels: false });
             assert_eq!(choose(&grouped, true), Winograd(winograd::Algo::F4x4));
             assert_eq!(choose(&grouped_s2, true), Im2col { panels });
+            assert_eq!(
+                choose(&small_thin_3x3, true),
+                Winograd(winograd::Algo::F2x2)
+            );
         }
         #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
         {
-            let _ = (narrow_3x3, stem, stride_2, patch, grouped_s2);
+            let _ = (
+                narrow_3x3,
+                stem,
+                stride_2,
+                patch,
+                grouped_s2,
+                small_thin_3x3,
+            );
             eprintln!("skipped: the other cases assume x86-64 or aarch64");
         }
     }
