@@ -31,6 +31,14 @@ use crate::tensor::recycle::{give_back, take_or_default};
 use crate::tensor::Tensor;
 use std::borrow::Cow;
 
+/// Constant weights packed for the packed-weights GEMM (x86-64; nowhere
+/// else, where the projection takes the general engine).
+#[cfg(target_arch = "x86_64")]
+type PackedW = crate::ops::gemm::packed::PackedWeights;
+#[cfg(not(target_arch = "x86_64"))]
+#[derive(Debug, Clone)]
+enum PackedW {}
+
 /// W and R of every direction, laid out for the fast path.
 #[derive(Debug, Clone)]
 pub(super) struct Prepared {
@@ -45,8 +53,12 @@ pub(super) struct Prepared {
 #[derive(Debug, Clone)]
 enum Weights {
     F32 {
-        /// Wᵀ of all directions side by side: `input × dirs·gates·hidden`.
+        /// Wᵀ of all directions side by side: `input × dirs·gates·hidden`
+        /// (empty where `wp` holds it).
         wt: Vec<f32>,
+        /// The same Wᵀ packed for the packed-weights GEMM, where the CPU
+        /// has its kernel.
+        wp: Option<PackedW>,
         /// Per direction, R packed: GRU without `linear_before_reset` has
         /// the z and r gates' rows and the h gate's rows apart; the others
         /// one.
@@ -66,10 +78,18 @@ impl Prepared {
         {
             return Err(Error::op(kind.op(), "internal: weights of unexpected size"));
         }
-        let mut wt = vec![0f32; w.len()];
-        for (row, wrow) in w.chunks_exact(d.input.max(1)).enumerate() {
-            for (i, &v) in wrow.iter().enumerate() {
-                wt[i * cols + row] = v;
+        // W is `cols × input` row-major: Wᵀ transposed, as the packing takes it.
+        #[cfg(target_arch = "x86_64")]
+        let wp = PackedW::new(w, d.input, cols, true);
+        #[cfg(not(target_arch = "x86_64"))]
+        let wp: Option<PackedW> = None;
+        let mut wt = Vec::new();
+        if wp.is_none() {
+            wt = vec![0f32; w.len()];
+            for (row, wrow) in w.chunks_exact(d.input.max(1)).enumerate() {
+                for (i, &v) in wrow.iter().enumerate() {
+                    wt[i * cols + row] = v;
+                }
             }
         }
         let hh = d.hidden * d.hidden;
@@ -92,7 +112,7 @@ impl Prepared {
             gates_hidden: gh,
             input: d.input,
             hidden: d.hidden,
-            weights: Weights::F32 { wt, packs },
+            weights: Weights::F32 { wt, wp, packs },
         })
     }
 
@@ -335,14 +355,20 @@ fn direction(d: &Dims, dir: Dir) -> DirOut<f32> {
 }
 
 /// `xw = X·Wᵀ + bias` for the rows of X (in its own layout) and every
-/// direction's gates, through the GEMM engine (or the int8 engine).
+/// direction's gates: on the packed-weights GEMM where W was packed (each
+/// element one in-order chain of fused multiply-adds, then the bias),
+/// else through the GEMM engine (or the int8 engine).
 fn project(x: &[f32], rows: usize, prep: &Prepared, bias: &[f32], xw: &mut [f32]) {
-    let wt = match &prep.weights {
-        Weights::F32 { wt, .. } => wt,
+    let (wt, wp) = match &prep.weights {
+        Weights::F32 { wt, wp, .. } => (wt, wp),
         Weights::Int8(w) => return w.project(x, rows, bias, xw),
     };
     let (n, k) = (prep.dirs * prep.gates_hidden, prep.input);
     if rows == 0 || n == 0 || x.len() < rows * k || xw.len() < rows * n || bias.len() < n {
+        return;
+    }
+    if let Some(wp) = wp {
+        project_packed(wp, &x[..rows * k], rows, &bias[..n], &mut xw[..rows * n]);
         return;
     }
     let out = SendPtr(xw.as_mut_ptr());
@@ -373,6 +399,23 @@ fn project(x: &[f32], rows: usize, prep: &Prepared, bias: &[f32], xw: &mut [f32]
     // SAFETY: x is rows × k, wt k × n and xw rows × n, all row-major and
     // checked above; xw is not otherwise touched during the product.
     unsafe { product.run() }
+}
+
+/// `xw = x·Wᵀ + bias` on the packed weights: x is `rows × k`, xw `rows × n`
+/// (the sizes `project` checked).
+#[cfg(target_arch = "x86_64")]
+fn project_packed(wp: &PackedW, x: &[f32], rows: usize, bias: &[f32], xw: &mut [f32]) {
+    let epi = crate::ops::gemm::packed::PackedEpilogue {
+        bias: Some(bias),
+        act: None,
+    };
+    let done = wp.matmul("recurrent input projection", x, rows, epi, xw);
+    debug_assert!(done.is_ok(), "project checked the sizes");
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+fn project_packed(wp: &PackedW, _: &[f32], _: usize, _: &[f32], _: &mut [f32]) {
+    match *wp {}
 }
 
 /// Runs a node whose inputs are f32: Y, Y_h and Y_c in the node's layout.
