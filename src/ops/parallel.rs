@@ -236,15 +236,31 @@ pub(crate) fn par_collect<R: Send>(
 /// Each output element is written by exactly one call, so the result does not
 /// depend on the number of threads.
 pub fn par_rows<T: Send>(out: &mut [T], row: usize, f: impl Fn(usize, &mut [T]) + Sync) {
-    let row = row.max(1);
+    par_row_blocks(out, row, 1, f)
+}
+
+/// As [`par_rows`], but every chunk but the last starts and ends on a
+/// multiple of `block` rows: a kernel that runs rows `block` at a time (a
+/// vector lane per row) fills whole blocks in every task. Cut anywhere, a
+/// 72-channel depthwise layer on 16-lane blocks split into 8 tasks of 9
+/// planes ran 8 part-empty blocks where one thread runs 5, and was slower
+/// on two threads than on one.
+pub(crate) fn par_row_blocks<T: Send>(
+    out: &mut [T],
+    row: usize,
+    block: usize,
+    f: impl Fn(usize, &mut [T]) + Sync,
+) {
+    let (row, block) = (row.max(1), block.max(1));
     let rows = out.len() / row;
     let threads = op_threads();
+    let blocks = rows.div_ceil(block);
     // One call site of `f` for both cases (one task on one thread), so its
     // body is compiled once.
-    let (rows_per, chunk, tasks) = if threads <= 1 || out.len() < MIN_PARALLEL_GRAIN || rows < 2 {
+    let (rows_per, chunk, tasks) = if threads <= 1 || out.len() < MIN_PARALLEL_GRAIN || blocks < 2 {
         (0, out.len(), 1)
     } else {
-        let rows_per = rows.div_ceil(task_count(rows, threads));
+        let rows_per = blocks.div_ceil(task_count(blocks, threads)) * block;
         (rows_per, rows_per * row, out.len().div_ceil(rows_per * row))
     };
     run_chunks(out, chunk, tasks, &|i: usize, c: &mut [T]| {

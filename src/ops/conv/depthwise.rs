@@ -177,7 +177,7 @@ fn blocked_2d<T: GemmFloat>(a: &ConvArgs<T>, act: Option<Activation>, y: &mut [T
         a.weights.constant,
         || blocked::transpose_weights(p.m, taps, a.w),
         |wt| {
-            par_rows(y, plane, |first, chunk| {
+            crate::ops::parallel::par_row_blocks(y, plane, k.lanes(), |first, chunk| {
                 f32::with_scratch(k.scratch_len(), |s| {
                     k.run(first, chunk, a.x, wt, a.b, act, s)
                 });
@@ -234,17 +234,22 @@ pub(super) fn depthwise_pixels(a: &ConvArgs<f32>, y: &mut [f32]) -> bool {
             a.weights.constant,
             || blocked::transpose_weights(p.m, taps, a.w),
             |wt| {
-                par_rows(&mut planes, plane, |first, chunk| {
-                    let rows = chunk.len() / plane.max(1);
-                    f32::with_scratch(k.scratch_len(), |s| {
-                        // SAFETY: `out` holds the whole output (its
-                        // length checked above), and the tasks' planes
-                        // are disjoint, so are the values they write.
-                        unsafe {
-                            k.run_pixels(first, rows, out.offset(0).0, a.x, wt, a.b, a.act, s)
-                        }
-                    });
-                });
+                crate::ops::parallel::par_row_blocks(
+                    &mut planes,
+                    plane,
+                    k.lanes(),
+                    |first, chunk| {
+                        let rows = chunk.len() / plane.max(1);
+                        f32::with_scratch(k.scratch_len(), |s| {
+                            // SAFETY: `out` holds the whole output (its
+                            // length checked above), and the tasks' planes
+                            // are disjoint, so are the values they write.
+                            unsafe {
+                                k.run_pixels(first, rows, out.offset(0).0, a.x, wt, a.b, a.act, s)
+                            }
+                        });
+                    },
+                );
             },
         );
         true

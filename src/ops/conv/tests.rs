@@ -990,6 +990,18 @@ fn conv_bits_identical_across_thread_counts() {
             ],
             Fusion::NONE,
         ),
+        // Channel-blocked depthwise (MobileNet v3's 5×5 stride 2), 72
+        // channels: tasks cut on whole blocks of lanes.
+        (
+            vec![1, 72, 56, 56],
+            vec![72, 1, 5, 5],
+            vec![
+                ("group", int(72)),
+                ("strides", ints(&[2, 2])),
+                ("pads", ints(&[2, 2, 2, 2])),
+            ],
+            Fusion::NONE,
+        ),
     ];
     for (xs, ws, attrs, fusion) in cases {
         let x = t32(&xs, &rand64(xs.iter().product(), 21));

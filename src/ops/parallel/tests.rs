@@ -103,6 +103,39 @@ fn par_rows_covers_every_row_once() {
     assert!(v.iter().enumerate().all(|(i, &x)| i == x));
 }
 
+/// Blocks of rows: every row once, and every task's first row a multiple
+/// of the block (its chunk whole blocks but the last), on 1, 2 and 3
+/// threads; 72 rows of 16-row blocks on two threads take 5 tasks, not 8
+/// part-filled ones.
+#[test]
+fn par_row_blocks_cut_on_whole_blocks() {
+    for threads in [1, 2, 3] {
+        for (rows, block) in [(72, 16), (240, 16), (7, 8), (1000, 1), (33, 16)] {
+            let row = 1 << 10;
+            let mut v = vec![usize::MAX; rows * row];
+            let firsts = std::sync::Mutex::new(Vec::new());
+            pool(threads).install(|| {
+                par_row_blocks(&mut v, row, block, |first, chunk| {
+                    firsts.lock().unwrap().push((first, chunk.len() / row));
+                    for (i, x) in chunk.iter_mut().enumerate() {
+                        *x = first * row + i;
+                    }
+                })
+            });
+            assert!(v.iter().enumerate().all(|(i, &x)| i == x), "{rows} {block}");
+            let mut firsts = firsts.into_inner().unwrap();
+            firsts.sort();
+            for &(first, len) in &firsts {
+                assert_eq!(first % block, 0, "{rows} rows, blocks of {block}");
+                assert!(len % block == 0 || first + len == rows);
+            }
+            if (threads, rows, block) == (2, 72, 16) {
+                assert_eq!(firsts.len(), 5);
+            }
+        }
+    }
+}
+
 /// Every element is in exactly one chunk, chunk i starts at i·chunk, and
 /// the last chunk is the remainder; on one thread and on three.
 #[test]

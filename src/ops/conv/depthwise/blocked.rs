@@ -141,8 +141,8 @@ impl Blocked {
         }
     }
 
-    /// Channels per vector.
-    fn lanes(&self) -> usize {
+    /// Channels per vector: the planes a block runs together.
+    pub(super) fn lanes(&self) -> usize {
         if self.wide {
             Avx512::N
         } else {
