@@ -12,6 +12,9 @@
 //! A layer of many input channels sums k in passes (`K_PASS` steps at
 //! most), each over all of a task's tiles while the panel's slice of W
 //! stays in L1; the tiles carry their sums from pass to pass as stored f32.
+//! Meanwhile each tile asks L2 for its share of the slice the next pass
+//! reads: inside a model W comes from memory, and the first tile of a pass
+//! waited on every line (SqueezeNet 0.95×, MobileNet v3 0.93× with it).
 //!
 //! Each output is the in-order chain of fused multiply-adds from zero that
 //! the panel GEMM computes, plus the bias, plus the residual, then Relu,
@@ -265,14 +268,32 @@ pub(in crate::ops::conv) fn product(
             0
         };
         scratch(&CARRY, carry_len, |carry| {
-            for q in share(rest / tile_tasks, panel_tasks, panels) {
+            let my_panels = share(rest / tile_tasks, panel_tasks, panels);
+            for q in my_panels.clone() {
                 let rows = (mg - q * CW).min(CW);
-                let wide = width(q, mg);
                 let bias = b.map(|b| &b[g * mg + q * CW..][..rows]);
                 for pass in 0..passes {
+                    let slice = |q: usize, pass: usize| {
+                        let (k0, k1) = (pass * cg / passes, (pass + 1) * cg / passes);
+                        let wide = width(q, mg);
+                        &packed[g * len + q * CW * cg + k0 * wide..][..wide * (k1 - k0)]
+                    };
                     let (k0, k1) = (pass * cg / passes, (pass + 1) * cg / passes);
-                    let w = &packed[g * len + q * CW * cg + k0 * wide..][..wide * (k1 - k0)];
+                    let w = slice(q, pass);
+                    // The slice the tiles sum over next, asked of L2 a
+                    // share per tile while this one is summed from L1.
+                    let next = if pass + 1 < passes {
+                        Some(slice(q, pass + 1))
+                    } else if q + 1 < my_panels.end {
+                        Some(slice(q + 1, 0))
+                    } else {
+                        None
+                    };
                     for (i, tile) in tile_range.clone().enumerate() {
+                        if let Some(next) = next {
+                            let share = share(i, tile_range.len(), next.len());
+                            x86::prefetch_l2(&next[share]);
+                        }
                         let (j0, j1) = (tile_start(tile, tiles, n), tile_start(tile + 1, tiles, n));
                         let xt = &x[x_at + k0 * n + j0..x_at + (k1 - 1) * n + j1];
                         let out = y_at + q * CW * n + j0;

@@ -174,6 +174,19 @@ unsafe fn tile_of<const V: usize, const P: usize>(t: Tile) {
     }
 }
 
+/// Asks L2 for the cache lines of `v` (a share of the W slice the tiles
+/// read next: read first from memory by the first tile, a whole model's
+/// weights being far more than L2 holds, each step of k waited on its
+/// lines).
+pub(super) fn prefetch_l2(v: &[f32]) {
+    const LINE: usize = 16;
+    for at in (0..v.len()).step_by(LINE).chain(v.len().checked_sub(1)) {
+        // SAFETY: a prefetch reads nothing the program sees and cannot
+        // fault; the address is inside `v`.
+        unsafe { _mm_prefetch::<_MM_HINT_T1>(v.as_ptr().add(at).cast()) };
+    }
+}
+
 /// A tile's sums from its carry (`P·V·16` readable floats at `c`), as
 /// values, so the accumulators stay in registers through the loop over k.
 #[target_feature(enable = "avx512f")]
