@@ -19,6 +19,7 @@ use crate::ir::{BuildContext, Fact, FusionKind, InferInput, OpClass, Operator};
 use crate::ops::unary::kernel::{array_from, contiguous, exp_f32};
 use crate::ops::util::{axis, fact, input, out_len, par_rows};
 use crate::ops::Registrar;
+use crate::tensor::recycle::take_or_default;
 use crate::tensor::Tensor;
 use half::{bf16, f16};
 use ndarray::ArrayD;
@@ -103,14 +104,15 @@ impl Normalise {
         }
     }
 
-    fn compute<T: Float + Default + Send + Sync>(
+    fn compute<T: Float + Default + Send + Sync + 'static>(
         &self,
         x: &ArrayD<T>,
         exp: impl Fn(T) -> T + Sync,
     ) -> Result<ArrayD<T>> {
         let (_, n, inner) = self.split(x.shape())?;
         let src = contiguous(x);
-        let mut out = vec![T::zero(); src.len()];
+        // Every lane of every block is written below.
+        let mut out = take_or_default::<T>(src.len());
         let block = n * inner;
         if block > 0 {
             par_rows(&mut out, block, |first, chunk| {

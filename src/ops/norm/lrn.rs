@@ -7,6 +7,7 @@ use crate::error::Result;
 use crate::ir::{BuildContext, Fact, InferInput, OpClass, Operator};
 use crate::ops::unary::kernel::Float;
 use crate::ops::util::{fact, input, out_len, par_rows};
+use crate::tensor::recycle::take_or_default;
 use crate::tensor::Tensor;
 
 const OP: &str = "LRN";
@@ -44,7 +45,8 @@ struct LrnKernel {
 impl Kernel for LrnKernel {
     fn compute<T: Float, C: Real>(&self, x: &[T]) -> Result<Out<T, C>> {
         let (c, plane) = (self.c, self.plane);
-        let mut y = vec![T::default(); x.len()];
+        // Every element is written below: a recycled buffer will do.
+        let mut y = take_or_default::<T>(x.len());
         if x.is_empty() {
             return Ok(Out::y(y));
         }

@@ -9,6 +9,7 @@ use crate::error::{Error, Result};
 use crate::ir::{BuildContext, Fact, InferInput, Operator};
 use crate::ops::unary::kernel::Float;
 use crate::ops::util::{axes, axis, fact, input, out_len, par_rows};
+use crate::tensor::recycle::take_or_default;
 use crate::tensor::Tensor;
 use ndarray::{ArrayViewD, IxDyn};
 
@@ -137,7 +138,8 @@ impl Kernel for LpKernel {
     fn compute<T: Float, C: Real>(&self, x: &[T]) -> Result<Out<T, C>> {
         let (n, inner) = (self.n, self.inner);
         let block = n * inner;
-        let mut y = vec![T::default(); x.len()];
+        // Every element is written below: a recycled buffer will do.
+        let mut y = take_or_default::<T>(x.len());
         if x.is_empty() || self.outer == 0 {
             return Ok(Out::y(y));
         }
