@@ -6,6 +6,7 @@ use super::cost::CostModel;
 use crate::ir::{Fact, InferInput};
 use crate::ops::calibration::{probes, Probe};
 use crate::sched::Pool;
+use crate::tensor::recycle::recycle;
 use crate::tensor::Tensor;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
@@ -39,24 +40,33 @@ pub fn calibrate(budget: Duration) -> CostModel {
         let Ok(outs) = op.infer(&infer) else { continue };
         let flops = op.flops(&facts.iter().map(Some).collect::<Vec<_>>(), &outs);
         let args: Vec<Option<&Tensor>> = inputs.iter().map(Some).collect();
-        if op.run(&args).is_err() {
+        // Each run's outputs go back to the buffer pools before the next, as
+        // a model's intermediate values do between runs: the probe then
+        // times the kernel on a warm buffer, not the system mapping fresh
+        // pages for it (a block over glibc's mapping threshold was mapped
+        // and faulted in again at every run, about 7 MB per calibration).
+        let Ok(mut previous) = op.run(&args) else {
             continue;
-        }
+        };
         let start = Instant::now();
         let (mut runs, mut since_best) = (0u32, 0u32);
         let mut best = Duration::MAX;
         while runs < MIN_RUNS
             || (start.elapsed() < per_probe && runs < MAX_RUNS && since_best < SETTLED)
         {
+            previous.drain(..).for_each(recycle);
             let t = Instant::now();
-            if op.run(&args).is_err() {
+            let Ok(outputs) = op.run(&args) else {
                 break;
-            }
+            };
             let took = t.elapsed();
+            previous = outputs;
             since_best = if took < best { 0 } else { since_best + 1 };
             best = best.min(took);
             runs += 1;
         }
+        // The last outputs are dropped, so no probe's buffer outlives it.
+        drop(previous);
         if best != Duration::MAX {
             model.record(class, flops, best);
         }
