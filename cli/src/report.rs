@@ -64,6 +64,7 @@ pub fn result(m: &Measured) -> Map<String, Value> {
         "p90_ms": s.p90, "p95_ms": s.p95, "p99_ms": s.p99, "max_ms": s.max,
         "samples_ms": m.samples,
         "mean_load_seen": mean(&m.loads_seen),
+        "loads_seen": m.loads_seen,
         "mean_fork_load": mean(&m.fork_loads),
         "decisions": m.decisions,
     });
