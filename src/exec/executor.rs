@@ -477,7 +477,7 @@ fn run_node(run: &Run, index: usize, threads: usize) -> Result<()> {
     let start = Instant::now();
     let outs = budget::with_limit(plan.memory_limit, || {
         with_interrupt(run.interrupt, || {
-            let (outs, recomputed) = guard::scope(run.int8, || compute(plan, index, &held));
+            let (outs, recomputed) = guard::scope(run.int8, || compute(plan, store, index, &held));
             run.int8_recomputed.fetch_add(recomputed, Ordering::Relaxed);
             outs
         })
@@ -515,7 +515,7 @@ pub(super) fn run_inline(
             continue;
         }
         let held = gather(plan, &store, index)?;
-        let outs = compute(plan, index, &held).map_err(|e| {
+        let outs = compute(plan, &store, index, &held).map_err(|e| {
             if e.is_interrupt() {
                 e
             } else {
@@ -531,10 +531,13 @@ pub(super) fn run_inline(
 /// (`None` for an absent input and for a constant its reader holds).
 fn gather(plan: &Plan, store: &ValueStore, index: usize) -> Result<Vec<Option<Value>>> {
     let node = &plan.graph.nodes[index];
+    let join = plan.joins.join(index);
     let mut held: Vec<Option<Value>> = Vec::with_capacity(node.inputs.len());
-    for &input in &node.inputs {
+    for (k, &input) in node.inputs.iter().enumerate() {
         held.push(match input {
             None => None,
+            // Its producer wrote it into the joined output already.
+            Some(_) if join.is_some_and(|j| j.placed[k]) => None,
             // A constant its reader holds itself (`Graph::release_adopted`).
             Some(id) if plan.graph.released(id).is_some() => None,
             Some(id) => Some(value(plan, store, id).ok_or_else(|| Error::MissingValue {
@@ -546,8 +549,10 @@ fn gather(plan: &Plan, store: &ValueStore, index: usize) -> Result<Vec<Option<Va
     Ok(held)
 }
 
-/// Runs node `index`'s operator on its inputs `held`.
-fn compute(plan: &Plan, index: usize, held: &[Option<Value>]) -> Result<Outs> {
+/// Runs node `index`'s operator on its inputs `held`: a placed producer
+/// writes into its part of a joined output, and a joining node hands on
+/// that output (see `joins`).
+fn compute(plan: &Plan, store: &ValueStore, index: usize, held: &[Option<Value>]) -> Result<Outs> {
     let node = &plan.graph.nodes[index];
     if node.op.uses_values() {
         let args: Vec<Option<&Value>> = held.iter().map(Option::as_ref).collect();
@@ -564,6 +569,13 @@ fn compute(plan: &Plan, index: usize, held: &[Option<Value>]) -> Result<Outs> {
     }
     if plan.check_at_run[index] {
         check_outputs(node.op.as_ref(), &args)?;
+    }
+    if let Some(part) = plan.joins.part(index) {
+        store.joined.write_part(node.op.as_ref(), &args, part)?;
+        return Ok(Outs::Tensors(Vec::new()));
+    }
+    if let Some(join) = plan.joins.join(index) {
+        return Ok(Outs::Tensors(vec![store.joined.complete(join, &args)?]));
     }
     node.op.run(&args).map(Outs::Tensors)
 }

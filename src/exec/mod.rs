@@ -2,10 +2,12 @@
 //! store that holds values while a run is in flight, and the executor that
 //! walks the plan's steps under the scheduler's decisions, watched for its
 //! deadline and the device's events; control-flow bodies run as plans of
-//! their own ([`Bodies`]).
+//! their own ([`Bodies`]). Concatenations are written in place by the
+//! producers of their inputs where the layout allows ([`Joins`]).
 
 mod body;
 mod executor;
+mod joins;
 mod plan;
 mod store;
 mod trace;
@@ -15,6 +17,7 @@ mod watch;
 
 pub use body::{Bodies, MAX_PLANS};
 pub use executor::{run, RunResult};
+pub use joins::{Join, Joins, Part};
 pub use plan::Plan;
 pub use store::ValueStore;
 pub use trace::{Span, Trace};

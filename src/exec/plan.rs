@@ -1,9 +1,11 @@
 //! A plan: the graph specialised to one set of input shapes (shapes inferred,
 //! constants folded, dead nodes pruned, operators rebuilt with their
 //! constants), with each node's FLOPs, its estimated single-thread time and
-//! its measured times at each thread count, each value's use count, and the
-//! fork structure the executor walks.
+//! its measured times at each thread count, each value's use count, the
+//! concatenations its producers write in place, and the fork structure the
+//! executor walks.
 
+use super::joins::Joins;
 use crate::analysis::{find_structure, CostModel, Structure};
 use crate::error::{Error, Result};
 use crate::graph::pipeline::{optimize, Stage};
@@ -51,6 +53,8 @@ pub struct Plan {
     /// executor infers it from the actual inputs and checks it against the
     /// budget before the kernel allocates.
     pub check_at_run: Vec<bool>,
+    /// Concatenations whose inputs' producers write straight into them.
+    pub joins: Joins,
 }
 
 impl Plan {
@@ -95,7 +99,7 @@ impl Plan {
         let mut graph = base.clone();
         let facts = budget::with_limit(memory_limit, || optimize(&mut graph, inputs, stage))?;
         check_live_bytes(&graph, &facts, memory_limit)?;
-        let check_at_run = graph
+        let check_at_run: Vec<bool> = graph
             .nodes
             .iter()
             .map(|n| {
@@ -141,6 +145,7 @@ impl Plan {
         for &o in &graph.outputs {
             uses[o] += 1;
         }
+        let joins = Joins::find(&graph, &facts, &uses, &check_at_run);
         let structure = find_structure(&graph);
         let forks = ForkMemory::new(structure.forks.len());
         let slots = max_threads.clamp(1, MAX_MEASURED_THREADS);
@@ -160,6 +165,7 @@ impl Plan {
             structure,
             memory_limit,
             check_at_run,
+            joins,
         })
     }
 

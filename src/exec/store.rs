@@ -4,8 +4,10 @@
 //! can read and write their own values concurrently. Freed values go to
 //! the buffer pools (`tensor::recycle`) for later outputs to reuse. A slot
 //! holds a [`Value`]: a tensor (shared as before, no extra allocation), or a
-//! sequence or optional.
+//! sequence or optional. The store also holds the run's joined outputs
+//! while the producers of their parts write them (`joins`).
 
+use super::joins::Buffers;
 use super::Plan;
 use crate::graph::ValueId;
 use crate::ir::Value;
@@ -17,6 +19,8 @@ use std::sync::{Arc, Mutex};
 pub struct ValueStore {
     slots: Vec<Mutex<Option<Value>>>,
     remaining: Vec<AtomicU32>,
+    /// The plan's joined outputs while their producers write them.
+    pub(super) joined: Buffers,
 }
 
 impl ValueStore {
@@ -25,6 +29,7 @@ impl ValueStore {
         ValueStore {
             slots: (0..plan.uses.len()).map(|_| Mutex::new(None)).collect(),
             remaining: plan.uses.iter().map(|&u| AtomicU32::new(u)).collect(),
+            joined: Buffers::new(plan.joins.count()),
         }
     }
 

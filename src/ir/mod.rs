@@ -200,6 +200,32 @@ pub trait Operator: Send + Sync + Debug {
     fn is_view_of_input(&self, _later_inputs: bool, _data: Option<&Fact>) -> bool {
         false
     }
+    /// Whether output 0, for inputs of these facts, is the inputs' elements
+    /// one after another in input order (a Concat whose dimensions before
+    /// its axis are all 1): the executor may then have the inputs'
+    /// producers write straight into their parts of the output
+    /// ([`run_into`](Self::run_into)) instead of copying them.
+    fn joins_inputs(&self, _inputs: &[Option<&Fact>]) -> bool {
+        false
+    }
+    /// Whether [`run_into`](Self::run_into) writes the operator's single
+    /// float32 output straight into the given buffer, for inputs of these
+    /// facts (rather than computing it apart for the caller to copy).
+    fn writes_into(&self, _inputs: &[Option<&Fact>]) -> bool {
+        false
+    }
+    /// Computes the single float32 output into `out` (its length, part of a
+    /// larger buffer): `Ok(None)` once every element of `out` is written.
+    /// Where the types or shapes at run time do not allow it, `out` is left
+    /// alone and the outputs come back as [`run`](Self::run) gives them
+    /// (`Ok(Some(..))`), for the caller to place; that is the default.
+    fn run_into(
+        &self,
+        inputs: &[Option<&Tensor>],
+        _out: &mut [f32],
+    ) -> Result<Option<Vec<Tensor>>> {
+        self.run(inputs).map(Some)
+    }
     /// Whether the operator, built as it is and given these inputs (facts
     /// and constant values; absent optional ones have no fact), can absorb
     /// a neighbour of this kind: the fusion passes ask before they hand it

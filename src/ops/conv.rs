@@ -113,20 +113,7 @@ fn run_float<K: FloatKernel>(
     z: Option<&Tensor>,
     shape: &[usize],
 ) -> Result<Tensor> {
-    check_types(op, x.dtype(), w.dtype(), b.map(|b| b.dtype()))?;
-    if let Some(z) = z {
-        if z.dtype() != x.dtype() || z.shape() != shape {
-            return Err(Error::op(
-                op,
-                format!(
-                    "the fused residual is {} {:?}, expected {} {shape:?} like the output",
-                    z.dtype(),
-                    z.shape(),
-                    x.dtype()
-                ),
-            ));
-        }
-    }
+    check_inputs(op, x, w, b, z, shape)?;
     match (x, w) {
         (Tensor::F32(xa), Tensor::F32(wa)) => run_typed(op, k, xa, wa, b, z, shape),
         (Tensor::F64(xa), Tensor::F64(wa)) => run_typed(op, k, xa, wa, b, z, shape),
@@ -158,6 +145,66 @@ multiversion! {
             }
         }
     }
+}
+
+/// Checks the types of X, W and B, and that the fused residual `z` (if
+/// any) has X's type and the output's `shape`.
+fn check_inputs(
+    op: &str,
+    x: &Tensor,
+    w: &Tensor,
+    b: Option<&Tensor>,
+    z: Option<&Tensor>,
+    shape: &[usize],
+) -> Result<()> {
+    check_types(op, x.dtype(), w.dtype(), b.map(|b| b.dtype()))?;
+    if let Some(z) = z {
+        if z.dtype() != x.dtype() || z.shape() != shape {
+            return Err(Error::op(
+                op,
+                format!(
+                    "the fused residual is {} {:?}, expected {} {shape:?} like the output",
+                    z.dtype(),
+                    z.shape(),
+                    x.dtype()
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The output of `shape` computed by `compute` straight into `y` (of its
+/// length) when X and W are f32: `Ok(false)`, with nothing written, for
+/// other types or another length (the caller then runs [`run_float`]).
+#[allow(clippy::too_many_arguments)]
+fn run_f32_into(
+    op: &str,
+    x: &Tensor,
+    w: &Tensor,
+    b: Option<&Tensor>,
+    z: Option<&Tensor>,
+    shape: &[usize],
+    y: &mut [f32],
+    compute: impl FnOnce(&[f32], &[f32], Option<&[f32]>, Option<&[f32]>, &mut [f32]) -> Result<()>,
+) -> Result<bool> {
+    let (Tensor::F32(xa), Tensor::F32(wa)) = (x, w) else {
+        return Ok(false);
+    };
+    if shape.iter().product::<usize>() != y.len() {
+        return Ok(false);
+    }
+    check_inputs(op, x, w, b, z, shape)?;
+    let bb = b.and_then(|b| b.array::<f32>()).map(contiguous);
+    let zz = z.and_then(|z| z.array::<f32>()).map(contiguous);
+    compute(
+        &contiguous(xa),
+        &contiguous(wa),
+        bb.as_deref(),
+        zz.as_deref(),
+        y,
+    )?;
+    Ok(true)
 }
 
 /// [`run_float`] on data already of a GEMM type `T`.

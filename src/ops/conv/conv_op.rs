@@ -20,7 +20,7 @@ use super::implicit::{self, PackCache};
 #[cfg(target_arch = "x86_64")]
 use super::patches::PatchCache;
 use super::winograd::{self, WeightCache};
-use super::{check_bias, finish_row, parse_group, run_float, FloatKernel};
+use super::{check_bias, finish_row, parse_group, run_f32_into, run_float, FloatKernel};
 use crate::error::{Error, Result};
 use crate::ir::{BuildContext, Fact, FusionKind, InferInput, OpClass, Operator};
 use crate::ops::gemm::checked_product;
@@ -319,28 +319,25 @@ impl Operator for Conv {
     }
 
     fn run(&self, inputs: &[Option<&Tensor>]) -> Result<Vec<Tensor>> {
-        let x = input(OP, inputs, 0)?;
-        if let Some(w) = opt_input(inputs, 1) {
-            return Ok(vec![self.run_with(inputs, x, w, w.shape())?.0]);
-        }
-        // W was adopted from the graph (`adopt_constant`).
-        let weights = self.adopted.for_run(x.shape(), &self.weights)?;
-        let y = match weights {
-            RunWeights::Original(w) => {
-                // W goes with the run that packed the panels: where an
-                // earlier run (on a shape whose last im2col chunk still
-                // read W) packed them, W stays, as it always did.
-                let panels_empty = self.weights.panels.packed().is_none();
-                let (y, p, algo) = self.run_with(inputs, x, &w, w.shape())?;
-                let form = Form::left_by(algo, &p)
-                    .filter(|f| panels_empty || !matches!(f, Form::Panels { .. }));
-                self.adopted.packed(x.shape(), form);
-                y
-            }
-            RunWeights::Packed(empty, shape) => self.run_with(inputs, x, &empty, &shape)?.0,
-            RunWeights::Unpacked(w) => self.run_with(inputs, x, &w, w.shape())?.0,
-        };
-        Ok(vec![y])
+        let y = self.run_to(inputs, None)?;
+        Ok(vec![
+            y.ok_or_else(|| Error::op(OP, "no output was computed"))?
+        ])
+    }
+
+    fn writes_into(&self, inputs: &[Option<&Fact>]) -> bool {
+        // Channels-last output is a transpose of the planes the kernels
+        // write; only planes go straight into a caller's buffer.
+        !self.channels_last
+            && inputs
+                .first()
+                .copied()
+                .flatten()
+                .is_some_and(|f| f.dtype == DType::F32)
+    }
+
+    fn run_into(&self, inputs: &[Option<&Tensor>], out: &mut [f32]) -> Result<Option<Vec<Tensor>>> {
+        Ok(self.run_to(inputs, Some(out))?.map(|y| vec![y]))
     }
 
     fn adopt_constant(&self, slot: usize, value: &Arc<Tensor>, fixed_shapes: bool) -> bool {
@@ -424,16 +421,50 @@ impl Conv {
             }
     }
 
+    /// Runs the node: into `out` when given and the types allow it
+    /// (`Ok(None)`: every element of `out` written), else into a new
+    /// tensor.
+    fn run_to(
+        &self,
+        inputs: &[Option<&Tensor>],
+        out: Option<&mut [f32]>,
+    ) -> Result<Option<Tensor>> {
+        let x = input(OP, inputs, 0)?;
+        if let Some(w) = opt_input(inputs, 1) {
+            return Ok(self.run_with(inputs, x, w, w.shape(), out)?.0);
+        }
+        // W was adopted from the graph (`adopt_constant`).
+        let weights = self.adopted.for_run(x.shape(), &self.weights)?;
+        let y = match weights {
+            RunWeights::Original(w) => {
+                // W goes with the run that packed the panels: where an
+                // earlier run (on a shape whose last im2col chunk still
+                // read W) packed them, W stays, as it always did.
+                let panels_empty = self.weights.panels.packed().is_none();
+                let (y, p, algo) = self.run_with(inputs, x, &w, w.shape(), out)?;
+                let form = Form::left_by(algo, &p)
+                    .filter(|f| panels_empty || !matches!(f, Form::Panels { .. }));
+                self.adopted.packed(x.shape(), form);
+                y
+            }
+            RunWeights::Packed(empty, shape) => self.run_with(inputs, x, &empty, &shape, out)?.0,
+            RunWeights::Unpacked(w) => self.run_with(inputs, x, &w, w.shape(), out)?.0,
+        };
+        Ok(y)
+    }
+
     /// Runs on X and W (whose shape is `w_shape`: W is empty when only
-    /// packed weights are read) with the node's other inputs; returns Y,
-    /// the plan it ran and the kernel that ran it.
+    /// packed weights are read) with the node's other inputs, into `out`
+    /// when given and X and W are f32 (no tensor returned), else into a
+    /// new Y; returns that, the plan it ran and the kernel that ran it.
     fn run_with(
         &self,
         inputs: &[Option<&Tensor>],
         x: &Tensor,
         w: &Tensor,
         w_shape: &[usize],
-    ) -> Result<(Tensor, ConvPlan, Algorithm)> {
+        out: Option<&mut [f32]>,
+    ) -> Result<(Option<Tensor>, ConvPlan, Algorithm)> {
         let b = opt_input(inputs, 2);
         let z = if self.residual {
             Some(input(OP, inputs, 3)?)
@@ -457,8 +488,18 @@ impl Conv {
             op: self,
             algo,
         };
-        let y = run_float(OP, &k, x, w, b, z, &self.y_shape(&p))?;
-        Ok((y, p, algo))
+        let shape = self.y_shape(&p);
+        if let Some(out) = out.filter(|_| !self.channels_last) {
+            let into =
+                |x: &[f32], w: &[f32], b: Option<&[f32]>, z: Option<&[f32]>, y: &mut [f32]| {
+                    k.planes(&k.args(x, w, b, z), y)
+                };
+            if run_f32_into(OP, x, w, b, z, &shape, out, into)? {
+                return Ok((None, p, algo));
+            }
+        }
+        let y = run_float(OP, &k, x, w, b, z, &shape)?;
+        Ok((Some(y), p, algo))
     }
 }
 
@@ -492,15 +533,7 @@ impl FloatKernel for ConvKernel<'_> {
         if len == 0 {
             return Ok(y);
         }
-        let a = ConvArgs {
-            p,
-            x,
-            w,
-            b,
-            z,
-            act: self.op.act,
-            weights: &self.op.weights,
-        };
+        let a = self.args(x, w, b, z);
         if self.op.channels_last {
             return self.compute_pixels(&a, y);
         }
@@ -510,9 +543,32 @@ impl FloatKernel for ConvKernel<'_> {
 }
 
 impl ConvKernel<'_> {
-    /// Y as planes (`[N, M, spatial...]`) into `y`, on the chosen kernel.
-    fn planes<T: GemmFloat>(&self, a: &ConvArgs<T>, y: &mut Vec<T>) -> Result<()> {
-        let y32 = |y: &mut Vec<T>, run: &dyn Fn(&ConvArgs<f32>, &mut [f32])| {
+    /// The arguments of one run on these inputs.
+    fn args<'a, T: GemmFloat>(
+        &'a self,
+        x: &'a [T],
+        w: &'a [T],
+        b: Option<&'a [T]>,
+        z: Option<&'a [T]>,
+    ) -> ConvArgs<'a, T> {
+        ConvArgs {
+            p: self.p,
+            x,
+            w,
+            b,
+            z,
+            act: self.op.act,
+            weights: &self.op.weights,
+        }
+    }
+
+    /// Y as planes (`[N, M, spatial...]`) into `y` (every element written),
+    /// on the chosen kernel.
+    fn planes<T: GemmFloat>(&self, a: &ConvArgs<T>, y: &mut [T]) -> Result<()> {
+        if y.is_empty() {
+            return Ok(());
+        }
+        let y32 = |y: &mut [T], run: &dyn Fn(&ConvArgs<f32>, &mut [f32])| {
             let (Some(a), Some(y)) = (a.as_f32(), as_f32_mut(y)) else {
                 unreachable!("{:?} is chosen for f32 data only", self.algo);
             };

@@ -158,6 +158,28 @@ impl Operator for Concat {
         movement_flops(inputs, outputs)
     }
 
+    fn joins_inputs(&self, inputs: &[Option<&Fact>]) -> bool {
+        let mut shapes = Vec::with_capacity(inputs.len());
+        let mut dtypes = Vec::with_capacity(inputs.len());
+        for f in inputs {
+            match f {
+                Some(Fact {
+                    dtype,
+                    shape: Some(s),
+                    ..
+                }) => {
+                    shapes.push(s.as_slice());
+                    dtypes.push(*dtype);
+                }
+                _ => return false,
+            }
+        }
+        // Every output row is then the whole output: each input is one
+        // contiguous part of it.
+        matches!(self.out_shape(&shapes, &dtypes),
+            Ok((shape, axis)) if shape[..axis].iter().all(|&d| d == 1))
+    }
+
     fn run(&self, inputs: &[Option<&Tensor>]) -> Result<Vec<Tensor>> {
         let ts: Vec<&Tensor> = (0..inputs.len())
             .map(|i| crate::ops::util::input(CONCAT, inputs, i))
