@@ -44,7 +44,7 @@ impl<T: Copy> Pool<T> {
         let fill = if cfg!(debug_assertions) { poison } else { zero };
         if len > 0 {
             let mut held = self.buffers.lock().unwrap_or_else(|p| p.into_inner());
-            // The shortest that fits; of equal ones the last given back.
+            // The smallest room that fits; of equal rooms the last given back.
             let best = held
                 .iter()
                 .enumerate()
