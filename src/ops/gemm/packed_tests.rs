@@ -89,6 +89,12 @@ fn kernels_give_the_in_order_fma_chain_bits() {
         (24, 9, 96),
         // Two passes over k, the second resuming the sums (also at the edge).
         (5, 600, 40),
+        // Lone rows against several panels at once (and the panels left
+        // over, and the edge), in one and in two passes over k; the last
+        // row block of 13 rows is a lone row too.
+        (1, 40, 128),
+        (1, 600, 300),
+        (13, 50, 200),
     ];
     let acts = [
         None,
