@@ -678,17 +678,6 @@ macro_rules! row_kernel {
     };
 }
 
-row_kernel!(
-    /// One row by P 32-column panels, AVX-512.
-    row512, "avx512f,fma", 16, _mm512_setzero_ps, _mm512_loadu_ps, _mm512_set1_ps,
-    _mm512_fmadd_ps, _mm512_add_ps, _mm512_storeu_ps
-);
-row_kernel!(
-    /// One row by P 16-column panels, AVX2.
-    row256, "avx2,fma", 8, _mm256_setzero_ps, _mm256_loadu_ps, _mm256_set1_ps,
-    _mm256_fmadd_ps, _mm256_add_ps, _mm256_storeu_ps
-);
-
 /// How far ahead in the packed panels a micro-kernel asks for B: 8 KiB,
 /// 64 steps of k at AVX-512's 32 columns. A language model's head (32
 /// rows of A against 128×50257 packed floats, 26 MB) streams B from
@@ -771,13 +760,28 @@ macro_rules! tile_kernel {
     };
 }
 
-tile_kernel!(
+/// Both kernels of one instruction set, from its intrinsics.
+macro_rules! packed_kernels {
+    ($(#[$tile_doc:meta])* $tile:ident, $(#[$row_doc:meta])* $row:ident,
+     $($isa:tt)*) => {
+        tile_kernel!($(#[$tile_doc])* $tile, $($isa)*);
+        row_kernel!($(#[$row_doc])* $row, $($isa)*);
+    };
+}
+
+packed_kernels!(
     /// The AVX-512 micro-kernel: R ≤ 12 rows by 32 columns.
-    tile512, "avx512f,fma", 16, _mm512_setzero_ps, _mm512_loadu_ps, _mm512_set1_ps,
+    tile512,
+    /// One row by P 32-column panels, AVX-512.
+    row512,
+    "avx512f,fma", 16, _mm512_setzero_ps, _mm512_loadu_ps, _mm512_set1_ps,
     _mm512_fmadd_ps, _mm512_add_ps, _mm512_storeu_ps
 );
-tile_kernel!(
+packed_kernels!(
     /// The AVX2 micro-kernel: R ≤ 6 rows by 16 columns.
-    tile256, "avx2,fma", 8, _mm256_setzero_ps, _mm256_loadu_ps, _mm256_set1_ps,
+    tile256,
+    /// One row by P 16-column panels, AVX2.
+    row256,
+    "avx2,fma", 8, _mm256_setzero_ps, _mm256_loadu_ps, _mm256_set1_ps,
     _mm256_fmadd_ps, _mm256_add_ps, _mm256_storeu_ps
 );
