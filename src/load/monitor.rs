@@ -198,8 +198,10 @@ fn host_metrics(h: &HostState) -> [(Metric, Option<f64>); 3] {
 }
 
 /// The sampler thread's loop: wait `period` ([`FIRST_SAMPLE_AFTER`] the
-/// first time), or until told to stop; sample; publish.
-fn run(shared: Arc<Shared>, mut sampler: Sampler, mut smoothed: Option<f64>) {
+/// first time), or until told to stop; sample; publish. The first sample
+/// replaces the start-up baseline; later ones are smoothed.
+fn run(shared: Arc<Shared>, mut sampler: Sampler) {
+    let mut smoothed = None;
     let tid = current_tid();
     sampler.exclude_thread(tid);
     shared.tid.store(tid.unwrap_or(0), Ordering::Relaxed);
@@ -268,7 +270,8 @@ impl LoadMonitor {
     ///
     /// A baseline is taken synchronously here, so memory pressure, other
     /// processes' runnable threads (the median of 5 readings 1 ms apart:
-    /// this first value stands until the next sample) and a later host push
+    /// this first value stands until the next sample, which replaces it
+    /// rather than being smoothed with it) and a later host push
     /// are reflected at once; the run-queue source needs an interval, so it
     /// counts from the first background sample, [`FIRST_SAMPLE_AFTER`] (or
     /// one `period`, if shorter) later, and the system and per-CPU CPU
@@ -286,11 +289,17 @@ impl LoadMonitor {
                                       // Later samples: the median of 3 readings over 2 ms.
         sampler.spread_runnable(3, Duration::from_millis(1));
         let shared = Arc::new(Shared::new(config, 0.0));
-        let smoothed = shared.absorb(first, None);
+        shared.absorb(first, None);
         let worker = shared.clone();
+        // The baseline is a snapshot of a few milliseconds, not a window:
+        // the first background sample replaces it instead of being
+        // smoothed into it. Blended, a competitor runnable for the moment
+        // the process started (onnxruntime's threads spin 40 ms after its
+        // last run) kept half its weight for 300 ms of samples, and a
+        // short-lived process ran its whole life on one thread.
         let thread = std::thread::Builder::new()
             .name("ramify-load".into())
-            .spawn(move || run(worker, sampler, smoothed))
+            .spawn(move || run(worker, sampler))
             .ok();
         Arc::new(LoadMonitor {
             shared,

@@ -335,3 +335,41 @@ fn events_since_a_number_are_kept_without_a_queue_per_reader() {
     let (kept, _) = m.events_since(0);
     assert_eq!(kept.len(), monitor::RECENT_EVENTS);
 }
+
+#[test]
+fn the_first_background_sample_replaces_a_transient_baseline() {
+    // A competitor runnable only while the monitor starts (here a spinning
+    // child killed right after) is gone from the first background sample:
+    // that sample replaces the baseline. Smoothed into it with this
+    // weight, the baseline would keep 99 % of its value.
+    if !cfg!(target_os = "linux") || runnable::others_runnable(1).is_none() {
+        return;
+    }
+    let cpus = num_cpus::get().max(1) as f64;
+    let mut c = config(vec![LoadSource::Runnable], 3_600_000);
+    c.smoothing = 0.01;
+    // Other processes of a busy test machine may be runnable at either
+    // moment: one attempt of three that starts busy and ends idle shows it.
+    let mut seen = Vec::new();
+    for _ in 0..3 {
+        let Ok(mut child) = std::process::Command::new("sh")
+            .arg("-c")
+            .arg("while :; do :; done")
+            .spawn()
+        else {
+            return;
+        };
+        std::thread::sleep(Duration::from_millis(50));
+        let m = LoadMonitor::start(c.clone());
+        let baseline = m.utilisation();
+        let _ = child.kill();
+        let _ = child.wait();
+        assert!(wait_for(|| m.samples() >= 2), "no background sample");
+        let after = m.utilisation();
+        seen.push((baseline, after));
+        if baseline >= 1.0 / cpus - 1e-9 && after < 0.9 * baseline {
+            return;
+        }
+    }
+    panic!("(baseline, first sample) on {cpus} CPUs: {seen:?}");
+}
