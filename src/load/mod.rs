@@ -32,4 +32,6 @@ pub use sample::{Sample, Sampler};
 pub use topology::{Cluster, ClusterPower, PowerTable, Topology, TopologySource};
 
 #[cfg(test)]
+mod spinner;
+#[cfg(test)]
 mod tests;

@@ -147,18 +147,12 @@ mod tests {
         let _ = ours.join();
         assert!(own >= 2.0, "own runnable threads {own}");
         // A spinning child process is another's runnable thread at every read.
-        let Ok(mut child) = std::process::Command::new("sh")
-            .arg("-c")
-            .arg("while :; do :; done")
-            .spawn()
-        else {
+        let Some(child) = crate::load::spinner::SpinningChild::start() else {
             return;
         };
-        std::thread::sleep(std::time::Duration::from_millis(50));
         let cpus = 1024; // counts stay unclamped
         let others = median_of(21, || others_runnable(cpus).unwrap_or(0.0) * cpus as f64);
-        let _ = child.kill();
-        let _ = child.wait();
+        child.stop();
         assert!(others >= 1.0, "others' runnable threads {others}");
     }
 }

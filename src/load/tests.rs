@@ -219,14 +219,9 @@ fn a_busy_process_is_load_from_the_first_sample() {
     if !cfg!(target_os = "linux") || runnable::others_runnable(1).is_none() {
         return;
     }
-    let Ok(mut child) = std::process::Command::new("sh")
-        .arg("-c")
-        .arg("while :; do :; done")
-        .spawn()
-    else {
+    let Some(child) = super::spinner::SpinningChild::start() else {
         return;
     };
-    std::thread::sleep(Duration::from_millis(50));
     let cpus = num_cpus::get().max(1) as f64;
     let seen: Vec<f64> = (0..5)
         .map(|_| {
@@ -234,8 +229,7 @@ fn a_busy_process_is_load_from_the_first_sample() {
             m.utilisation()
         })
         .collect();
-    let _ = child.kill();
-    let _ = child.wait();
+    child.stop();
     // The spinning child is one runnable thread of another process: at
     // least 1/cpus (more when the machine is busier); a read racing with
     // our own threads' state changes may miss it, so most reads must see it.
@@ -352,18 +346,12 @@ fn the_first_background_sample_replaces_a_transient_baseline() {
     // moment: one attempt of three that starts busy and ends idle shows it.
     let mut seen = Vec::new();
     for _ in 0..3 {
-        let Ok(mut child) = std::process::Command::new("sh")
-            .arg("-c")
-            .arg("while :; do :; done")
-            .spawn()
-        else {
+        let Some(child) = super::spinner::SpinningChild::start() else {
             return;
         };
-        std::thread::sleep(Duration::from_millis(50));
         let m = LoadMonitor::start(c.clone());
         let baseline = m.utilisation();
-        let _ = child.kill();
-        let _ = child.wait();
+        child.stop();
         assert!(wait_for(|| m.samples() >= 2), "no background sample");
         let after = m.utilisation();
         seen.push((baseline, after));
