@@ -490,3 +490,66 @@ fn results_do_not_depend_on_thread_count() {
         }
     }
 }
+
+/// A random f64 tensor (values of `rand_tensor`, widened).
+fn rand_tensor_f64(shape: &[usize], seed: u64) -> Tensor {
+    let v: Vec<f64> = f32s(&rand_tensor(shape, seed))
+        .into_iter()
+        .map(f64::from)
+        .collect();
+    Tensor::from_vec(shape, v).unwrap()
+}
+
+#[test]
+fn f64_products_match_naive_sums_on_any_pool() {
+    // f64 products (their own instantiation of the engine): with
+    // every transpose, tiles enough to split, C broadcast and alpha/beta,
+    // exact to f64 rounding and the same bits on one and two threads.
+    for (i, &(m, k, n, ta, tb)) in [
+        (7, 5, 9, false, false),
+        (300, 257, 130, true, false),
+        (130, 64, 700, false, true),
+        (65, 33, 66, true, true),
+    ]
+    .iter()
+    .enumerate()
+    {
+        let seed = 40 + 3 * i as u64;
+        let a = rand_tensor_f64(&if ta { [k, m] } else { [m, k] }, seed);
+        let b = rand_tensor_f64(&if tb { [n, k] } else { [k, n] }, seed + 1);
+        let c = rand_tensor_f64(&[n], seed + 2);
+        let attrs = [
+            ("alpha", float(0.5)),
+            ("beta", float(2.0)),
+            ("transA", int(ta as i64)),
+            ("transB", int(tb as i64)),
+        ];
+        let inputs = [Some(&a), Some(&b), Some(&c)];
+        let one = with_threads(1, || run("Gemm", 13, &attrs, &inputs).unwrap());
+        let two = with_threads(2, || run("Gemm", 13, &attrs, &inputs).unwrap());
+        assert!(matches!(one[0], Tensor::F64(_)));
+        assert_eq!(bits(&one[0]), bits(&two[0]), "{m}x{k}x{n}");
+        let av = a.to_f64_vec().unwrap();
+        let bv = b.to_f64_vec().unwrap();
+        let cv = c.to_f64_vec().unwrap();
+        let at = |r: usize, p: usize| if ta { av[p * m + r] } else { av[r * k + p] };
+        let bt = |p: usize, j: usize| if tb { bv[j * k + p] } else { bv[p * n + j] };
+        let want: Vec<f64> = (0..m * n)
+            .map(|e| {
+                let (r, j) = (e / n, e % n);
+                0.5 * (0..k).map(|p| at(r, p) * bt(p, j)).sum::<f64>() + 2.0 * cv[j]
+            })
+            .collect();
+        assert_tensor_close(&one[0], &want, 1e-12, 1e-12 * k as f64);
+        // MatMul (no transposes, no C) through the same engine.
+        if !ta && !tb {
+            let y = run("MatMul", 13, &[], &[Some(&a), Some(&b)]).unwrap();
+            let want: Vec<f64> = want
+                .iter()
+                .enumerate()
+                .map(|(e, w)| (w - 2.0 * cv[e % n]) * 2.0)
+                .collect();
+            assert_tensor_close(&y[0], &want, 1e-11, 1e-11 * k as f64);
+        }
+    }
+}
