@@ -1,15 +1,17 @@
 //! The AVX-512 rows kernel's loop for horizontal stride 2: per chunk of
 //! output rows, each input row it reads is split once into its even and
-//! odd columns (two masked loads and two permutes per 32 columns, the
-//! padding and the row's end read as zeros) in a small scratch that stays
-//! in the L1 cache; every tap then reads 16 consecutive values of one half
-//! with one plain load (tap kx reads half kx mod 2 from lane kx / 2),
-//! where reading X in place took two loads and a permute per tap; only
-//! the vectors of each half that stored outputs read are split (a 56-wide
+//! odd columns in registers (two masked loads and two permutes per 32
+//! columns, the padding and the row's end read as zeros); tap kx then
+//! takes half kx mod 2 from lane kx / 2 on (one `valignd` of two
+//! neighbouring vectors), for every output row of the chunk that reads
+//! that input row. Reading X in place took two loads and a permute per
+//! tap; splitting each row into an L1 scratch first and loading every tap
+//! from there took 1.05–1.7× this loop's time (one thread, 3×3 on planes
+//! of 48 to 224; MobileNet v3's features.2 0.146 → 0.117 ms). Only the
+//! vectors of each half that stored outputs read are split (a 56-wide
 //! output row, MobileNet v3's features.2, needs 4 of the 5 that a
-//! 4-vector segment holds). (The
-//! same copy at stride 1, with its padding, ran no faster than the phase
-//! path there, so stride 1 stays on it.)
+//! 4-vector segment holds). (A split copy at stride 1, with its padding,
+//! ran no faster than the phase path there, so stride 1 stays on it.)
 //!
 //! Every output still starts from the bias and adds its taps in kernel
 //! row-major order, one fused multiply-add each, padding adding w·0: the
@@ -23,9 +25,10 @@ use super::rows::{finish, lanes_inside, Geom, PlaneArgs, LANES};
 /// Most vectors of one row a chunk holds.
 const MAX_V: usize = 4;
 
-/// Rows of a chunk for each width in vectors (1 to [`MAX_V`]): 8 to 12
-/// running sums.
-const ROWS_FOR: [usize; MAX_V] = [8, 6, 4, 3];
+/// Rows of a chunk for each width in vectors (1 to [`MAX_V`]): 4 to 12
+/// running sums, with the split row and its taps beside them in the 32
+/// vector registers (6 rows of 2 vectors spilled and ran 1.4× slower).
+const ROWS_FOR: [usize; MAX_V] = [4, 4, 4, 3];
 
 /// How many input rows past a chunk's last the prefetches reach.
 const PREFETCH_ROWS: usize = 12;
@@ -34,41 +37,6 @@ const PREFETCH_ROWS: usize = 12;
 const MAX_KW: usize = 7;
 const MAX_KH: usize = 7;
 const MAX_SH: usize = 2;
-
-/// Values a half row holds for a segment of `v` vectors: its 16·v
-/// outputs' first columns and the kw / 2 ≤ 3 lanes the taps reach past
-/// them, in whole vectors.
-const fn half_len(v: usize) -> usize {
-    LANES * (v + 1)
-}
-
-/// Values of the scratch a segment of `v` vectors (and so `ROWS_FOR[v −
-/// 1]` rows) needs: each input row its chunk reads, as two halves.
-const fn split_len(v: usize) -> usize {
-    ((ROWS_FOR[v - 1] - 1) * MAX_SH + MAX_KH) * 2 * half_len(v)
-}
-
-/// Values of [`Split`]: enough for every segment width.
-const SPLIT_LEN: usize = 1760;
-const _: () = assert!(
-    split_len(1) <= SPLIT_LEN
-        && split_len(2) <= SPLIT_LEN
-        && split_len(3) <= SPLIT_LEN
-        && split_len(4) <= SPLIT_LEN,
-    "the scratch holds every segment's rows"
-);
-
-/// The scratch of the split input rows, 64-byte aligned (so each half's
-/// vectors are whole cache lines).
-#[repr(C, align(64))]
-pub(super) struct Split([f32; SPLIT_LEN]);
-
-impl Split {
-    /// A zeroed scratch.
-    pub(super) fn new() -> Split {
-        Split([0.0; SPLIT_LEN])
-    }
-}
 
 /// Whether the loop takes a plane of this geometry: horizontal stride 2,
 /// a kernel at most 7 × 7, a vertical stride of 1 or 2.
@@ -86,7 +54,7 @@ pub(super) fn takes(g: &Geom) -> bool {
 /// # Safety
 /// The CPU must support AVX-512F and FMA.
 #[target_feature(enable = "avx512f,avx2,fma")]
-pub(super) unsafe fn sum_plane(g: &Geom, pa: &mut PlaneArgs, split: &mut Split, epi: Epilogue) {
+pub(super) unsafe fn sum_plane(g: &Geom, pa: &mut PlaneArgs, epi: Epilogue) {
     // One check here covers all the unchecked loads and stores below.
     assert!(
         pa.x.len() >= g.h * g.wd
@@ -102,10 +70,10 @@ pub(super) unsafe fn sum_plane(g: &Geom, pa: &mut PlaneArgs, split: &mut Split, 
         // SAFETY: the contract.
         unsafe {
             match v {
-                4 => segment::<4, { ROWS_FOR[3] }>(g, pa, split, v0, epi),
-                3 => segment::<3, { ROWS_FOR[2] }>(g, pa, split, v0, epi),
-                2 => segment::<2, { ROWS_FOR[1] }>(g, pa, split, v0, epi),
-                _ => segment::<1, { ROWS_FOR[0] }>(g, pa, split, v0, epi),
+                4 => segment::<4, { ROWS_FOR[3] }>(g, pa, v0, epi),
+                3 => segment::<3, { ROWS_FOR[2] }>(g, pa, v0, epi),
+                2 => segment::<2, { ROWS_FOR[1] }>(g, pa, v0, epi),
+                _ => segment::<1, { ROWS_FOR[0] }>(g, pa, v0, epi),
             }
         }
         v0 += v;
@@ -120,7 +88,6 @@ pub(super) unsafe fn sum_plane(g: &Geom, pa: &mut PlaneArgs, split: &mut Split, 
 unsafe fn segment<const V: usize, const R: usize>(
     g: &Geom,
     pa: &mut PlaneArgs,
-    split: &mut Split,
     v0: usize,
     epi: Epilogue,
 ) {
@@ -149,11 +116,11 @@ unsafe fn segment<const V: usize, const R: usize>(
     // SAFETY: the contract, with rows y0 .. y0 + R (or + 1) ≤ oh.
     unsafe {
         while y0 + R <= g.oh {
-            chunk::<V, R>(g, pa, split, &cols, x0, y0, epi);
+            chunk::<V, R>(g, pa, &cols, x0, y0, epi);
             y0 += R;
         }
         while y0 < g.oh {
-            chunk::<V, 1>(g, pa, split, &cols, x0, y0, epi);
+            chunk::<V, 1>(g, pa, &cols, x0, y0, epi);
             y0 += 1;
         }
     }
@@ -176,57 +143,20 @@ struct Cols<'a> {
 unsafe fn chunk<const V: usize, const R: usize>(
     g: &Geom,
     pa: &mut PlaneArgs,
-    split: &mut Split,
     cols: &Cols,
     x0: usize,
     y0: usize,
     epi: Epilogue,
 ) {
     let (kh, kw, sh) = (g.kh, g.kw, g.sh);
-    let half = half_len(V);
     let rows_in = (R - 1) * sh + kh;
     let iy0 = (y0 * sh) as isize - g.pt;
-    let s = split.0.as_mut_ptr();
     // SAFETY: AVX-512F and FMA (the contract) make the intrinsics sound;
     // the loads of X read rows 0 ≤ iy < h, only the lanes in 0 .. wd
     // (masked-off lanes are not accessed, so their addresses, computed
-    // with wrapping arithmetic, may lie outside); the scratch's rows_in ·
-    // 2 · half values fit in it (`split_len`, as sh ≤ 2 and kh ≤ 7), and
-    // its loads read values 16·v + kx / 2 .. + 16 ≤ 16·V + 3 of a half,
-    // within its 16·(V + 1); W's kh × kw taps; `finish` gets rows y0 ..
-    // y0 + R ≤ oh.
+    // with wrapping arithmetic, may lie outside); W's kh × kw taps;
+    // `finish` gets rows y0 .. y0 + R ≤ oh.
     unsafe {
-        let even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-        let odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
-        for j in 0..rows_in {
-            let iy = iy0 + j as isize;
-            let dst = s.add(j * 2 * half);
-            if (0..g.h as isize).contains(&iy) {
-                let row = pa.x.as_ptr().add(iy as usize * g.wd);
-                for (i, m) in cols.masks.iter().enumerate().take(V + 1) {
-                    // A fixed count with an exit keeps the loop unrolled.
-                    if i == cols.pairs {
-                        break;
-                    }
-                    let at = cols.c0 + (2 * i * LANES) as isize;
-                    let lo = _mm512_maskz_loadu_ps(m[0], row.wrapping_offset(at));
-                    let hi = _mm512_maskz_loadu_ps(m[1], row.wrapping_offset(at + LANES as isize));
-                    _mm512_store_ps(dst.add(i * LANES), _mm512_permutex2var_ps(lo, even, hi));
-                    let o = _mm512_permutex2var_ps(lo, odd, hi);
-                    _mm512_store_ps(dst.add(half + i * LANES), o);
-                }
-            } else {
-                // A row outside the plane: zeros, adding w·0 as the
-                // padding does.
-                for i in 0..V + 1 {
-                    if i == cols.pairs {
-                        break;
-                    }
-                    _mm512_store_ps(dst.add(i * LANES), _mm512_setzero_ps());
-                    _mm512_store_ps(dst.add(half + i * LANES), _mm512_setzero_ps());
-                }
-            }
-        }
         // The rows a later chunk reads, into the cache meanwhile: X comes
         // from L2 or L3, and the hardware prefetcher does not keep up.
         // Past the plane's last row, the next plane's first (planes lie
@@ -240,20 +170,89 @@ unsafe fn chunk<const V: usize, const R: usize>(
             }
         }
         let mut acc = [[_mm512_set1_ps(pa.bias); V]; R];
-        for ky in 0..kh {
-            let rows: [*const f32; R] =
-                std::array::from_fn(|r| s.add((r * sh + ky) * 2 * half).cast_const());
+        // Input rows in order: each output row meets its kernel rows in
+        // order, and each kernel row's taps in order.
+        for j in 0..rows_in {
+            let halves = split_row::<V>(g, pa, cols, iy0 + j as isize);
             for kx in 0..kw {
-                let wv = _mm512_set1_ps(*pa.w.get_unchecked(ky * kw + kx));
-                let at = (kx % 2) * half + kx / 2;
-                for (acc, &row) in acc.iter_mut().zip(&rows) {
-                    for (v, a) in acc.iter_mut().enumerate() {
-                        let x = _mm512_loadu_ps(row.add(at + v * LANES));
-                        *a = _mm512_fmadd_ps(wv, x, *a);
+                let taps = tap_vectors::<V>(&halves[kx % 2], kx / 2);
+                for (r, acc) in acc.iter_mut().enumerate() {
+                    let Some(ky) = j.checked_sub(r * sh).filter(|&ky| ky < kh) else {
+                        continue;
+                    };
+                    let wv = _mm512_set1_ps(*pa.w.get_unchecked(ky * kw + kx));
+                    for (a, &t) in acc.iter_mut().zip(&taps) {
+                        *a = _mm512_fmadd_ps(wv, t, *a);
                     }
                 }
             }
         }
         finish::<V, R>(g, pa, &acc, x0, y0, epi);
+    }
+}
+
+/// Input row `iy` split into its even and odd columns: vector i of half p
+/// holds columns c0 + 32·i + p + 2·l, the first [`Cols::pairs`] vectors
+/// loaded (two masked loads and two permutes each; zeros outside the
+/// row), the rest zero (they feed only outputs never stored). A row
+/// outside the plane is zeros (adding w·0, as the padding does).
+///
+/// # Safety
+/// AVX-512F; `pa.x` holds `h × wd` values; `cols` the segment's.
+#[inline(always)]
+unsafe fn split_row<const V: usize>(
+    g: &Geom,
+    pa: &PlaneArgs,
+    cols: &Cols,
+    iy: isize,
+) -> [[__m512; MAX_V + 1]; 2] {
+    // SAFETY: AVX-512F (the contract); the loads read row iy < h, only
+    // the lanes in 0 .. wd (masked-off lanes are not accessed).
+    unsafe {
+        let mut halves = [[_mm512_setzero_ps(); MAX_V + 1]; 2];
+        if !(0..g.h as isize).contains(&iy) {
+            return halves;
+        }
+        let even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+        let odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+        let row = pa.x.as_ptr().add(iy as usize * g.wd);
+        for (i, m) in cols.masks.iter().enumerate().take(V + 1) {
+            // A fixed count with an exit keeps the loop unrolled.
+            if i == cols.pairs {
+                break;
+            }
+            let at = cols.c0 + (2 * i * LANES) as isize;
+            let lo = _mm512_maskz_loadu_ps(m[0], row.wrapping_offset(at));
+            let hi = _mm512_maskz_loadu_ps(m[1], row.wrapping_offset(at + LANES as isize));
+            halves[0][i] = _mm512_permutex2var_ps(lo, even, hi);
+            halves[1][i] = _mm512_permutex2var_ps(lo, odd, hi);
+        }
+        halves
+    }
+}
+
+/// The V vectors of a half from lane `shift` on (vector v: lanes shift ..
+/// 16 of vector v, then the first `shift` of vector v + 1): the inputs of
+/// the tap `2·shift + p` for 16·V consecutive outputs.
+///
+/// # Safety
+/// AVX-512F; `shift` < 4.
+#[inline(always)]
+unsafe fn tap_vectors<const V: usize>(half: &[__m512; MAX_V + 1], shift: usize) -> [__m512; V] {
+    // SAFETY: AVX-512F (the contract).
+    unsafe {
+        let at = |v: usize| {
+            let (lo, hi) = (
+                _mm512_castps_si512(half[v]),
+                _mm512_castps_si512(half[v + 1]),
+            );
+            _mm512_castsi512_ps(match shift {
+                0 => lo,
+                1 => _mm512_alignr_epi32::<1>(hi, lo),
+                2 => _mm512_alignr_epi32::<2>(hi, lo),
+                _ => _mm512_alignr_epi32::<3>(hi, lo),
+            })
+        };
+        std::array::from_fn(at)
     }
 }

@@ -120,8 +120,7 @@ impl Rows {
         let epi = Epilogue::of(act);
         let zeros = vec![0f32; g.wd];
         par_rows(y, plane, |first, chunk| {
-            // Stride 2 splits each chunk's input rows into this scratch.
-            let mut split = super::halves::takes(&g).then(super::halves::Split::new);
+            let halves = super::halves::takes(&g);
             for (r, out) in chunk.chunks_exact_mut(plane).enumerate() {
                 let row = first + r;
                 let (ni, oc) = (row / self.m, row % self.m);
@@ -136,9 +135,9 @@ impl Rows {
                 };
                 // SAFETY: `new` checked AVX-512F and FMA.
                 unsafe {
-                    if let Some(split) = split.as_mut() {
+                    if halves {
                         let mut pa = pa;
-                        super::halves::sum_plane(&g, &mut pa, split, epi)
+                        super::halves::sum_plane(&g, &mut pa, epi)
                     } else if g.sw == 1 {
                         sum_plane::<1>(&g, pa, epi)
                     } else {
