@@ -156,14 +156,20 @@ pub(in crate::ops::conv) fn run(a: &ConvArgs<f32>, y: &mut [f32]) {
 }
 
 /// Most steps of k in one pass over a panel's tiles: the panel's slice of
-/// W (32 channels × 192 steps, 24 KiB) stays in L1 while the tiles run
+/// W (32 channels × 512 steps, 64 KiB) stays near while the tiles run
 /// over it; whole, a 1024-channel layer's panel (128 KiB) was read from L2
 /// by every tile. On a Sapphire Rapids-class Xeon, one thread, medians of
 /// 10 alternating rounds: 1024→1024 on 14×14 3.30 → 2.78 ms, 2048→1024 on
 /// 7×7 1.85 → 1.61, 512→2048 on 7×7 0.90 → 0.80, 256→1024 on 14×14 0.78 →
 /// 0.71 (passes of 96 to 256 steps all gained, within noise of each other).
+/// On AMD EPYC (Zen 4, 32 KiB L1), where W's slices come from L2 fast
+/// enough, shorter passes cost more than they saved: against passes of
+/// 192 steps, 96 took 1.04–1.08× as long and 512 0.95–0.96×, while 1024
+/// and whole layers ran as 512 did (one thread, 7 alternating rounds:
+/// 2048→1024 and 1024→2048 on 7×7, 1024→512 on 14×14). 512 keeps passes
+/// for the largest layers.
 #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
-const K_PASS: usize = 192;
+const K_PASS: usize = 512;
 
 #[cfg(target_arch = "x86_64")]
 thread_local! {
